@@ -1,0 +1,35 @@
+// kareus/pipeline/schedule.h - pipeline schedules: which instruction each stage runs, in order.
+//
+// An Instruction is the forward or backward of one microbatch on one stage (lowtime's
+// vocabulary). Synchronous 1F1B (Megatron's non-interleaved schedule): stage s of S
+// warms up with min(S - s - 1, M) forwards, alternates one forward and one backward,
+// and drains the remaining backwards. For S = 2, M = 8, stage 0 runs
+// F0 F1 B0 F2 B1 ... F7 B6 B7 and stage 1 runs F0 B0 F1 B1 ... F7 B7.
+#pragma once
+
+#include <string_view>
+#include <vector>
+
+namespace kareus::pipeline {
+
+enum class InstructionType { kForward, kBackward };
+
+struct Instruction {
+  int stage = 0;
+  int microbatch = 0;
+  InstructionType type = InstructionType::kForward;
+
+  friend bool operator==(const Instruction&, const Instruction&) = default;
+};
+
+/// "forward" or "backward" (the plan file spelling).
+std::string_view to_string(InstructionType type);
+
+/// Parses "forward" / "backward"; throws InputError naming `origin` otherwise.
+InstructionType parse_instruction_type(std::string_view text, std::string_view origin);
+
+/// The 1F1B instruction order of `stage` (0-based) in a pipeline of `stages` stages and
+/// `microbatches` microbatches. Precondition: 0 <= stage < stages, microbatches >= 1.
+[[nodiscard]] std::vector<Instruction> one_f_one_b(int stage, int stages, int microbatches);
+
+}  // namespace kareus::pipeline

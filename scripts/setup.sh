@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Installs what kareus needs to build and test from Debian's packages. Idempotent.
+set -euo pipefail
+packages=(
+  cmake ninja-build g++ python3 python3-venv
+  nlohmann-json3-dev libcli11-dev libfmt-dev libeigen3-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+)
+missing=()
+for package in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
+done
+if ((${#missing[@]})); then
+  export DEBIAN_FRONTEND=noninteractive
+  sudo_cmd=()
+  [[ $(id -u) -ne 0 ]] && sudo_cmd=(sudo)
+  "${sudo_cmd[@]}" apt-get update -qq
+  "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi

@@ -1,0 +1,136 @@
+#include "kareus/plan/plan.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "kareus/common/error.h"
+#include "kareus/common/file_io.h"
+#include "kareus/common/json_fields.h"
+
+namespace kareus::plan {
+namespace {
+
+using nlohmann::json;
+namespace jf = json_fields;
+
+int require_int(const json& object, std::string_view key, std::string_view origin, int minimum) {
+  const json& value = jf::require(object, key, origin);
+  if (!value.is_number_integer() || value.get<long long>() < minimum || value.get<long long>() > 1'000'000'000) {
+    throw InputError(fmt::format("{}: field '{}' must be an integer >= {}, found {}", origin, key, minimum, value.dump()));
+  }
+  return value.get<int>();
+}
+
+PlannedInstruction parse_instruction(const json& object, const std::string& origin) {
+  jf::reject_unknown(object, {"type", "microbatch", "freq_mhz", "partitions"}, origin);
+  PlannedInstruction instruction;
+  instruction.type = pipeline::parse_instruction_type(jf::require_string(object, "type", origin), origin);
+  instruction.microbatch = require_int(object, "microbatch", origin, 0);
+  instruction.freq_mhz = require_int(object, "freq_mhz", origin, 1);
+  if (auto found = object.find("partitions"); found != object.end()) {
+    if (!found->is_object()) throw InputError(fmt::format("{}: field 'partitions' must be an object", origin));
+    for (const auto& [key, config] : found->items()) {
+      const std::string config_origin = fmt::format("{}.partitions.{}", origin, key);
+      jf::reject_unknown(config, {"slot", "ctas"}, config_origin);
+      instruction.partitions[key] = {jf::require_string(config, "slot", config_origin),
+                                     require_int(config, "ctas", config_origin, 1)};
+    }
+  }
+  return instruction;
+}
+
+void check_one_f_one_b(const Plan& plan, std::string_view origin) {
+  const int stages = static_cast<int>(plan.stages.size());
+  const int microbatches = static_cast<int>(plan.stages[0].instructions.size()) / 2;
+  for (const StagePlan& stage : plan.stages) {
+    const auto expected = pipeline::one_f_one_b(stage.stage, stages, std::max(microbatches, 1));
+    if (stage.instructions.size() != expected.size() || microbatches == 0) {
+      throw InputError(fmt::format("{}: stage {} has {} instructions, expected {} (2 per microbatch, {} microbatches)",
+                                   origin, stage.stage, stage.instructions.size(), expected.size(), microbatches));
+    }
+    for (std::size_t index = 0; index < expected.size(); ++index) {
+      const PlannedInstruction& found = stage.instructions[index];
+      if (found.type != expected[index].type || found.microbatch != expected[index].microbatch) {
+        throw InputError(fmt::format("{}: stage {} instruction {} is {} {}, expected {} {} (synchronous 1F1B order)",
+                                     origin, stage.stage, index, to_string(found.type), found.microbatch,
+                                     to_string(expected[index].type), expected[index].microbatch));
+      }
+    }
+  }
+}
+
+}  // namespace
+
+Plan parse_plan(std::string_view text, std::string_view origin_view) {
+  const std::string origin(origin_view);
+  const json document = parse_json(text, origin);
+  jf::reject_unknown(document, {"schema", "workload", "predicted", "stages"}, origin);
+  if (const std::string schema = jf::require_string(document, "schema", origin); schema != kPlanSchema) {
+    throw InputError(fmt::format("{}: schema must be \"{}\", found \"{}\"", origin, kPlanSchema, schema));
+  }
+  Plan plan;
+  const json& workload = jf::require(document, "workload", origin);
+  if (!workload.is_object()) throw InputError(fmt::format("{}: field 'workload' must be an object", origin));
+  plan.workload_json = workload.dump();
+  const json& predicted = jf::require(document, "predicted", origin);
+  plan.predicted_time_s = jf::require_non_negative(predicted, "time_s", origin + ".predicted");
+  plan.predicted_energy_j = jf::require_non_negative(predicted, "energy_j", origin + ".predicted");
+  const json& stages = jf::require(document, "stages", origin);
+  if (!stages.is_array() || stages.empty()) {
+    throw InputError(fmt::format("{}: field 'stages' must be a non-empty array", origin));
+  }
+  for (std::size_t index = 0; index < stages.size(); ++index) {
+    const std::string stage_origin = fmt::format("{}: stages[{}]", origin, index);
+    jf::reject_unknown(stages[index], {"stage", "instructions"}, stage_origin);
+    StagePlan stage;
+    stage.stage = require_int(stages[index], "stage", stage_origin, 0);
+    if (stage.stage != static_cast<int>(index)) {
+      throw InputError(fmt::format("{}: stage must be {} (stages in order from 0), found {}", stage_origin, index,
+                                   stage.stage));
+    }
+    const json& instructions = jf::require(stages[index], "instructions", stage_origin);
+    if (!instructions.is_array()) throw InputError(fmt::format("{}: 'instructions' must be an array", stage_origin));
+    for (std::size_t position = 0; position < instructions.size(); ++position) {
+      stage.instructions.push_back(
+          parse_instruction(instructions[position], fmt::format("{}.instructions[{}]", stage_origin, position)));
+    }
+    plan.stages.push_back(std::move(stage));
+  }
+  check_one_f_one_b(plan, origin);
+  return plan;
+}
+
+Plan read_plan(const std::filesystem::path& path) { return parse_plan(read_text_file(path), path.string()); }
+
+std::string plan_to_json(const Plan& plan) {
+  json stages = json::array();
+  for (const StagePlan& stage : plan.stages) {
+    json instructions = json::array();
+    for (const PlannedInstruction& instruction : stage.instructions) {
+      json partitions = json::object();
+      for (const auto& [key, config] : instruction.partitions) {
+        partitions[key] = {{"slot", config.slot}, {"ctas", config.ctas}};
+      }
+      instructions.push_back({{"type", to_string(instruction.type)},
+                              {"microbatch", instruction.microbatch},
+                              {"freq_mhz", instruction.freq_mhz},
+                              {"partitions", std::move(partitions)}});
+    }
+    stages.push_back({{"stage", stage.stage}, {"instructions", std::move(instructions)}});
+  }
+  // ordered_json keeps "schema" first so a reader sees what the file is at a glance.
+  nlohmann::ordered_json document;
+  document["schema"] = kPlanSchema;
+  document["workload"] = json::parse(plan.workload_json);
+  document["predicted"] = {{"time_s", plan.predicted_time_s}, {"energy_j", plan.predicted_energy_j}};
+  document["stages"] = std::move(stages);
+  return document.dump(1) + "\n";
+}
+
+void write_plan(const std::filesystem::path& path, const Plan& plan) { write_file_atomic(path, plan_to_json(plan)); }
+
+int microbatch_count(const Plan& plan) {
+  return plan.stages.empty() ? 0 : static_cast<int>(plan.stages[0].instructions.size()) / 2;
+}
+
+}  // namespace kareus::plan

@@ -1,0 +1,73 @@
+#include "kareus/plan/plan.h"
+
+#include <gtest/gtest.h>
+
+#include "kareus/common/error.h"
+
+namespace kareus::plan {
+namespace {
+
+using pipeline::InstructionType;
+
+Plan two_stage_plan(int microbatches) {
+  Plan plan;
+  plan.predicted_time_s = 1.5;
+  plan.predicted_energy_j = 1234.5;
+  for (int stage = 0; stage < 2; ++stage) {
+    StagePlan stage_plan{stage, {}};
+    for (const auto& instruction : pipeline::one_f_one_b(stage, 2, microbatches)) {
+      PlannedInstruction planned{instruction.type, instruction.microbatch, 1200 + 30 * stage, {}};
+      planned.partitions["fwd_attn"] = {"linear_0", 12};
+      stage_plan.instructions.push_back(planned);
+    }
+    plan.stages.push_back(stage_plan);
+  }
+  return plan;
+}
+
+TEST(Plan, JsonRoundTripIsExact) {
+  const Plan plan = two_stage_plan(4);
+  const Plan parsed = parse_plan(plan_to_json(plan), "plan.json");
+  EXPECT_EQ(parsed, plan);
+  EXPECT_EQ(microbatch_count(parsed), 4);
+}
+
+TEST(Plan, OutOfOrderInstructionNamesStageAndExpected) {
+  Plan plan = two_stage_plan(3);
+  std::swap(plan.stages[1].instructions[1], plan.stages[1].instructions[2]);
+  try {
+    (void)parse_plan(plan_to_json(plan), "p.json");
+    FAIL() << "expected InputError";
+  } catch (const InputError& error) {
+    EXPECT_NE(std::string(error.what()).find("stage 1 instruction 1 is forward 1, expected backward 0"),
+              std::string::npos)
+        << error.what();
+  }
+}
+
+TEST(Plan, RejectsWrongSchemaAndBadFields) {
+  const std::string good = plan_to_json(two_stage_plan(2));
+  struct Case {
+    std::string from, to, message;
+  };
+  const Case cases[] = {
+      {"kareus.plan/1", "kareus.plan/9", "schema must be"},
+      {"\"freq_mhz\": 1200", "\"freq_mhz\": -5", "'freq_mhz' must be an integer >= 1"},
+      {"\"ctas\": 12", "\"ctas\": \"x\"", "'ctas' must be an integer"},
+      {"\"type\": \"forward\"", "\"type\": \"fwd\"", "must be \"forward\" or \"backward\""},
+  };
+  for (const Case& row : cases) {
+    SCOPED_TRACE(row.to);
+    std::string text = good;
+    text.replace(text.find(row.from), row.from.size(), row.to);
+    try {
+      (void)parse_plan(text, "p.json");
+      FAIL() << "expected InputError";
+    } catch (const InputError& error) {
+      EXPECT_NE(std::string(error.what()).find(row.message), std::string::npos) << error.what();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kareus::plan

@@ -1,0 +1,17 @@
+// The kareus subcommands. Each file tools/kareus/<name>_command.cpp holds the options
+// struct of one subcommand and its add_<name>_command, which binds the flags and sets the
+// callback; the callback calls the libraries and prints. Errors are thrown as
+// kareus::InputError (exit 2) or kareus::Error (exit 1) and mapped in main.cpp.
+#pragma once
+
+namespace CLI {
+class App;
+}
+
+namespace kareus::cli {
+
+void add_models_command(CLI::App& app);
+void add_gpus_command(CLI::App& app);
+void add_partitions_command(CLI::App& app);
+
+}  // namespace kareus::cli

@@ -1,0 +1,35 @@
+// kareus: energy-optimal execution plans for large-model training.
+#include <cstdio>
+#include <exception>
+
+#include <CLI/CLI.hpp>
+#include <fmt/core.h>
+
+#include "commands.h"
+#include "kareus/common/error.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"kareus: cut the energy of large-model training (clocks x overlap), on the emulator or real GPUs"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "kareus 0.1.0");
+  // kareus::cli::add_models_command(app);
+  // kareus::cli::add_gpus_command(app);
+  // kareus::cli::add_partitions_command(app);
+
+  const char* command = argc > 1 ? argv[1] : "kareus";
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::Success& success) {
+    return app.exit(success);
+  } catch (const CLI::ParseError& error) {
+    app.exit(error);
+    return 2;  // every bad flag is the user's mistake
+  } catch (const kareus::InputError& error) {
+    fmt::print(stderr, "kareus {}: error: {}\n", command, error.what());
+    return 2;
+  } catch (const std::exception& error) {
+    fmt::print(stderr, "kareus {}: error: {}\n", command, error.what());
+    return 1;
+  }
+  return 0;
+}
