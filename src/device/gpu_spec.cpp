@@ -50,6 +50,8 @@ constexpr DoubleField kDoubleFields[] = {
     {"cta_bytes_per_clock", &GpuSpec::cta_bytes_per_clock, 0.01, 1e4},
     {"comm_sm_share", &GpuSpec::comm_sm_share, 0, 1},
     {"comm_hbm_bytes_per_byte", &GpuSpec::comm_hbm_bytes_per_byte, 0, 100},
+    {"comm_overlap_slowdown", &GpuSpec::comm_overlap_slowdown, 0, 10},
+    {"partition_sync_us", &GpuSpec::partition_sync_us, 0, 1e5},
     {"power_limit_w", &GpuSpec::power_limit_w, 1, 1e4},
     {"static_power_w", &GpuSpec::static_power_w, 0, 1e4},
     {"idle_power_w", &GpuSpec::idle_power_w, 0, 1e4},
