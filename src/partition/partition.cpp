@@ -108,11 +108,12 @@ std::vector<KeyPair> steady_state_keys(const workload::LayerGraph& graph, Direct
 }
 
 std::vector<Slot> slots_of(const std::vector<Op>& ops) {
-  // A memory-bound run is named after its most telling op: norm > rope > activation > elementwise.
+  // A memory-bound run is named after its most telling op: rope > norm > activation >
+  // elementwise (Qwen3's q/k norm runs beside RoPE, and that run is the artifact's rope_0).
   auto rank = [](OpKind kind) {
     switch (kind) {
-      case OpKind::kNorm: return 4;
-      case OpKind::kRope: return 3;
+      case OpKind::kRope: return 4;
+      case OpKind::kNorm: return 3;
       case OpKind::kActivation: return 2;
       default: return 1;
     }
