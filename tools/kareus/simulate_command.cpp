@@ -27,8 +27,9 @@ void run_simulate(const SimulateOptions& options) {
     fmt::print("{}\n", pipeline::iteration_to_json(run));
     return;
   }
-  fmt::print("{} on {} x {} ({} GPUs), {} MHz, overlap {}\n", workload.model.name, gpu.name, workload.parallel.pp,
-             workload.gpus(), options.clock_mhz, options.overlap);
+  const workload::Parallelism& p = workload.parallel;
+  fmt::print("{} on {} GPUs {} (TP {} CP {} PP {} DP {}), {} MHz, overlap {}\n", workload.model.name, workload.gpus(),
+             gpu.name, p.tp, p.cp, p.pp, p.dp, options.clock_mhz, options.overlap);
   fmt::print("iteration time {:.3f} s, job energy {:.0f} J, average power {:.1f} W per GPU\n", run.time_s,
              run.energy_j, run.avg_power_w);
   for (const pipeline::StageRun& stage : run.stages) {
