@@ -40,6 +40,8 @@ bool MaxFlow::build_levels(int source, int sink) {
   level_[source] = 0;
   while (read < write) {
     const int node = queue_[read++];
+    // Nodes at the sink's level or beyond cannot lie on a shortest augmenting path.
+    if (level_[sink] >= 0 && level_[node] >= level_[sink]) break;
     for (int position = first_[node]; position < first_[node + 1]; ++position) {
       const int edge = edges_of_[position];
       const int next = head_[edge];
