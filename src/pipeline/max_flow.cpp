@@ -54,20 +54,25 @@ bool MaxFlow::build_levels(int source, int sink) {
   return level_[sink] >= 0;
 }
 
+// Pushes up to `limit` from `node` towards the sink along the level graph, through as many
+// arcs as it takes (one call sends a whole blocking flow's share, not one path).
 double MaxFlow::push(int node, int sink, double limit) {
   if (node == sink) return limit;
+  double sent = 0;
   for (int& position = cursor_[node]; position < first_[node + 1]; ++position) {
     const int edge = edges_of_[position];
     const int next = head_[edge];
     if (level_[next] != level_[node] + 1 || residual_[edge] <= epsilon_) continue;
-    const double pushed = push(next, sink, std::min(limit, residual_[edge]));
-    if (pushed > epsilon_) {
+    const double pushed = push(next, sink, std::min(limit - sent, residual_[edge]));
+    if (pushed > 0) {
       residual_[edge] -= pushed;
       residual_[edge ^ 1] += pushed;
-      return pushed;
+      sent += pushed;
+      if (limit - sent <= epsilon_) return sent;  // keep the cursor: this arc may have room left
     }
   }
-  return 0;
+  level_[node] = -2;  // dead end for the rest of this phase
+  return sent;
 }
 
 double MaxFlow::run(int source, int sink, double epsilon) {
@@ -76,12 +81,9 @@ double MaxFlow::run(int source, int sink, double epsilon) {
   const double infinity = std::numeric_limits<double>::infinity();
   while (build_levels(source, sink)) {
     std::copy(first_.begin(), first_.end() - 1, cursor_.begin());
-    while (true) {
-      const double pushed = push(source, sink, infinity);
-      if (pushed <= epsilon_) break;
-      assert(pushed < infinity && "MaxFlow::run: infinite source-sink path");
-      total += pushed;
-    }
+    const double pushed = push(source, sink, infinity);
+    assert(pushed < infinity && "MaxFlow::run: infinite source-sink path");
+    total += pushed;
   }
   return total;
 }

@@ -32,6 +32,11 @@ class MaxFlow {
     residual_[edge ^ 1] = 0;
   }
   [[nodiscard]] double capacity(int edge) const { return residual_[edge]; }
+  /// Sends `amount` (<= capacity(edge)) along `edge`, e.g. to seed run() with an easy flow.
+  void add_flow(int edge, double amount) {
+    residual_[edge] -= amount;
+    residual_[edge ^ 1] += amount;
+  }
 
   /// Maximum flow from `source` to `sink`; afterwards source_side() is the minimum cut.
   double run(int source, int sink, double epsilon);
