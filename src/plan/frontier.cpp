@@ -1,5 +1,6 @@
 #include "kareus/plan/frontier.h"
 
+#include <chrono>
 #include <cmath>
 #include <system_error>
 
@@ -106,7 +107,9 @@ SolveSummary solve_perseus_profile(const SolveRequest& request) {
 
   pipeline::PhillipsDessoukyOptions options;
   options.progress = request.progress;
+  const auto started = std::chrono::steady_clock::now();
   const pipeline::PhillipsDessoukyResult result = pipeline::PhillipsDessouky(dag, options).run();
+  const double solver_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
 
   const std::filesystem::path frontier_path = request.out / "frontier.json";
   const std::filesystem::path plans_dir = request.out / "plans";
@@ -133,6 +136,7 @@ SolveSummary solve_perseus_profile(const SolveRequest& request) {
   SolveSummary summary;
   summary.stop_reason = result.stop_reason;
   summary.iterations = static_cast<int>(result.iterations.size());
+  summary.solver_s = solver_s;
   int number = 0;
   for (const int index : sample(result.frontier, request.max_points)) {
     const pipeline::IterationResult& iteration = result.iterations[index];

@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   // kareus::cli::add_models_command(app);
   // kareus::cli::add_gpus_command(app);
   // kareus::cli::add_partitions_command(app);
+
   kareus::cli::add_solve_command(app);
 
   const char* command = argc > 1 ? argv[1] : "kareus";

@@ -49,6 +49,7 @@ struct SolveSummary {
   std::vector<FrontierPoint> points;
   pipeline::StopReason stop_reason = pipeline::StopReason::kMinimumTime;
   int iterations = 0;
+  double solver_s = 0;  ///< wall time of PhillipsDessouky::run alone
 };
 
 /// Reads the profile, builds the 1F1B DAG, runs PhillipsDessouky and writes OUT/frontier.json
