@@ -10,6 +10,7 @@ class App;
 
 namespace kareus::cli {
 
+void add_solve_command(CLI::App& app);
 void add_models_command(CLI::App& app);
 void add_gpus_command(CLI::App& app);
 void add_partitions_command(CLI::App& app);

@@ -17,6 +17,8 @@ int main(int argc, char** argv) {
   kareus::cli::add_partitions_command(app);
   kareus::cli::add_simulate_command(app);
 
+  kareus::cli::add_solve_command(app);
+
   const char* command = argc > 1 ? argv[1] : "kareus";
   try {
     app.parse(argc, argv);

@@ -1,0 +1,184 @@
+#!/usr/bin/env python3
+"""Runs lowtime 0.3.0 and `kareus solve` on the same Perseus profile and compares them.
+
+Both get the same DAG (synchronous 1F1B, no transfers), unit time and static power. lowtime's
+frontier is re-evaluated as its plans would really run (each instruction at the knob lowtime
+assigned: makespan from the real times, energy = sum of effective energies + static power x
+makespan x stages), not from its fitted exponential costs; kareus's frontier.json already is.
+Prints the wall times, the speed ratio, and at every frontier time which solver is lower.
+
+usage: compare_lowtime.py KAREUS_BINARY PROFILE.csv STAGES MICROBATCHES [UNIT_TIME_S] [STATIC_POWER_W]
+"""
+import csv
+import json
+import logging
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+
+import networkx as nx
+from lowtime.operation import CandidateExecutionOptions, ExecutionOption, OperationSpec
+from lowtime.cost_model import ExponentialModel
+from lowtime.graph_utils import add_source_node, add_sink_node
+from lowtime.perseus.instruction import Forward, Backward
+from lowtime.solver import PhillipsDessouky
+
+logging.disable(logging.CRITICAL)
+
+
+def one_f_one_b(stage, stages, microbatches):
+    warmup = min(stages - stage - 1, microbatches)
+    order, forward, backward = [], 0, 0
+    for _ in range(warmup):
+        order.append(("forward", forward)); forward += 1
+    while forward < microbatches:
+        order.append(("forward", forward)); forward += 1
+        order.append(("backward", backward)); backward += 1
+    while backward < microbatches:
+        order.append(("backward", backward)); backward += 1
+    return order
+
+
+def read_profile(path):
+    rows = defaultdict(list)  # (stage, type) -> [(freq, time, energy)]
+    with open(path) as file:
+        for row in csv.DictReader(file):
+            rows[(int(row["stage"]), row["instruction"])].append(
+                (int(row["frequency"]), float(row["time"]), float(row["energy"])))
+    return rows
+
+
+def evaluate(instructions, edges, choice, static_power_w, stages):
+    """Real makespan and energy of a plan: choice[(stage, type, mb)] = (time, energy)."""
+    order = list(nx.topological_sort(edges))
+    finish = {}
+    for node in order:
+        start = max((finish[pred] for pred in edges.predecessors(node)), default=0.0)
+        finish[node] = start + choice[node][0]
+    makespan = max(finish.values())
+    effective = sum(energy - static_power_w * t for t, energy in choice.values())
+    return makespan, effective + static_power_w * makespan * stages
+
+
+def run_lowtime(rows, stages, microbatches, unit_time_s, static_power_w):
+    fit_started = time.perf_counter()
+    specs = {}
+    for (stage, kind), options in rows.items():
+        candidates = CandidateExecutionOptions(options=[
+            ExecutionOption(real_time=t, unit_time=unit_time_s, cost=e - static_power_w * t, knob=f)
+            for f, t, e in options])
+        specs[(stage, kind)] = OperationSpec(options=candidates, cost_model=ExponentialModel(candidates))
+    dag = nx.DiGraph()
+    ops = {}
+    node = 0
+    for stage in range(stages):
+        previous = None
+        for kind, mb in one_f_one_b(stage, stages, microbatches):
+            cls = Forward if kind == "forward" else Backward
+            op = cls(spec=specs[(stage, kind)], stage_id=stage, micro_batch_id=mb)
+            dag.add_node(node, op=op)
+            ops[(stage, kind, mb)] = node
+            if previous is not None:
+                dag.add_edge(previous, node)
+            previous = node
+            node += 1
+    for stage in range(stages - 1):
+        for mb in range(microbatches):
+            dag.add_edge(ops[(stage, "forward", mb)], ops[(stage + 1, "forward", mb)])
+            dag.add_edge(ops[(stage + 1, "backward", mb)], ops[(stage, "backward", mb)])
+    fit_s = time.perf_counter() - fit_started
+    structure = dag.copy()
+    add_source_node(dag, "source")
+    add_sink_node(dag, "sink")
+    dag = nx.relabel_nodes(dag, {"source": node, "sink": node + 1})
+    dag.graph["source_node"] = node
+    dag.graph["sink_node"] = node + 1
+    real = {(stage, kind): {f: (t, e) for f, t, e in options} for (stage, kind), options in rows.items()}
+    keys = {index: key for key, index in ops.items()}
+
+    def current_point():
+        choice = {}
+        for index, (stage, kind, mb) in keys.items():
+            choice[index] = real[(stage, kind)][dag.nodes[index]["op"].assigned_knob]
+        return evaluate(None, structure, choice, static_power_w, stages)
+
+    started = time.perf_counter()
+    solver = PhillipsDessouky(dag)
+    points = [current_point()]
+    eval_s = 0.0
+    for _ in solver.run():
+        mark = time.perf_counter()
+        points.append(current_point())
+        eval_s += time.perf_counter() - mark
+    solve_s = time.perf_counter() - started - eval_s
+    return points, fit_s, solve_s
+
+
+def pareto(points):
+    frontier = []
+    for t, e in sorted(points):
+        if not frontier or e < frontier[-1][1]:
+            frontier.append((t, e))
+    return frontier
+
+
+def best_at(frontier, t):
+    values = [e for time_s, e in frontier if time_s <= t + 1e-12]
+    return min(values) if values else float("inf")
+
+
+def main():
+    binary, profile, stages, microbatches = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+    unit_time_s = float(sys.argv[5]) if len(sys.argv) > 5 else 0.001
+    static_power_w = float(sys.argv[6]) if len(sys.argv) > 6 else 85.0
+    rows = read_profile(profile)
+
+    with tempfile.TemporaryDirectory() as out:
+        started = time.perf_counter()
+        output = subprocess.run([binary, "solve", "--profile", profile, "--stages", str(stages), "--microbatches",
+                        str(microbatches), "--unit-time", str(unit_time_s), "--static-power", str(static_power_w),
+                        "--out", out], check=True, capture_output=True, text=True).stdout
+        kareus_s = time.perf_counter() - started
+        with open(f"{out}/frontier.json") as file:
+            document = json.load(file)
+    kareus = [(p["time_s"], p["energy_j"]) for p in document["points"]]
+    kareus_solver_s = float(re.search(r"in ([0-9.]+) s", output).group(1))
+
+    lowtime_points, lowtime_fit_s, lowtime_s = run_lowtime(rows, stages, microbatches, unit_time_s, static_power_w)
+    lowtime = pareto(lowtime_points)
+
+    times = sorted({t for t, _ in kareus} | {t for t, _ in lowtime})
+    kareus_lower = lowtime_lower = ties = 0
+    worst_kareus = worst_lowtime = 0.0
+    for t in times:
+        k, l = best_at(kareus, t), best_at(lowtime, t)
+        if k == float("inf") and l == float("inf"):
+            continue
+        if abs(k - l) <= 1e-9 * max(abs(k), abs(l), 1.0):
+            ties += 1
+        elif k < l:
+            kareus_lower += 1
+            if l != float("inf"):
+                worst_lowtime = max(worst_lowtime, (l - k) / k)
+        else:
+            lowtime_lower += 1
+            if k != float("inf"):
+                worst_kareus = max(worst_kareus, (k - l) / l)
+    print(f"profile {profile}: {stages} stages x {microbatches} microbatches, unit {unit_time_s} s, static {static_power_w} W")
+    print(f"kareus solve : {kareus_solver_s:8.3f} s solver ({kareus_s:.3f} s whole process incl. CSV, fsync'd "
+          f"writes of {len(kareus)} plans), {document['iterations']} PD iterations, {len(kareus)} frontier points")
+    print(f"lowtime 0.3.0: {lowtime_s:8.3f} s solver (+{lowtime_fit_s:.3f} s exponential fits; plan re-evaluation "
+          f"excluded), {len(lowtime_points)} iterations, {len(lowtime)} frontier points")
+    print(f"speed ratio  : {lowtime_s / kareus_solver_s:8.1f}x solver vs solver, "
+          f"{(lowtime_s + lowtime_fit_s) / kareus_s:.1f}x lowtime fits+solver vs whole kareus process")
+    print(f"fastest      : kareus {kareus[0][0]:.4f} s / {kareus[0][1]:.1f} J, lowtime {lowtime[0][0]:.4f} s / {lowtime[0][1]:.1f} J")
+    print(f"least energy : kareus {kareus[-1][0]:.4f} s / {kareus[-1][1]:.1f} J, lowtime {lowtime[-1][0]:.4f} s / {lowtime[-1][1]:.1f} J")
+    print(f"at {len(times)} frontier times: kareus lower {kareus_lower}, lowtime lower {lowtime_lower}, equal {ties}; "
+          f"worst lowtime excess {100 * worst_lowtime:.2f}%, worst kareus excess {100 * worst_kareus:.2f}%")
+
+
+if __name__ == "__main__":
+    main()

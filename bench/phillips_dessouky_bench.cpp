@@ -1,0 +1,56 @@
+// Benchmarks PhillipsDessouky on generated Perseus profiles (bench/make_profile.py): the
+// artifact's shape (2 stages x 8 microbatches) and a large one (8 stages x 64 microbatches),
+// 15 clocks per instruction, unit 1 ms, static power 85 W. Results: bench/RESULTS.md.
+#include <string>
+
+#include <benchmark/benchmark.h>
+
+#include "kareus/pipeline/phillips_dessouky.h"
+#include "kareus/plan/perseus_csv.h"
+
+namespace {
+
+using namespace kareus;
+
+pipeline::PipelineDag make_dag(const std::string& file, int stages, int microbatches) {
+  const plan::PerseusProfile profile = plan::read_perseus_csv(std::string(KAREUS_BENCH_DATA_DIR) + "/" + file, stages);
+  pipeline::OneFOneBConfig config;
+  config.microbatches = microbatches;
+  config.unit_time_s = 0.001;
+  config.static_power_w = 85;
+  for (const plan::StageProfile& stage : profile.stages) {
+    pipeline::StageOptions options;
+    for (const plan::ProfileOption& row : stage.forward) options.forward.push_back({row.time_s, row.energy_j, 0, row.freq_mhz, 0});
+    for (const plan::ProfileOption& row : stage.backward) options.backward.push_back({row.time_s, row.energy_j, 0, row.freq_mhz, 0});
+    config.stages.push_back(options);
+  }
+  return pipeline::build_one_f_one_b_dag(config);
+}
+
+void solve(benchmark::State& state, const std::string& file, int stages, int microbatches) {
+  const pipeline::PipelineDag dag = make_dag(file, stages, microbatches);
+  std::size_t iterations = 0;
+  std::size_t frontier = 0;
+  for (auto _ : state) {
+    const pipeline::PhillipsDessoukyResult result = pipeline::PhillipsDessouky(dag, {}).run();
+    iterations = result.iterations.size();
+    frontier = result.frontier.size();
+    benchmark::DoNotOptimize(result.frontier.data());
+  }
+  state.counters["operations"] = static_cast<double>(dag.operations.size());
+  state.counters["pd_iterations"] = static_cast<double>(iterations);
+  state.counters["frontier_points"] = static_cast<double>(frontier);
+  state.counters["us_per_pd_iteration"] = benchmark::Counter(
+      static_cast<double>(iterations) * static_cast<double>(state.iterations()),
+      benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+}
+
+void BM_PhillipsDessouky_2x8(benchmark::State& state) { solve(state, "a100_2stages.csv", 2, 8); }
+void BM_PhillipsDessouky_8x64(benchmark::State& state) { solve(state, "a100_8stages.csv", 8, 64); }
+
+BENCHMARK(BM_PhillipsDessouky_2x8)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_PhillipsDessouky_8x64)->Unit(benchmark::kMillisecond);
+
+}  // namespace
+
+BENCHMARK_MAIN();

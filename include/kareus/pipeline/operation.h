@@ -1,0 +1,61 @@
+// kareus/pipeline/operation.h - the execution options of one pipeline operation.
+//
+// An ExecutionOption is one way to run an operation (a GPU clock, say): its real time, its
+// energy, and its effective energy (energy minus static power x time, the cost the
+// Phillips-Dessouky solver minimizes; lowtime's `cost`). CandidateExecutionOptions quantizes
+// times to integer multiples of `unit_time_s` (floor, as lowtime), drops options dominated in
+// (real time, effective energy), keeps the fastest option per quantized time (lowtime's rule:
+// its real time is the closest to the quantized one), and exposes the exact lower convex hull of what is
+// left: the piecewise-linear cost(duration) the solver works on (lowtime instead fits
+// a*exp(b*d)+c). Units: seconds, joules, watts; `quant_time` counts `unit_time_s`.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace kareus::pipeline {
+
+struct ExecutionOption {
+  double time_s = 0;              ///< real (measured) time of the operation
+  double energy_j = 0;            ///< real energy of the operation (one GPU)
+  double effective_energy_j = 0;  ///< energy_j - static_power_w * time_s
+  int knob = 0;                   ///< what to apply to run this option, e.g. freq_mhz
+  std::int64_t quant_time = 0;    ///< floor(time_s / unit_time_s), set by CandidateExecutionOptions
+};
+
+/// An option with `effective_energy_j = energy_j - static_power_w * time_s`.
+[[nodiscard]] ExecutionOption make_execution_option(double time_s, double energy_j, int knob,
+                                                    double static_power_w);
+
+/// floor(time_s / unit_time_s), robust to the representation error of e.g. 0.003 / 0.001.
+[[nodiscard]] std::int64_t quantize_time(double time_s, double unit_time_s);
+
+class CandidateExecutionOptions {
+ public:
+  /// Quantizes, Pareto-filters (on time_s and effective_energy_j) and keeps the fastest
+  /// option per quant_time. Preconditions: `options` non-empty, `unit_time_s` > 0, times >= 0.
+  CandidateExecutionOptions(std::vector<ExecutionOption> options, double unit_time_s);
+
+  /// The candidates, quant_time strictly increasing, effective_energy_j strictly decreasing.
+  [[nodiscard]] const std::vector<ExecutionOption>& options() const { return options_; }
+  [[nodiscard]] std::int64_t min_quant_time() const { return options_.front().quant_time; }
+  [[nodiscard]] std::int64_t max_quant_time() const { return options_.back().quant_time; }
+
+  /// Index (into options()) of the slowest option that fits in `quant_time`, i.e. the
+  /// cheapest one that does; the fastest option when none fits.
+  [[nodiscard]] int option_index_for(std::int64_t quant_time) const;
+  [[nodiscard]] int knob_for(std::int64_t quant_time) const { return options_[option_index_for(quant_time)].knob; }
+
+  /// The lower convex hull of the candidates' (quant_time, effective_energy_j), evaluated at
+  /// `quant_time` (clamped to [min_quant_time, max_quant_time]). Convex and non-increasing.
+  [[nodiscard]] double hull_cost(std::int64_t quant_time) const;
+
+  /// Indices (into options()) of the hull's vertices, in increasing quant_time.
+  [[nodiscard]] const std::vector<int>& hull_vertices() const { return hull_; }
+
+ private:
+  std::vector<ExecutionOption> options_;
+  std::vector<int> hull_;
+};
+
+}  // namespace kareus::pipeline

@@ -1,0 +1,90 @@
+// kareus/pipeline/phillips_dessouky.h - the iteration time-energy frontier of a pipeline DAG.
+//
+// Solves the discrete time-cost tradeoff on a PipelineDag by the Phillips-Dessouky method
+// (Phillips & Dessouky, "Solving the project time/cost tradeoff problem using the minimal cut
+// concept", Management Science 1977), matching lowtime's PhillipsDessouky: start with every
+// operation at its slowest option; each iteration finds the critical sub-DAG, a minimum cut
+// whose forward arcs cost (cost(d-1) - cost(d)) and backward arcs save (cost(d) - cost(d+1)),
+// shortens forward-cut operations and lengthens backward-cut ones by one `unit_time_s`. Unlike
+// lowtime, cost(d) is the exact convex hull of the discrete options (no exponential fit), and
+// every iteration's plan is evaluated as it would really run: each operation takes the slowest
+// option that fits its planned duration (then, by default, any real slack left is reclaimed by
+// slower, cheaper options); makespan from real times; energy = sum of effective
+// energies + static_power_w x makespan x GPUs (lowtime's convention; = the real energies plus
+// static power while a GPU idles). One iteration costs two O(V+E) passes and one max flow.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "kareus/pipeline/pipeline_dag.h"
+
+namespace kareus::pipeline {
+
+enum class StopReason {
+  kMinimumTime,     ///< a critical path runs every operation at its fastest option
+  kNoCut,           ///< the cut found did not shorten the makespan (numerical trouble)
+  kZeroCostChange,  ///< lowtime's rule, only with stop_on_zero_cost_change
+  kIterationLimit,  ///< max_iterations reached
+};
+std::string_view to_string(StopReason reason);
+
+struct IterationResult {
+  int iteration = 0;                ///< 0 = every operation at its slowest option
+  std::int64_t quant_time = 0;      ///< planned makespan, in unit_time_s
+  double effective_energy_j = 0;    ///< planned: sum of the hull costs at the planned durations
+  double effective_energy_change_j = 0;  ///< planned change from the previous iteration
+  double time_s = 0;                ///< real makespan of the realized plan
+  double energy_j = 0;              ///< real energy of the realized plan, all GPUs
+  std::vector<int> option_indices;  ///< per operation, into dag.specs[operation.spec].options()
+};
+
+struct PhillipsDessoukyOptions {
+  int gpus = 0;                            ///< GPUs paying static power over the makespan; 0 = dag.stages
+  int max_iterations = 0;                  ///< 0 = until the minimum time
+  bool stop_on_zero_cost_change = false;   ///< lowtime stops when an iteration is free; we go on by default
+  /// Before evaluating a plan, give each operation the cheapest option that fits its real slack
+  /// (never raises the real makespan). Off = the plan is exactly "slowest option within the
+  /// planned duration", as lowtime realizes it.
+  bool reclaim_slack = true;
+  std::function<void(const IterationResult&)> progress;  ///< called after every iteration
+};
+
+struct PhillipsDessoukyResult {
+  /// In solve order, makespan decreasing. After kMinimumTime, a last entry runs every
+  /// operation at its fastest option (the true minimum real makespan) unless PD got there.
+  std::vector<IterationResult> iterations;
+  StopReason stop_reason = StopReason::kMinimumTime;
+  std::vector<int> frontier;  ///< indices into iterations, Pareto-optimal in real (time_s, energy_j), time ascending
+  int reverted_iterations = 0;  ///< iterations whose lengthenings had to be undone to shorten the makespan
+};
+
+class PhillipsDessouky {
+ public:
+  /// Precondition: `dag` is acyclic (build_one_f_one_b_dag's are). Throws InputError if
+  /// options.gpus < 0 or options.max_iterations < 0.
+  PhillipsDessouky(const PipelineDag& dag, PhillipsDessoukyOptions options);
+  [[nodiscard]] PhillipsDessoukyResult run() const;
+
+ private:
+  const PipelineDag& dag_;
+  PhillipsDessoukyOptions options_;
+};
+
+struct PlanEvaluation {
+  double time_s = 0;    ///< makespan from the options' real times
+  double energy_j = 0;  ///< sum of effective energies + static_power_w x makespan x gpus
+};
+
+/// Evaluates one option per operation (indices into each operation's candidates).
+/// Precondition: option_indices.size() == dag.operations.size(), each index valid.
+[[nodiscard]] PlanEvaluation evaluate_plan(const PipelineDag& dag, std::span<const int> option_indices, int gpus);
+
+/// Indices of the points not dominated in (time_s, energy_j) (strictly better in neither is
+/// dropped; of equal points the first is kept), sorted by time ascending.
+[[nodiscard]] std::vector<int> pareto_frontier(const std::vector<IterationResult>& iterations);
+
+}  // namespace kareus::pipeline

@@ -1,0 +1,66 @@
+// kareus/pipeline/pipeline_dag.h - the operation DAG of one training iteration.
+//
+// Activity-on-node: every Operation (an instruction, a P2P transfer, a gradient reduction) is
+// a node with its own CandidateExecutionOptions; an edge u -> v means v starts after u ends.
+// The source and sink are implicit: operations without predecessors start at time 0, and the
+// makespan is the latest finish. (PhillipsDessouky turns this into the activity-on-arc form it
+// needs internally: each operation becomes an arc between its start and end events.)
+// build_one_f_one_b_dag lays out synchronous 1F1B (schedule.h) for any stage and microbatch
+// count. Units: seconds, joules, `quant_time` in multiples of `unit_time_s`.
+#pragma once
+
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "kareus/pipeline/operation.h"
+#include "kareus/pipeline/schedule.h"
+
+namespace kareus::pipeline {
+
+enum class OperationKind { kInstruction, kTransfer, kGradientReduce };
+
+/// A node of the DAG. Operations that run the same work (all forwards of one stage) share
+/// one entry of PipelineDag::specs (lowtime's OperationSpec).
+struct Operation {
+  OperationKind kind = OperationKind::kInstruction;
+  Instruction instruction;  ///< stage, microbatch, type; for transfers the sending stage
+  int spec = 0;             ///< index into PipelineDag::specs
+};
+
+struct PipelineDag {
+  int stages = 0;
+  int microbatches = 0;
+  double unit_time_s = 0;
+  double static_power_w = 0;  ///< per GPU; effective_energy_j of every option uses it
+  std::vector<CandidateExecutionOptions> specs;
+  std::vector<Operation> operations;
+  std::vector<std::pair<int, int>> edges;  ///< (before, after) operation indices
+
+  /// The operation index of an instruction, or -1.
+  [[nodiscard]] int find(const Instruction& instruction) const;
+};
+
+/// Options of every instruction of one stage (all its microbatches run the same work).
+struct StageOptions {
+  std::vector<ExecutionOption> forward;
+  std::vector<ExecutionOption> backward;
+};
+
+struct OneFOneBConfig {
+  int microbatches = 1;
+  double unit_time_s = 0.001;
+  double static_power_w = 0;  ///< sets every option's effective_energy_j = energy_j - static_power_w * time_s
+  std::vector<StageOptions> stages;                      ///< one per pipeline stage
+  std::optional<ExecutionOption> transfer;               ///< P2P activation/gradient send between stages
+  std::optional<std::vector<ExecutionOption>> gradient_reduce;  ///< DP>1: reduction after each stage's last backward
+};
+
+/// The synchronous 1F1B DAG: consecutive instructions of a stage, F(s,m) -> F(s+1,m),
+/// B(s+1,m) -> B(s,m) (through a transfer operation when `transfer` is set), and a gradient
+/// reduction after each stage's last instruction when `gradient_reduce` is set.
+/// Throws InputError on an empty stage list, microbatches < 1, unit_time_s <= 0,
+/// static_power_w < 0, a negative time or energy, or a stage without forward or backward options.
+[[nodiscard]] PipelineDag build_one_f_one_b_dag(const OneFOneBConfig& config);
+
+}  // namespace kareus::pipeline

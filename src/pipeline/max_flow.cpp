@@ -1,0 +1,91 @@
+#include "pipeline/max_flow.h"
+
+#include <algorithm>
+#include <cassert>
+#include <limits>
+
+namespace kareus::pipeline::detail {
+
+int MaxFlow::add_edge(int from, int to) {
+  assert(from >= 0 && from < nodes_ && to >= 0 && to < nodes_ && "MaxFlow::add_edge: node out of range");
+  const int id = static_cast<int>(head_.size());
+  tail_.push_back(from);
+  head_.push_back(to);
+  tail_.push_back(to);
+  head_.push_back(from);
+  return id;
+}
+
+void MaxFlow::finalize() {
+  const int edges = static_cast<int>(head_.size());
+  residual_.assign(edges, 0.0);
+  first_.assign(nodes_ + 1, 0);
+  for (int edge = 0; edge < edges; ++edge) ++first_[tail_[edge] + 1];
+  for (int node = 0; node < nodes_; ++node) first_[node + 1] += first_[node];
+  edges_of_.resize(edges);
+  std::vector<int> fill(first_.begin(), first_.end() - 1);
+  for (int edge = 0; edge < edges; ++edge) edges_of_[fill[tail_[edge]]++] = edge;
+  tail_.clear();
+  tail_.shrink_to_fit();
+  level_.assign(nodes_, -1);
+  cursor_.assign(nodes_, 0);
+  queue_.resize(nodes_);
+}
+
+bool MaxFlow::build_levels(int source, int sink) {
+  std::fill(level_.begin(), level_.end(), -1);
+  int read = 0;
+  int write = 0;
+  queue_[write++] = source;
+  level_[source] = 0;
+  while (read < write) {
+    const int node = queue_[read++];
+    // Nodes at the sink's level or beyond cannot lie on a shortest augmenting path.
+    if (level_[sink] >= 0 && level_[node] >= level_[sink]) break;
+    for (int position = first_[node]; position < first_[node + 1]; ++position) {
+      const int edge = edges_of_[position];
+      const int next = head_[edge];
+      if (level_[next] < 0 && residual_[edge] > epsilon_) {
+        level_[next] = level_[node] + 1;
+        queue_[write++] = next;
+      }
+    }
+  }
+  return level_[sink] >= 0;
+}
+
+// Pushes up to `limit` from `node` towards the sink along the level graph, through as many
+// arcs as it takes (one call sends a whole blocking flow's share, not one path).
+double MaxFlow::push(int node, int sink, double limit) {
+  if (node == sink) return limit;
+  double sent = 0;
+  for (int& position = cursor_[node]; position < first_[node + 1]; ++position) {
+    const int edge = edges_of_[position];
+    const int next = head_[edge];
+    if (level_[next] != level_[node] + 1 || residual_[edge] <= epsilon_) continue;
+    const double pushed = push(next, sink, std::min(limit - sent, residual_[edge]));
+    if (pushed > 0) {
+      residual_[edge] -= pushed;
+      residual_[edge ^ 1] += pushed;
+      sent += pushed;
+      if (limit - sent <= epsilon_) return sent;  // keep the cursor: this arc may have room left
+    }
+  }
+  level_[node] = -2;  // dead end for the rest of this phase
+  return sent;
+}
+
+double MaxFlow::run(int source, int sink, double epsilon) {
+  epsilon_ = epsilon;
+  double total = 0;
+  const double infinity = std::numeric_limits<double>::infinity();
+  while (build_levels(source, sink)) {
+    std::copy(first_.begin(), first_.end() - 1, cursor_.begin());
+    const double pushed = push(source, sink, infinity);
+    assert(pushed < infinity && "MaxFlow::run: infinite source-sink path");
+    total += pushed;
+  }
+  return total;
+}
+
+}  // namespace kareus::pipeline::detail

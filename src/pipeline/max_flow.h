@@ -1,0 +1,62 @@
+// src/pipeline/max_flow.h - Dinic's maximum flow on a fixed network with changing capacities.
+//
+// PhillipsDessouky solves one minimum cut per unit of makespan removed (thousands per run) on
+// the same network whose capacities change, so the topology is built once (compressed
+// adjacency, edge e and its reverse e^1) and each solve only rewrites capacities. Dinic
+// (1970): O(V^2 E) worst case, far less on the shallow, sparse critical sub-DAGs here. Why our
+// own: Boost.Graph's max-flow wants its property maps rebuilt or adapted per call and costs
+// seconds of compile time per including file; LEMON's Preflow (Debian liblemon-dev 1.3.1)
+// could take an updated capacity map on a fixed graph but adds a dependency for ~100 lines,
+// and we need an infinity that survives arithmetic and an epsilon for double capacities. We
+// have not benchmarked LEMON against this (bench/RESULTS.md has our solver's numbers).
+// Capacities are doubles (joules per time unit); +infinity is allowed on edges as long as no
+// source-sink path is infinite (the caller checks first). Residuals below `epsilon` count as 0.
+#pragma once
+
+#include <vector>
+
+namespace kareus::pipeline::detail {
+
+class MaxFlow {
+ public:
+  explicit MaxFlow(int nodes) : nodes_(nodes) {}
+
+  /// Adds from -> to with capacity 0 and returns its id (its reverse is id ^ 1). Only
+  /// before finalize().
+  int add_edge(int from, int to);
+  /// Builds the adjacency; call once after the last add_edge.
+  void finalize();
+
+  void set_capacity(int edge, double capacity) {
+    residual_[edge] = capacity;
+    residual_[edge ^ 1] = 0;
+  }
+  [[nodiscard]] double capacity(int edge) const { return residual_[edge]; }
+  /// Sends `amount` (<= capacity(edge)) along `edge`, e.g. to seed run() with an easy flow.
+  void add_flow(int edge, double amount) {
+    residual_[edge] -= amount;
+    residual_[edge ^ 1] += amount;
+  }
+
+  /// Maximum flow from `source` to `sink`; afterwards source_side() is the minimum cut.
+  double run(int source, int sink, double epsilon);
+  /// Whether `node` is reachable from the source in the residual network of the last run().
+  [[nodiscard]] bool source_side(int node) const { return level_[node] >= 0; }
+
+ private:
+  bool build_levels(int source, int sink);
+  double push(int node, int sink, double limit);
+
+  int nodes_ = 0;
+  double epsilon_ = 0;
+  std::vector<int> tail_;  // only until finalize()
+  std::vector<int> head_;
+  std::vector<double> residual_;
+  std::vector<int> first_;      // adjacency of node n: edges_of_[first_[n] .. first_[n+1])
+  std::vector<int> edges_of_;
+  std::vector<int> level_;
+  std::vector<int> cursor_;
+  std::vector<int> queue_;
+};
+
+}  // namespace kareus::pipeline::detail

@@ -1,0 +1,76 @@
+#include "kareus/pipeline/operation.h"
+
+#include <algorithm>
+#include <cassert>
+#include <cmath>
+
+namespace kareus::pipeline {
+
+ExecutionOption make_execution_option(double time_s, double energy_j, int knob, double static_power_w) {
+  return {time_s, energy_j, energy_j - static_power_w * time_s, knob, 0};
+}
+
+std::int64_t quantize_time(double time_s, double unit_time_s) {
+  // A relative nudge so that 0.003 / 0.001 = 2.9999999999999996 counts as 3 units.
+  const double units = time_s / unit_time_s;
+  return static_cast<std::int64_t>(std::floor(units + 1e-9 * std::max(1.0, std::abs(units))));
+}
+
+CandidateExecutionOptions::CandidateExecutionOptions(std::vector<ExecutionOption> options, double unit_time_s) {
+  assert(!options.empty() && unit_time_s > 0 && "CandidateExecutionOptions: no options or bad unit");
+  for (ExecutionOption& option : options) option.quant_time = quantize_time(option.time_s, unit_time_s);
+  // Pareto front on real time and effective energy: fastest first, keep an option only if it
+  // is strictly cheaper than every faster one (ties in time: the cheaper first).
+  std::sort(options.begin(), options.end(), [](const ExecutionOption& a, const ExecutionOption& b) {
+    if (a.time_s != b.time_s) return a.time_s < b.time_s;
+    return a.effective_energy_j < b.effective_energy_j;
+  });
+  std::vector<ExecutionOption> pareto;
+  for (const ExecutionOption& option : options) {
+    if (pareto.empty() || option.effective_energy_j < pareto.back().effective_energy_j) pareto.push_back(option);
+  }
+  // One option per quantized time: the fastest (lowtime's rule). Quantization floors, so the
+  // fastest option of a quantum is the one whose real time the plan underestimates least, and
+  // the fastest quantum keeps the truly fastest option (the minimum makespan stays reachable).
+  for (const ExecutionOption& option : pareto) {
+    if (options_.empty() || option.quant_time > options_.back().quant_time) options_.push_back(option);
+  }
+  // Lower convex hull (Andrew's monotone chain, lower half); costs are decreasing in time.
+  for (int index = 0; index < static_cast<int>(options_.size()); ++index) {
+    while (hull_.size() >= 2) {
+      const ExecutionOption& a = options_[hull_[hull_.size() - 2]];
+      const ExecutionOption& b = options_[hull_.back()];
+      const ExecutionOption& c = options_[index];
+      // Drop b if it lies on or above the segment a-c.
+      const double cross = static_cast<double>(b.quant_time - a.quant_time) * (c.effective_energy_j - a.effective_energy_j) -
+                           (b.effective_energy_j - a.effective_energy_j) * static_cast<double>(c.quant_time - a.quant_time);
+      if (cross <= 0) {
+        hull_.pop_back();
+      } else {
+        break;
+      }
+    }
+    hull_.push_back(index);
+  }
+}
+
+int CandidateExecutionOptions::option_index_for(std::int64_t quant_time) const {
+  const auto after = std::upper_bound(options_.begin(), options_.end(), quant_time,
+                                      [](std::int64_t time, const ExecutionOption& option) { return time < option.quant_time; });
+  return std::max(0, static_cast<int>(after - options_.begin()) - 1);
+}
+
+double CandidateExecutionOptions::hull_cost(std::int64_t quant_time) const {
+  if (quant_time <= min_quant_time()) return options_.front().effective_energy_j;
+  if (quant_time >= max_quant_time()) return options_.back().effective_energy_j;
+  const auto after = std::upper_bound(hull_.begin(), hull_.end(), quant_time,
+                                      [this](std::int64_t time, int index) { return time < options_[index].quant_time; });
+  const ExecutionOption& right = options_[*after];
+  const ExecutionOption& left = options_[*(after - 1)];
+  if (left.quant_time == quant_time) return left.effective_energy_j;
+  const double fraction = static_cast<double>(quant_time - left.quant_time) /
+                          static_cast<double>(right.quant_time - left.quant_time);
+  return left.effective_energy_j + fraction * (right.effective_energy_j - left.effective_energy_j);
+}
+
+}  // namespace kareus::pipeline

@@ -1,0 +1,376 @@
+#include "kareus/pipeline/phillips_dessouky.h"
+
+#include <algorithm>
+#include <cassert>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <tuple>
+
+#include <fmt/format.h>
+
+#include "kareus/common/error.h"
+#include "pipeline/max_flow.h"
+
+namespace kareus::pipeline {
+namespace {
+
+constexpr double kInfinity = std::numeric_limits<double>::infinity();
+
+// Predecessors and successors in compressed form plus a topological order, built once.
+struct Topology {
+  std::vector<int> order;
+  std::vector<int> pred_first, preds;
+  std::vector<int> succ_first, succs;
+
+  explicit Topology(const PipelineDag& dag) {
+    const int count = static_cast<int>(dag.operations.size());
+    pred_first.assign(count + 1, 0);
+    succ_first.assign(count + 1, 0);
+    for (const auto& [before, after] : dag.edges) {
+      ++succ_first[before + 1];
+      ++pred_first[after + 1];
+    }
+    for (int op = 0; op < count; ++op) {
+      succ_first[op + 1] += succ_first[op];
+      pred_first[op + 1] += pred_first[op];
+    }
+    preds.resize(dag.edges.size());
+    succs.resize(dag.edges.size());
+    std::vector<int> succ_fill(succ_first.begin(), succ_first.end() - 1);
+    std::vector<int> pred_fill(pred_first.begin(), pred_first.end() - 1);
+    for (const auto& [before, after] : dag.edges) {
+      succs[succ_fill[before]++] = after;
+      preds[pred_fill[after]++] = before;
+    }
+    // Kahn's algorithm.
+    std::vector<int> waiting(count);
+    for (int op = 0; op < count; ++op) {
+      waiting[op] = pred_first[op + 1] - pred_first[op];
+      if (waiting[op] == 0) order.push_back(op);
+    }
+    for (std::size_t read = 0; read < order.size(); ++read) {
+      const int op = order[read];
+      for (int position = succ_first[op]; position < succ_first[op + 1]; ++position) {
+        if (--waiting[succs[position]] == 0) order.push_back(succs[position]);
+      }
+    }
+    if (order.size() != dag.operations.size()) throw Error("pipeline dag has a cycle");
+  }
+};
+
+// Longest path with durations given by `duration(op)`; fills `start` and returns the makespan.
+template <typename T, typename Duration>
+T forward_pass(const Topology& topology, std::vector<T>& start, Duration duration) {
+  T makespan = 0;
+  for (const int op : topology.order) {
+    T earliest = 0;
+    for (int position = topology.pred_first[op]; position < topology.pred_first[op + 1]; ++position) {
+      const int pred = topology.preds[position];
+      earliest = std::max(earliest, start[pred] + duration(pred));
+    }
+    start[op] = earliest;
+    makespan = std::max(makespan, earliest + duration(op));
+  }
+  return makespan;
+}
+
+PlanEvaluation evaluate(const PipelineDag& dag, const Topology& topology, std::span<const int> option_indices,
+                        int gpus, std::vector<double>& start) {
+  auto option = [&](int op) -> const ExecutionOption& {
+    return dag.specs[dag.operations[op].spec].options()[option_indices[op]];
+  };
+  const double makespan = forward_pass<double>(topology, start, [&](int op) { return option(op).time_s; });
+  double effective = 0;
+  for (std::size_t op = 0; op < dag.operations.size(); ++op) effective += option(static_cast<int>(op)).effective_energy_j;
+  return {makespan, effective + dag.static_power_w * makespan * gpus};
+}
+
+// Slack reclamation at a fixed real makespan: walking the operations in reverse topological
+// order, each one takes the cheapest option that still finishes by the latest start of its
+// successors, starting no earlier than its predecessors allow. One O(V+E) pass; the makespan
+// never grows and no operation gets costlier, since its current option always fits.
+void reclaim_slack(const PipelineDag& dag, const Topology& topology, std::vector<int>& option_indices,
+                   std::vector<double>& start, std::vector<double>& latest_start) {
+  auto options_of = [&](int op) -> const std::vector<ExecutionOption>& { return dag.specs[dag.operations[op].spec].options(); };
+  const double makespan =
+      forward_pass<double>(topology, start, [&](int op) { return options_of(op)[option_indices[op]].time_s; });
+  for (auto position = topology.order.rbegin(); position != topology.order.rend(); ++position) {
+    const int op = *position;
+    double latest_finish = makespan;
+    for (int index = topology.succ_first[op]; index < topology.succ_first[op + 1]; ++index) {
+      latest_finish = std::min(latest_finish, latest_start[topology.succs[index]]);
+    }
+    const std::vector<ExecutionOption>& options = options_of(op);
+    const double window = latest_finish - start[op];
+    int chosen = option_indices[op];
+    while (chosen + 1 < static_cast<int>(options.size()) && options[chosen + 1].time_s <= window) ++chosen;
+    option_indices[op] = chosen;
+    latest_start[op] = latest_finish - options[chosen].time_s;
+  }
+}
+
+}  // namespace
+
+std::string_view to_string(StopReason reason) {
+  switch (reason) {
+    case StopReason::kMinimumTime: return "minimum time reached";
+    case StopReason::kNoCut: return "no cut shortens the makespan";
+    case StopReason::kZeroCostChange: return "zero cost change";
+    case StopReason::kIterationLimit: return "iteration limit";
+  }
+  return "unknown";
+}
+
+PlanEvaluation evaluate_plan(const PipelineDag& dag, std::span<const int> option_indices, int gpus) {
+  assert(option_indices.size() == dag.operations.size() && "evaluate_plan: one option per operation");
+  const Topology topology(dag);
+  std::vector<double> start(dag.operations.size());
+  return evaluate(dag, topology, option_indices, gpus, start);
+}
+
+std::vector<int> pareto_frontier(const std::vector<IterationResult>& iterations) {
+  std::vector<int> order(iterations.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+    if (iterations[a].time_s != iterations[b].time_s) return iterations[a].time_s < iterations[b].time_s;
+    return iterations[a].energy_j < iterations[b].energy_j;
+  });
+  std::vector<int> frontier;
+  for (const int index : order) {
+    if (frontier.empty() || iterations[index].energy_j < iterations[frontier.back()].energy_j) frontier.push_back(index);
+  }
+  return frontier;
+}
+
+PhillipsDessouky::PhillipsDessouky(const PipelineDag& dag, PhillipsDessoukyOptions options)
+    : dag_(dag), options_(std::move(options)) {
+  if (options_.gpus < 0) throw InputError(fmt::format("phillips-dessouky: gpus must be >= 0, found {}", options_.gpus));
+  if (options_.max_iterations < 0) {
+    throw InputError(fmt::format("phillips-dessouky: max_iterations must be >= 0, found {}", options_.max_iterations));
+  }
+}
+
+PhillipsDessoukyResult PhillipsDessouky::run() const {
+  const PipelineDag& dag = dag_;
+  const Topology topology(dag);
+  const int count = static_cast<int>(dag.operations.size());
+  const int gpus = options_.gpus > 0 ? options_.gpus : dag.stages;
+  auto spec = [&](int op) -> const CandidateExecutionOptions& { return dag.specs[dag.operations[op].spec]; };
+
+  // Activity-on-arc flow network, built once: operation op is the arc start(op) -> end(op)
+  // (nodes 2op, 2op+1); dependencies are zero-length arcs end(u) -> start(v); the source and
+  // sink are extra nodes. A lower bound l on an arc a -> b becomes capacity (upper - l) on the
+  // arc, a -> sink and source -> b of capacity l, and a constant -l: the minimum cut then
+  // equals PD's (sum of forward uppers - sum of backward lowers) in one max flow, negative
+  // cuts included, with no separate feasibility phase.
+  const int source = 2 * count;
+  const int sink = 2 * count + 1;
+  detail::MaxFlow network(2 * count + 2);
+  std::vector<int> operation_arc(count), lower_out(count), lower_in(count);
+  for (int op = 0; op < count; ++op) {
+    operation_arc[op] = network.add_edge(2 * op, 2 * op + 1);
+    lower_out[op] = network.add_edge(2 * op, sink);
+    lower_in[op] = network.add_edge(source, 2 * op + 1);
+  }
+  std::vector<int> dependency_arc(dag.edges.size());
+  for (std::size_t edge = 0; edge < dag.edges.size(); ++edge) {
+    dependency_arc[edge] = network.add_edge(2 * dag.edges[edge].first + 1, 2 * dag.edges[edge].second);
+  }
+  std::vector<int> source_arc(count, -1), sink_arc(count, -1);
+  for (int op = 0; op < count; ++op) {
+    if (topology.pred_first[op] == topology.pred_first[op + 1]) source_arc[op] = network.add_edge(source, 2 * op);
+    if (topology.succ_first[op] == topology.succ_first[op + 1]) sink_arc[op] = network.add_edge(2 * op + 1, sink);
+  }
+  network.finalize();
+  // Arcs that may carry infinite capacity (tail-indexed), for the "is there a finite cut" check.
+  std::vector<int> infinite_first(2 * count + 3, 0);
+  std::vector<std::pair<int, int>> infinite_arcs;  // (arc, head node)
+  {
+    std::vector<std::tuple<int, int, int>> arcs;  // (tail, arc, head)
+    for (int op = 0; op < count; ++op) arcs.emplace_back(2 * op, operation_arc[op], 2 * op + 1);
+    for (std::size_t edge = 0; edge < dag.edges.size(); ++edge) {
+      arcs.emplace_back(2 * dag.edges[edge].first + 1, dependency_arc[edge], 2 * dag.edges[edge].second);
+    }
+    for (int op = 0; op < count; ++op) {
+      if (source_arc[op] >= 0) arcs.emplace_back(source, source_arc[op], 2 * op);
+      if (sink_arc[op] >= 0) arcs.emplace_back(2 * op + 1, sink_arc[op], sink);
+    }
+    std::sort(arcs.begin(), arcs.end());
+    for (const auto& [tail, arc, arc_head] : arcs) {
+      ++infinite_first[tail + 1];
+      infinite_arcs.emplace_back(arc, arc_head);
+    }
+    for (int node = 0; node < 2 * count + 2; ++node) infinite_first[node + 1] += infinite_first[node];
+  }
+
+  std::vector<std::int64_t> duration(count), start(count), latest_finish(count);
+  for (int op = 0; op < count; ++op) duration[op] = spec(op).max_quant_time();
+  std::vector<double> real_start(count), real_latest_start(count);
+  std::vector<int> option_indices(count);
+
+  PhillipsDessoukyResult result;
+  auto record = [&](int iteration, std::int64_t quant_time) {
+    IterationResult point;
+    point.iteration = iteration;
+    point.quant_time = quant_time;
+    for (int op = 0; op < count; ++op) {
+      point.effective_energy_j += spec(op).hull_cost(duration[op]);
+      option_indices[op] = spec(op).option_index_for(duration[op]);
+    }
+    point.effective_energy_change_j =
+        result.iterations.empty() ? 0.0 : point.effective_energy_j - result.iterations.back().effective_energy_j;
+    if (options_.reclaim_slack) reclaim_slack(dag, topology, option_indices, real_start, real_latest_start);
+    const PlanEvaluation real = evaluate(dag, topology, option_indices, gpus, real_start);
+    point.time_s = real.time_s;
+    point.energy_j = real.energy_j;
+    point.option_indices = option_indices;
+    result.iterations.push_back(std::move(point));
+    if (options_.progress) options_.progress(result.iterations.back());
+  };
+  auto makespan_now = [&] {
+    return forward_pass<std::int64_t>(topology, start, [&](int op) { return duration[op]; });
+  };
+
+  std::int64_t makespan = makespan_now();
+  record(0, makespan);
+  std::vector<char> visited(2 * count + 2);
+  std::vector<int> queue(2 * count + 2);
+  std::vector<int> shortened, lengthened;
+  for (int iteration = 1;; ++iteration) {
+    if (options_.max_iterations > 0 && iteration > options_.max_iterations) {
+      result.stop_reason = StopReason::kIterationLimit;
+      break;
+    }
+    // Latest finish times; an operation is critical when it has no float.
+    for (auto position = topology.order.rbegin(); position != topology.order.rend(); ++position) {
+      const int op = *position;
+      std::int64_t latest = makespan;
+      for (int index = topology.succ_first[op]; index < topology.succ_first[op + 1]; ++index) {
+        const int succ = topology.succs[index];
+        latest = std::min(latest, latest_finish[succ] - duration[succ]);
+      }
+      latest_finish[op] = latest;
+    }
+    auto critical = [&](int op) { return start[op] + duration[op] == latest_finish[op]; };
+    double max_capacity = 0;
+    for (int op = 0; op < count; ++op) {
+      double upper = 0;
+      double lower = 0;
+      if (critical(op)) {
+        const CandidateExecutionOptions& options = spec(op);
+        const double here = options.hull_cost(duration[op]);
+        upper = duration[op] > options.min_quant_time() ? options.hull_cost(duration[op] - 1) - here : kInfinity;
+        lower = duration[op] < options.max_quant_time() ? std::max(0.0, here - options.hull_cost(duration[op] + 1)) : 0.0;
+        // Convexity guarantees lower <= upper; clamp rounding noise.
+        if (upper < lower) upper = lower;
+        if (upper < kInfinity) max_capacity = std::max(max_capacity, upper);
+      }
+      network.set_capacity(operation_arc[op], upper - lower);
+      network.set_capacity(lower_out[op], lower);
+      network.set_capacity(lower_in[op], lower);
+    }
+    for (std::size_t edge = 0; edge < dag.edges.size(); ++edge) {
+      const auto [before, after] = dag.edges[edge];
+      const bool tight = start[before] + duration[before] == latest_finish[after] - duration[after];
+      network.set_capacity(dependency_arc[edge], tight ? kInfinity : 0.0);
+    }
+    for (int op = 0; op < count; ++op) {
+      if (source_arc[op] >= 0) network.set_capacity(source_arc[op], latest_finish[op] - duration[op] == 0 ? kInfinity : 0.0);
+      if (sink_arc[op] >= 0) network.set_capacity(sink_arc[op], start[op] + duration[op] == makespan ? kInfinity : 0.0);
+    }
+    // A source-sink path of infinite arcs is a critical path already at its fastest.
+    std::fill(visited.begin(), visited.end(), 0);
+    int read = 0;
+    int write = 0;
+    queue[write++] = source;
+    visited[source] = 1;
+    while (read < write && !visited[sink]) {
+      const int node = queue[read++];
+      for (int position = infinite_first[node]; position < infinite_first[node + 1]; ++position) {
+        const auto [arc, next] = infinite_arcs[position];
+        if (!visited[next] && network.capacity(arc) == kInfinity) {
+          visited[next] = 1;
+          queue[write++] = next;
+        }
+      }
+    }
+    if (visited[sink]) {
+      result.stop_reason = StopReason::kMinimumTime;
+      break;
+    }
+    // Seed the flow with the two- and three-arc paths source -> end(u) -> start(v) -> sink
+    // through tight dependencies (and the source/sink arcs): most of the lower-bound flow
+    // travels them, so Dinic is left a few long paths instead of hundreds of short ones.
+    for (std::size_t edge = 0; edge < dag.edges.size(); ++edge) {
+      if (network.capacity(dependency_arc[edge]) != kInfinity) continue;
+      const auto [before, after] = dag.edges[edge];
+      const double amount = std::min(network.capacity(lower_in[before]), network.capacity(lower_out[after]));
+      if (amount <= 0) continue;
+      network.add_flow(lower_in[before], amount);
+      network.add_flow(dependency_arc[edge], amount);
+      network.add_flow(lower_out[after], amount);
+    }
+    for (int op = 0; op < count; ++op) {
+      if (sink_arc[op] >= 0 && network.capacity(sink_arc[op]) == kInfinity && network.capacity(lower_in[op]) > 0) {
+        network.add_flow(sink_arc[op], network.capacity(lower_in[op]));
+        network.add_flow(lower_in[op], network.capacity(lower_in[op]));
+      }
+      if (source_arc[op] >= 0 && network.capacity(source_arc[op]) == kInfinity && network.capacity(lower_out[op]) > 0) {
+        network.add_flow(source_arc[op], network.capacity(lower_out[op]));
+        network.add_flow(lower_out[op], network.capacity(lower_out[op]));
+      }
+    }
+    network.run(source, sink, 1e-12 * std::max(1.0, max_capacity));
+    // Forward-cut operations (start on the source side, end on the sink side) get one unit
+    // faster; backward-cut ones one unit slower where they can.
+    shortened.clear();
+    lengthened.clear();
+    for (int op = 0; op < count; ++op) {
+      if (!critical(op)) continue;
+      const bool start_side = network.source_side(2 * op);
+      const bool end_side = network.source_side(2 * op + 1);
+      if (start_side && !end_side) {
+        shortened.push_back(op);
+      } else if (!start_side && end_side && duration[op] < spec(op).max_quant_time()) {
+        lengthened.push_back(op);
+      }
+    }
+    for (const int op : shortened) --duration[op];
+    for (const int op : lengthened) ++duration[op];
+    std::int64_t next_makespan = makespan_now();
+    if (next_makespan >= makespan && !lengthened.empty()) {
+      // A lengthened operation also sat on a path that was not critical; keep the shortening only.
+      for (const int op : lengthened) --duration[op];
+      ++result.reverted_iterations;
+      next_makespan = makespan_now();
+    }
+    if (next_makespan >= makespan || shortened.empty()) {
+      for (const int op : shortened) ++duration[op];
+      makespan = makespan_now();
+      result.stop_reason = StopReason::kNoCut;
+      break;
+    }
+    makespan = next_makespan;
+    record(iteration, makespan);
+    if (options_.stop_on_zero_cost_change && std::abs(result.iterations.back().effective_energy_change_j) < 1e-9) {
+      result.stop_reason = StopReason::kZeroCostChange;
+      break;
+    }
+  }
+  if (result.stop_reason == StopReason::kMinimumTime) {
+    // Off-critical operations may still run slower options whose real times exceed their
+    // quantized ones, so the last PD plan need not be the fastest real plan. Add the plan
+    // that runs everything at its fastest option: the true minimum makespan.
+    bool all_fastest = true;
+    for (int op = 0; op < count; ++op) {
+      all_fastest = all_fastest && duration[op] == spec(op).min_quant_time();
+      duration[op] = spec(op).min_quant_time();
+    }
+    if (!all_fastest) record(static_cast<int>(result.iterations.size()), makespan_now());
+  }
+  result.frontier = pareto_frontier(result.iterations);
+  return result;
+}
+
+}  // namespace kareus::pipeline

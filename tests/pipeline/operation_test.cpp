@@ -1,0 +1,66 @@
+#include "kareus/pipeline/operation.h"
+
+#include <gtest/gtest.h>
+
+namespace kareus::pipeline {
+namespace {
+
+ExecutionOption option(double time_s, double effective_energy_j, int knob) {
+  return {time_s, effective_energy_j, effective_energy_j, knob, 0};
+}
+
+TEST(ExecutionOption, EffectiveEnergySubtractsStaticPower) {
+  const ExecutionOption made = make_execution_option(0.5, 100, 1410, 85);
+  EXPECT_DOUBLE_EQ(made.effective_energy_j, 100 - 85 * 0.5);
+  EXPECT_EQ(made.knob, 1410);
+}
+
+TEST(ExecutionOption, QuantizeFloorsRobustly) {
+  EXPECT_EQ(quantize_time(0.003, 0.001), 3);  // 2.9999999999999996 units in double
+  EXPECT_EQ(quantize_time(0.0039, 0.001), 3);
+  EXPECT_EQ(quantize_time(0.0004, 0.001), 0);
+  EXPECT_EQ(quantize_time(12.3456, 0.01), 1234);
+}
+
+TEST(CandidateExecutionOptions, FiltersDominatedAndDuplicateQuantTimes) {
+  // quant times with unit 1: 2, 3, 3, 4, 5, 6
+  const CandidateExecutionOptions candidates(
+      {option(4.2, 6, 40), option(2.0, 10, 20), option(3.1, 9, 31), option(3.7, 7, 37), option(5.5, 6.5, 55), option(6.0, 5, 60)},
+      1.0);
+  // Quantum 3 holds 3.1 (cost 9) and 3.7 (cost 7), both Pareto-optimal: the faster is kept;
+  // 5.5 (6.5) is dominated by 4.2 (6).
+  ASSERT_EQ(candidates.options().size(), 4U);
+  EXPECT_EQ(candidates.options()[0].knob, 20);
+  EXPECT_EQ(candidates.options()[1].knob, 31);
+  EXPECT_EQ(candidates.options()[2].knob, 40);
+  EXPECT_EQ(candidates.options()[3].knob, 60);
+  EXPECT_EQ(candidates.min_quant_time(), 2);
+  EXPECT_EQ(candidates.max_quant_time(), 6);
+}
+
+TEST(CandidateExecutionOptions, SlowestOptionThatFits) {
+  const CandidateExecutionOptions candidates({option(2, 10, 1), option(4, 6, 2), option(7, 5, 3)}, 1.0);
+  EXPECT_EQ(candidates.knob_for(1), 1);  // nothing fits: the fastest
+  EXPECT_EQ(candidates.knob_for(2), 1);
+  EXPECT_EQ(candidates.knob_for(3), 1);
+  EXPECT_EQ(candidates.knob_for(4), 2);
+  EXPECT_EQ(candidates.knob_for(6), 2);
+  EXPECT_EQ(candidates.knob_for(7), 3);
+  EXPECT_EQ(candidates.knob_for(100), 3);
+}
+
+TEST(CandidateExecutionOptions, HullIsExactPiecewiseLinearLowerHull) {
+  // (2,10) (3,9.5) (4,6) (7,5): (3,9.5) lies above the segment (2,10)-(4,6) and leaves the hull.
+  const CandidateExecutionOptions candidates({option(2, 10, 1), option(3, 9.5, 2), option(4, 6, 3), option(7, 5, 4)}, 1.0);
+  ASSERT_EQ(candidates.hull_vertices(), (std::vector<int>{0, 2, 3}));
+  EXPECT_DOUBLE_EQ(candidates.hull_cost(2), 10);
+  EXPECT_DOUBLE_EQ(candidates.hull_cost(3), 8);
+  EXPECT_DOUBLE_EQ(candidates.hull_cost(4), 6);
+  EXPECT_DOUBLE_EQ(candidates.hull_cost(5), 6 - 1.0 / 3);
+  EXPECT_DOUBLE_EQ(candidates.hull_cost(7), 5);
+  EXPECT_DOUBLE_EQ(candidates.hull_cost(9), 5);  // clamped
+  EXPECT_DOUBLE_EQ(candidates.hull_cost(0), 10);
+}
+
+}  // namespace
+}  // namespace kareus::pipeline

@@ -1,0 +1,83 @@
+#include "kareus/plan/frontier.h"
+
+#include <filesystem>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "kareus/common/error.h"
+#include "kareus/common/file_io.h"
+
+namespace kareus::plan {
+namespace {
+
+std::filesystem::path fresh_dir(const std::string& name) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("kareus_frontier_test_" + name);
+  std::filesystem::remove_all(dir);
+  return dir;
+}
+
+TEST(SolvePerseusProfile, WritesSortedFrontierWithValidPlans) {
+  SolveRequest request;
+  request.profile = std::string(KAREUS_TEST_DATA_DIR) + "/plan/perseus_csv/valid.csv";
+  request.stages = 2;
+  request.microbatches = 4;
+  request.static_power_w = 30;
+  request.out = fresh_dir("valid");
+  const SolveSummary summary = solve_perseus_profile(request);
+  const nlohmann::json frontier = read_json_file(request.out / "frontier.json");
+  EXPECT_EQ(frontier["schema"], "kareus.frontier/1");
+  ASSERT_EQ(frontier["points"].size(), summary.points.size());
+  ASSERT_GE(summary.points.size(), 2U);
+  // Fastest plan: stage 0's critical F0 and B3 at 1410 MHz; slack reclaimed elsewhere.
+  const Plan fastest = read_plan(request.out / summary.points.front().plan);
+  EXPECT_EQ(fastest.stages[0].instructions.front().freq_mhz, 1410);
+  EXPECT_EQ(fastest.stages[0].instructions.back().freq_mhz, 1410);
+  for (std::size_t index = 0; index + 1 < summary.points.size(); ++index) {
+    EXPECT_LT(summary.points[index].time_s, summary.points[index + 1].time_s);
+    EXPECT_GT(summary.points[index].energy_j, summary.points[index + 1].energy_j);
+  }
+  for (const FrontierPoint& point : summary.points) {
+    const Plan plan = read_plan(request.out / point.plan);  // validates schema and 1F1B order
+    EXPECT_EQ(microbatch_count(plan), 4);
+    EXPECT_DOUBLE_EQ(plan.predicted_time_s, point.time_s);
+    EXPECT_DOUBLE_EQ(plan.predicted_energy_j, point.energy_j);
+  }
+  // Fastest point by hand: stage 0: F 10 ms, B 20 ms at 1410; stage 1: F 11 ms, B 22 ms; the
+  // critical path F(0,0), stage 1's 8 instructions, B(0,3): 0.010 + 4 x 0.033 + 0.020 = 0.162 s.
+  // All at 1410 MHz: 74 J of work + 30 W x (2 x 0.162 - 0.252) s idle = 76.16 J. Moving three
+  // slack forwards (-0.4 J, -0.06 J idle each) and one backward (-0.9 J, -0.12 J) to 1200 MHz
+  // gives 73.76 J, which a brute force over all 256 stage-0 clock assignments confirms optimal.
+  EXPECT_NEAR(summary.points.front().time_s, 0.162, 1e-12);
+  EXPECT_NEAR(summary.points.front().energy_j, 76.16 - 3 * 0.46 - 1.02, 1e-9);
+  EXPECT_FALSE(std::filesystem::exists(request.out / "frontier.json.tmp"));
+}
+
+TEST(SolvePerseusProfile, MaxPointsKeepsEnds) {
+  SolveRequest request;
+  request.profile = std::string(KAREUS_TEST_DATA_DIR) + "/plan/perseus_csv/valid.csv";
+  request.stages = 2;
+  request.microbatches = 4;
+  request.max_points = 2;
+  request.out = fresh_dir("max_points");
+  const SolveSummary summary = solve_perseus_profile(request);
+  ASSERT_EQ(summary.points.size(), 2U);
+  EXPECT_NEAR(summary.points.front().time_s, 0.162, 1e-12);
+}
+
+TEST(SolvePerseusProfile, BadInputFailsBeforeWriting) {
+  SolveRequest request;
+  request.profile = std::string(KAREUS_TEST_DATA_DIR) + "/plan/perseus_csv/missing_stage.csv";
+  request.stages = 2;
+  request.microbatches = 4;
+  request.out = fresh_dir("bad");
+  EXPECT_THROW((void)solve_perseus_profile(request), InputError);
+  EXPECT_FALSE(std::filesystem::exists(request.out / "frontier.json"));
+  request.profile = std::string(KAREUS_TEST_DATA_DIR) + "/plan/perseus_csv/valid.csv";
+  request.unit_time_s = -1;
+  EXPECT_THROW((void)solve_perseus_profile(request), InputError);
+}
+
+}  // namespace
+}  // namespace kareus::plan

@@ -1,0 +1,61 @@
+// kareus solve: the time-energy frontier of a pipeline from a Perseus profile CSV.
+#include <memory>
+
+#include <CLI/CLI.hpp>
+#include <fmt/core.h>
+
+#include "commands.h"
+#include "kareus/plan/frontier.h"
+
+namespace kareus::cli {
+namespace {
+
+struct SolveOptions {
+  std::string profile;
+  int stages = 0;
+  int microbatches = 0;
+  double unit_time_s = 0.001;
+  double static_power_w = 0;
+  int max_points = 0;
+  std::string out;
+};
+
+void run_solve(const SolveOptions& options) {
+  plan::SolveRequest request;
+  request.profile = options.profile;
+  request.stages = options.stages;
+  request.microbatches = options.microbatches;
+  request.unit_time_s = options.unit_time_s;
+  request.static_power_w = options.static_power_w;
+  request.max_points = options.max_points;
+  request.out = options.out;
+  const plan::SolveSummary summary = plan::solve_perseus_profile(request);
+  fmt::print("{} iterations ({}) in {:.3f} s, {} frontier points\n", summary.iterations,
+             pipeline::to_string(summary.stop_reason), summary.solver_s, summary.points.size());
+  if (!summary.points.empty()) {
+    fmt::print("fastest:      {:.6f} s  {:.3f} J\n", summary.points.front().time_s, summary.points.front().energy_j);
+    fmt::print("least energy: {:.6f} s  {:.3f} J\n", summary.points.back().time_s, summary.points.back().energy_j);
+  }
+  fmt::print("wrote {}/frontier.json\n", options.out);
+}
+
+}  // namespace
+
+void add_solve_command(CLI::App& app) {
+  auto options = std::make_shared<SolveOptions>();
+  CLI::App* command = app.add_subcommand("solve", "time-energy frontier of a 1F1B pipeline from a Perseus profile CSV");
+  command->add_option("--profile", options->profile, "CSV: stage,instruction,frequency,time,energy")->required();
+  command->add_option("--stages", options->stages, "pipeline stages")->required()->check(CLI::PositiveNumber);
+  command->add_option("--microbatches", options->microbatches, "microbatches per iteration")->required()->check(CLI::PositiveNumber);
+  command->add_option("--unit-time", options->unit_time_s, "time quantum of the solver, seconds (default 0.001)")
+      ->check(CLI::PositiveNumber);
+  command->add_option("--static-power", options->static_power_w,
+                      "static power per GPU, watts (default 0; A100: 85); energy = effective + static x makespan x stages")
+      ->check(CLI::NonNegativeNumber);
+  command->add_option("--max-points", options->max_points, "write at most N frontier points, evenly spread (default: all)")
+      ->check(CLI::NonNegativeNumber);
+  command->add_option("--out", options->out, "output folder for frontier.json and plans/")->required();
+  command->callback([options] { run_solve(*options); });
+}
+
+}  // namespace kareus::cli
