@@ -84,6 +84,10 @@ void FrequencyController::reset_now() noexcept {
   try {
     std::lock_guard backend_lock(backend_mutex_);
     backend_->reset();
+    const ClockSample sample{std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count(), 0,
+                             backend_->read_clock_mhz()};
+    std::lock_guard lock(mutex_);
+    timeline_.push_back(sample);
   } catch (...) {
     // Called on the way out of the process; the caller re-raises the signal regardless.
   }

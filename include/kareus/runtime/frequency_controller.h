@@ -50,7 +50,8 @@ class FrequencyController {
   void request_reset();
   /// Waits until every queued request is applied. Throws Error if one failed.
   void flush();
-  /// Resets the clock now, from any thread, dropping queued requests (the signal path). Never throws.
+  /// Resets the clock now, from any thread, dropping queued requests (the signal path), and records
+  /// it in the timeline (requested_mhz 0). Never throws.
   void reset_now() noexcept;
 
   /// Every applied change so far.
