@@ -57,7 +57,7 @@ DaemonRequest parse_daemon_request(std::string_view line) {
   } else if (name == "energy") {
     request.op = DaemonOp::kEnergy;
   } else {
-    throw InputError(fmt::format("request: unknown op \"{}\" (expected set, reset, get, supported or energy)",
+    throw InputError(fmt::format("request: unknown op {} (expected set, reset, get, supported or energy)",
                                  json(name).dump(-1, ' ', false, json::error_handler_t::replace)));
   }
   if (request.op == DaemonOp::kSet) {

@@ -39,9 +39,20 @@ std::string KareusdConnection::exchange(std::string line) {
   for (std::size_t sent = 0; sent < line.size();) {
     const ssize_t count = ::send(fd_, line.data() + sent, line.size() - sent, MSG_NOSIGNAL);
     if (count < 0 && errno == EINTR) continue;
-    if (count <= 0) throw Error(fmt::format("kareusd at {}: send failed: {}", socket_path_, std::strerror(errno)));
+    if (count <= 0) {
+      // The daemon may have answered and closed (a refused peer): its reply explains more than EPIPE.
+      const int code = errno;
+      if (std::string reply = read_line(); !reply.empty()) return reply;
+      throw Error(fmt::format("kareusd at {}: send failed: {}", socket_path_, std::strerror(code)));
+    }
     sent += static_cast<std::size_t>(count);
   }
+  std::string reply = read_line();
+  if (reply.empty()) throw Error(fmt::format("kareusd at {} closed the connection", socket_path_));
+  return reply;
+}
+
+std::string KareusdConnection::read_line() {
   while (true) {
     if (const auto newline = buffer_.find('\n'); newline != std::string::npos) {
       std::string reply = buffer_.substr(0, newline);
@@ -51,8 +62,10 @@ std::string KareusdConnection::exchange(std::string line) {
     char chunk[4096];
     const ssize_t count = ::recv(fd_, chunk, sizeof(chunk), 0);
     if (count < 0 && errno == EINTR) continue;
-    if (count < 0) throw Error(fmt::format("kareusd at {}: receive failed: {}", socket_path_, std::strerror(errno)));
-    if (count == 0) throw Error(fmt::format("kareusd at {} closed the connection", socket_path_));
+    if (count < 0 && errno != ECONNRESET) {
+      throw Error(fmt::format("kareusd at {}: receive failed: {}", socket_path_, std::strerror(errno)));
+    }
+    if (count <= 0) return {};
     buffer_.append(chunk, static_cast<std::size_t>(count));
   }
 }

@@ -28,6 +28,9 @@ class KareusdConnection {
   [[nodiscard]] std::string exchange(std::string line);
 
  private:
+  /// The next reply line, or "" when the daemon closed the connection first.
+  std::string read_line();
+
   std::string socket_path_;
   int fd_ = -1;
   std::string buffer_;
