@@ -9,7 +9,8 @@ with the planned CTA count and launch slot of an overlapped collective. No torch
 
 from __future__ import annotations
 
-from typing import NamedTuple, Optional, Sequence, Tuple
+import weakref
+from typing import List, NamedTuple, Optional, Sequence, Tuple
 
 from kareus._runtime import InputError, KareusError, Runtime, choose_for_deadline, map_rank, read_frontier
 
@@ -49,7 +50,8 @@ class PipelineFrequencyOptimizer:
         tp, cp, pp, dp: parallel degrees; pp must equal the plan's stage count.
         device_id: local GPU index this process drives.
         clock_backend: "recorder" (no GPU), "nvml", "nvml:LIBRARY_PATH" or "kareusd:SOCKET_PATH".
-        install_signal_handlers: reset clocks on SIGINT/SIGTERM, then re-raise (one per process).
+        install_signal_handlers: reset clocks on SIGINT/SIGTERM (then re-raise: KeyboardInterrupt
+            still happens) and on std::terminate; one optimizer per process may install them.
 
     Raises InputError (a ValueError) for the caller's mistakes and KareusError (a RuntimeError)
     for device or daemon failures.
@@ -65,11 +67,14 @@ class PipelineFrequencyOptimizer:
         dp: int = 1,
         device_id: int = 0,
         clock_backend: str = "recorder",
-        install_signal_handlers: bool = False,
+        install_signal_handlers: bool = True,
     ) -> None:
-        self._runtime: Optional[Runtime] = Runtime(
-            str(plan), rank, tp, cp, pp, dp, device_id, clock_backend, install_signal_handlers
-        )
+        # The runtime lives in a holder the finalizer can empty at garbage collection or at
+        # interpreter exit, so clocks are reset even if close() is never called.
+        self._holder: List[Optional[Runtime]] = [
+            Runtime(str(plan), rank, tp, cp, pp, dp, device_id, clock_backend, install_signal_handlers)
+        ]
+        self._finalizer = weakref.finalize(self, self._holder.clear)
         self._running: Optional[str] = None
 
     @property
@@ -120,8 +125,8 @@ class PipelineFrequencyOptimizer:
         return [ClockSample(*sample) for sample in self._live().timeline()]
 
     def close(self) -> None:
-        """Resets the clocks and releases the GPU (also on garbage collection)."""
-        self._runtime = None
+        """Resets the clocks and releases the GPU (also on garbage collection and at exit)."""
+        self._finalizer()
 
     def __enter__(self) -> "PipelineFrequencyOptimizer":
         return self
@@ -130,6 +135,6 @@ class PipelineFrequencyOptimizer:
         self.close()
 
     def _live(self) -> Runtime:
-        if self._runtime is None:
+        if not self._holder:
             raise InputError("PipelineFrequencyOptimizer is closed")
-        return self._runtime
+        return self._holder[0]

@@ -60,6 +60,11 @@ def make_plan(path, clock_offset_mhz=0):
     return document
 
 
+def make_optimizer(*args, install_signal_handlers=False, **kwargs):
+    """Most tests hold several optimizers; only one per process may install signal handlers."""
+    return kareus.PipelineFrequencyOptimizer(*args, install_signal_handlers=install_signal_handlers, **kwargs)
+
+
 def deduplicated(values):
     result = []
     for value in values:
@@ -90,7 +95,7 @@ def test_every_rank_follows_the_plan(tmp_path, zeus_style):
     plan = make_plan(tmp_path / "plan.json")
     for rank in range(TP * DP * STAGES):
         stage = rank // (TP * DP)
-        with kareus.PipelineFrequencyOptimizer(
+        with make_optimizer(
             tmp_path / "plan.json", rank=rank, tp=TP, dp=DP, pp=STAGES
         ) as optimizer:
             assert optimizer.stage == stage
@@ -113,7 +118,7 @@ def test_every_rank_follows_the_plan(tmp_path, zeus_style):
 
 def test_out_of_order_instruction_raises_a_clear_error(tmp_path):
     make_plan(tmp_path / "plan.json")
-    optimizer = kareus.PipelineFrequencyOptimizer(tmp_path / "plan.json", rank=4, tp=TP, dp=DP, pp=STAGES)
+    optimizer = make_optimizer(tmp_path / "plan.json", rank=4, tp=TP, dp=DP, pp=STAGES)
     optimizer.on_step_begin()
     optimizer.on_instruction_begin("forward", 0)
     optimizer.on_instruction_end("forward")
@@ -135,11 +140,11 @@ def test_out_of_order_instruction_raises_a_clear_error(tmp_path):
 def test_bad_setup_is_named(tmp_path):
     make_plan(tmp_path / "plan.json")
     with pytest.raises(kareus.InputError, match="rank 8 is out of range: world size is 8"):
-        kareus.PipelineFrequencyOptimizer(tmp_path / "plan.json", rank=8, tp=TP, dp=DP, pp=STAGES)
+        make_optimizer(tmp_path / "plan.json", rank=8, tp=TP, dp=DP, pp=STAGES)
     with pytest.raises(kareus.InputError, match="cannot read .*missing.json"):
-        kareus.PipelineFrequencyOptimizer(tmp_path / "missing.json", pp=STAGES)
+        make_optimizer(tmp_path / "missing.json", pp=STAGES)
     with pytest.raises(kareus.KareusError, match="no NVIDIA driver found"):
-        kareus.PipelineFrequencyOptimizer(
+        make_optimizer(
             tmp_path / "plan.json", pp=STAGES, clock_backend="nvml:/nonexistent/libnvidia-ml.so.1"
         )
 
@@ -154,13 +159,13 @@ def test_switch_for_deadline_between_steps(tmp_path):
             {"time_s": 1.4, "energy_j": 90.0, "plan": "slow.json"},
         ],
     }))
-    optimizer = kareus.PipelineFrequencyOptimizer(tmp_path / "fast.json", rank=0, pp=STAGES)
+    optimizer = make_optimizer(tmp_path / "fast.json", rank=0, pp=STAGES)
     optimizer.on_step_begin()
     with pytest.raises(kareus.InputError, match="mid-step"):
         optimizer.switch_for_deadline(tmp_path / "frontier.json", 1.5)
     optimizer.close()
 
-    optimizer = kareus.PipelineFrequencyOptimizer(tmp_path / "fast.json", rank=0, pp=STAGES)
+    optimizer = make_optimizer(tmp_path / "fast.json", rank=0, pp=STAGES)
     run_step(optimizer, 0)
     plan, meets = optimizer.switch_for_deadline(tmp_path / "frontier.json", 1.5)
     assert (os.path.basename(plan), meets) == ("slow.json", True)
@@ -172,9 +177,9 @@ def test_switch_for_deadline_between_steps(tmp_path):
 
 def test_sigint_resets_clocks_then_raises_keyboard_interrupt(tmp_path):
     make_plan(tmp_path / "plan.json")
-    optimizer = kareus.PipelineFrequencyOptimizer(
-        tmp_path / "plan.json", rank=0, pp=STAGES, install_signal_handlers=True
-    )
+    optimizer = kareus.PipelineFrequencyOptimizer(tmp_path / "plan.json", rank=0, pp=STAGES)  # handlers by default
+    with pytest.raises(kareus.KareusError, match="signal handlers are already installed by another kareus runtime"):
+        kareus.PipelineFrequencyOptimizer(tmp_path / "plan.json", rank=0, pp=STAGES)
     optimizer.on_step_begin()
     optimizer.on_instruction_begin("forward", 0)
     optimizer.flush()
@@ -186,3 +191,7 @@ def test_sigint_resets_clocks_then_raises_keyboard_interrupt(tmp_path):
     assert timeline[0].requested_mhz == 1980
     assert timeline[-1].requested_mhz == 0  # the reset, before Python saw the interrupt
     optimizer.close()
+    with pytest.raises(kareus.InputError, match="closed"):
+        optimizer.on_step_begin()
+    # Closed: its handlers are gone, so a new optimizer may install them.
+    kareus.PipelineFrequencyOptimizer(tmp_path / "plan.json", rank=0, pp=STAGES).close()

@@ -3,6 +3,8 @@
 #include <atomic>
 #include <cerrno>
 #include <csignal>
+#include <cstdlib>
+#include <exception>
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -127,6 +129,8 @@ void FrequencyController::run() {
       }
     } catch (const std::exception& error) {
       failure = error.what();
+    } catch (...) {
+      failure = "unknown failure in the clock backend";
     }
     sample.time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
     lock.lock();
@@ -145,9 +149,18 @@ void FrequencyController::run() {
 // --- SignalResetGuard -------------------------------------------------------------------------
 
 namespace {
-// The one process-wide value: a signal handler can reach nothing else. It is the write end of
-// the installed guard's self-pipe (-1 when none); writing one byte is async-signal-safe.
+// The process-wide values a signal or terminate handler can reach (nothing else can be passed to
+// them): the write end of the installed guard's self-pipe (-1 when none; writing one byte is
+// async-signal-safe) and the guard itself, for std::terminate.
 std::atomic<int> signal_pipe_write_fd{-1};
+std::atomic<SignalResetGuard*> installed_guard{nullptr};
+std::terminate_handler previous_terminate = nullptr;
+
+[[noreturn]] void reset_then_terminate() {
+  if (SignalResetGuard* guard = installed_guard.exchange(nullptr)) guard->run_on_signal();
+  if (previous_terminate != nullptr) previous_terminate();
+  std::abort();
+}
 
 extern "C" void kareus_signal_to_pipe(int signal_number) {
   const int saved_errno = errno;
@@ -172,10 +185,19 @@ SignalResetGuard::SignalResetGuard(std::function<void()> on_signal, std::vector<
   if (!signal_pipe_write_fd.compare_exchange_strong(expected, write_fd_)) {
     ::close(read_fd_);
     ::close(write_fd_);
-    throw Error("signal guard: another guard is already installed in this process");
+    throw Error("signal handlers are already installed by another kareus runtime in this process; create the "
+                "others without them (install_signal_handlers = false)");
   }
   for (int signal_number : signals_) install(signal_number);
+  // An exception nobody catches ends in std::terminate without unwinding: reset there too.
+  installed_guard.store(this);
+  previous_terminate = std::set_terminate(reset_then_terminate);
   watcher_ = std::thread([this] { watch(); });
+}
+
+void SignalResetGuard::run_on_signal() {
+  std::lock_guard lock(on_signal_mutex_);
+  on_signal_();
 }
 
 void SignalResetGuard::install(int signal_number) {
@@ -203,7 +225,7 @@ void SignalResetGuard::watch() {
     if (got < 0 && errno == EINTR) continue;
     if (got <= 0 || byte == 0) return;  // 0 is the destructor's stop byte
     const int signal_number = byte;
-    on_signal_();
+    run_on_signal();
     for (const auto& [number, saved] : previous_) {
       if (number != signal_number) continue;
       ::sigaction(signal_number, saved.get(), nullptr);
@@ -215,7 +237,14 @@ void SignalResetGuard::watch() {
 }
 
 SignalResetGuard::~SignalResetGuard() {
-  for (const auto& [number, saved] : previous_) ::sigaction(number, saved.get(), nullptr);
+  for (const auto& [number, saved] : previous_) {
+    // Put the previous handler back only if nobody replaced ours in the meantime.
+    struct sigaction current {};
+    ::sigaction(number, nullptr, &current);
+    if (current.sa_handler == kareus_signal_to_pipe) ::sigaction(number, saved.get(), nullptr);
+  }
+  std::set_terminate(previous_terminate);
+  installed_guard.store(nullptr);
   signal_pipe_write_fd.store(-1);
   const unsigned char stop = 0;
   [[maybe_unused]] const ssize_t written = ::write(write_fd_, &stop, 1);

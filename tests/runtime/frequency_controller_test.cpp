@@ -184,5 +184,26 @@ TEST(SignalResetGuardDeathTest, SigtermResetsClocksThenStillKills) {
       ::testing::KilledBySignal(SIGTERM), "clocks reset");
 }
 
+TEST(SignalResetGuardDeathTest, UncaughtExceptionResetsClocksBeforeTerminating) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        auto backend = std::make_unique<RecorderClockBackend>();
+        RecorderClockBackend* recorder = backend.get();
+        FrequencyController controller(std::move(backend));
+        SignalResetGuard guard([&] {
+          controller.reset_now();
+          if (!recorder->locked_clock_mhz()) {
+            const char message[] = "clocks reset on terminate\n";
+            [[maybe_unused]] auto written = ::write(2, message, sizeof(message) - 1);
+          }
+        });
+        controller.request_clock(1200);
+        controller.flush();
+        std::thread([] { throw Error("nobody catches this"); }).join();
+      },
+      "clocks reset on terminate");
+}
+
 }  // namespace
 }  // namespace kareus::runtime

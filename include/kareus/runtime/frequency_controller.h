@@ -85,7 +85,9 @@ class FrequencyController {
 /// While alive, SIGINT and SIGTERM (or `signals`) first call `on_signal` (e.g. reset the clocks)
 /// and then get the disposition they had before, re-raised, so the process still stops (or
 /// Python still raises KeyboardInterrupt). The handler only writes to a self-pipe; `on_signal`
-/// runs on a watcher thread. One guard per process at a time (a second throws Error).
+/// runs on a watcher thread. std::terminate (an uncaught exception) also calls `on_signal`
+/// before the previous terminate handler. One guard per process at a time (a second throws
+/// Error); it restores what it replaced when destroyed.
 class SignalResetGuard {
  public:
   explicit SignalResetGuard(std::function<void()> on_signal, std::vector<int> signals = default_signals());
@@ -94,12 +96,15 @@ class SignalResetGuard {
   SignalResetGuard& operator=(const SignalResetGuard&) = delete;
 
   [[nodiscard]] static std::vector<int> default_signals();
+  /// Calls `on_signal` (serialized; used by the watcher thread and the terminate handler).
+  void run_on_signal();
 
  private:
   void watch();
   void install(int signal_number);
 
   std::function<void()> on_signal_;
+  std::mutex on_signal_mutex_;
   std::vector<int> signals_;
   std::vector<std::pair<int, std::unique_ptr<struct ::sigaction>>> previous_;
   int read_fd_ = -1;
