@@ -48,7 +48,9 @@ std::vector<std::string> slot_names(const Partition& partition) {
 std::map<std::string, Partition> by_key(const workload::Workload& workload) {
   std::map<std::string, Partition> partitions;
   for (Direction direction : {Direction::kForward, Direction::kBackward}) {
-    for (const Partition& partition : layer_partitions(workload, direction)) partitions.emplace(partition.key, partition);
+    for (const Partition& partition : layer_partitions(workload, direction)) {
+      partitions.emplace(partition.key, partition);
+    }
   }
   return partitions;
 }
@@ -154,8 +156,10 @@ TEST(PartitionBuilder, CpTwoKeysHoldReferenceOpsCollectivesAndSlots) {
 // so --slots artifact keeps that launch point for Qwen3 too.
 TEST(PartitionBuilder, QwenQkNormAndRopeRunIsTheRopeSlot) {
   const std::map<std::string, Partition> cp1 = by_key(make("qwen3-1.7b", 1, 8));
-  EXPECT_EQ(slot_names(cp1.at("fwd_attn")), (std::vector<std::string>{"norm_0", "linear_0", "rope_0", "attn_0", "linear_1"}));
-  EXPECT_EQ(slot_names(cp1.at("bwd_attn")), (std::vector<std::string>{"norm_0", "linear_0", "attn_0", "rope_0", "linear_1"}));
+  EXPECT_EQ(slot_names(cp1.at("fwd_attn")),
+            (std::vector<std::string>{"norm_0", "linear_0", "rope_0", "attn_0", "linear_1"}));
+  EXPECT_EQ(slot_names(cp1.at("bwd_attn")),
+            (std::vector<std::string>{"norm_0", "linear_0", "attn_0", "rope_0", "linear_1"}));
   const std::map<std::string, Partition> cp2 = by_key(make("qwen3-1.7b", 2, 4));
   EXPECT_EQ(slot_names(cp2.at("fwd_qkv_ag")), (std::vector<std::string>{"norm_0", "linear_0", "rope_0"}));
   EXPECT_EQ(slot_names(cp2.at("bwd_qkv_rs")), (std::vector<std::string>{"rope_0", "linear_0"}));

@@ -27,7 +27,9 @@ std::map<std::string, Partition> partitions_of(int cp, int tp, const std::string
   const workload::Workload workload = workload::make_workload(workload::load_model(model), parallel);
   std::map<std::string, Partition> partitions;
   for (Direction direction : {Direction::kForward, Direction::kBackward}) {
-    for (const Partition& partition : layer_partitions(workload, direction)) partitions.emplace(partition.key, partition);
+    for (const Partition& partition : layer_partitions(workload, direction)) {
+      partitions.emplace(partition.key, partition);
+    }
   }
   return partitions;
 }
@@ -70,7 +72,8 @@ TEST(SearchSpace, AllSlotsPolicySearchesEverySlot) {
   EXPECT_EQ(space.size(), 18u * 10 * 5);
   EXPECT_EQ(space.ctas(), (std::vector<int>{3, 6, 9, 12, 15, 18, 21, 24, 27, 30}));
   const Partition bwd_a_rs = partitions_of(2, 4).at("bwd_a_rs");
-  const SearchSpace cp_space = make_search_space(bwd_a_rs, {1410}, SpaceOptions{SlotPolicy::kAll, {3, 30, 3}, {2, 8, 2}});
+  const SearchSpace cp_space =
+      make_search_space(bwd_a_rs, {1410}, SpaceOptions{SlotPolicy::kAll, {3, 30, 3}, {2, 8, 2}});
   EXPECT_EQ(cp_space.ctas(), (std::vector<int>{2, 4, 6, 8}));
   EXPECT_EQ(cp_space.size(), 4u);
 }

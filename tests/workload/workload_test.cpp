@@ -62,7 +62,8 @@ TEST(MakeWorkload, EveryRuleNamesItsFlag) {
   };
   const ModelSpec llama = load_model("llama3.2-3b");
   const Row rows[] = {
-      {"tp heads", [](Parallelism& p) { p.tp = 16; }, "--tp 16 must divide the 24 attention heads of llama3.2-3b", llama},
+      {"tp heads", [](Parallelism& p) { p.tp = 16; }, "--tp 16 must divide the 24 attention heads of llama3.2-3b",
+       llama},
       {"tp kv", [](Parallelism& p) { p.tp = 3; }, "--tp 3 must divide the 8 key/value groups of llama3.2-3b", llama},
       {"tp ffn", [](Parallelism& p) { p.tp = 8; }, "--tp 8 must divide the MLP width 8196 of llama3.2-3b", odd_ffn},
       {"tp zero", [](Parallelism& p) { p.tp = 0; }, "--tp 0 must be >= 1", llama},

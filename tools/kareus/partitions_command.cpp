@@ -32,8 +32,9 @@ void run_partitions(const PartitionsOptions& options) {
   for (workload::Direction direction : {workload::Direction::kForward, workload::Direction::kBackward}) {
     for (const partition::Partition& part : partition::layer_partitions(work, direction)) {
       const partition::SearchSpace space = partition::make_search_space(part, clocks, space_options);
-      nlohmann::ordered_json row = {{"key", part.key}, {"nanobatch", part.nanobatch}, {"compute_ops", nullptr}};
-      for (const workload::Op& op : part.compute_ops) row["compute_ops"].push_back(op.name);
+      std::vector<std::string> compute_ops;
+      for (const workload::Op& op : part.compute_ops) compute_ops.push_back(op.name);
+      nlohmann::ordered_json row = {{"key", part.key}, {"nanobatch", part.nanobatch}, {"compute_ops", compute_ops}};
       row["collective"] = nullptr;
       if (part.collective) {
         const workload::Collective& collective = *part.collective->collective;
@@ -66,8 +67,8 @@ void run_partitions(const PartitionsOptions& options) {
     const nlohmann::ordered_json& comm = row["collective"];
     const std::string collective =
         comm.is_null() ? "-"
-                       : fmt::format("{} {} {:.1f} MiB", comm["group"].get<std::string>(), comm["kind"].get<std::string>(),
-                                     comm["bytes"].get<double>() / (1 << 20));
+                       : fmt::format("{} {} {:.1f} MiB", comm["group"].get<std::string>(),
+                                     comm["kind"].get<std::string>(), comm["bytes"].get<double>() / (1 << 20));
     const std::string slots = fmt::format("{}", fmt::join(row["slots"].get<std::vector<std::string>>(), " "));
     fmt::print("{:<11} {:>2}  {:<27} {:<36} {:>6}  {}\n", row["key"].get<std::string>(), row["nanobatch"].get<int>(),
                collective, slots, row["space_size"].get<std::size_t>(),
@@ -85,7 +86,7 @@ void add_partitions_command(CLI::App& app) {
   add_gpu_flags(command, options->gpu);
   command->add_option("--slots", options->slots, "launch slots: all, or artifact (those the artifact searched)")
       ->capture_default_str();
-  command->add_option("--clocks", options->clocks, "SM clocks: all, artifact (18 from the max, 30 MHz apart) or MIN:MAX:STEP")
+  command->add_option("--clocks", options->clocks, "SM clocks: all, artifact (18, 30 MHz apart) or MIN:MAX:STEP")
       ->capture_default_str();
   command->add_option("--tp-ctas", options->tp_ctas, "CTA counts of TP all-reduces, MIN:MAX[:STEP]")
       ->capture_default_str();
