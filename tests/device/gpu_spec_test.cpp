@@ -162,7 +162,7 @@ TEST(ParseGpu, MalformedPresetNamesTheField) {
       {"unsupported default clock", [](auto& d) { d["parameters"]["clock_default_mhz"]["value"] = 1400; },
        "clock_default_mhz 1400"},
       {"inverted voltages", [](auto& d) { d["parameters"]["voltage_max_v"]["value"] = 0.6; },
-       "voltage_max_v 0.6 is below voltage_min_v 0.7"},
+       "voltage_max_v 0.6 is below voltage_min_v 0.66"},
       {"too many comm CTAs", [](auto& d) { d["parameters"]["default_comm_ctas"]["value"] = 200; },
        "default_comm_ctas 200 exceeds sm_count 108"},
   };
