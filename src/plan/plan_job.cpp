@@ -163,12 +163,29 @@ std::vector<MethodPoint> pareto_points(std::vector<MethodPoint> points) {
   return front;
 }
 
+/// 1 ms, or coarser so that slowest-to-fastest takes at most kMaxSolverSteps units: the
+/// slowest makespan is bounded by (microbatches + stages - 1) x the slowest stage's F + B.
+double automatic_unit_time_s(const workload::Workload& workload, const MethodOptions& method) {
+  constexpr double kMaxSolverSteps = 20000;
+  double slowest_stage_s = 0;
+  for (const pipeline::StageOptions& stage : method.stages) {
+    auto slowest = [](const std::vector<pipeline::ExecutionOption>& options) {
+      double time = 0;
+      for (const pipeline::ExecutionOption& option : options) time = std::max(time, option.time_s);
+      return time;
+    };
+    slowest_stage_s = std::max(slowest_stage_s, slowest(stage.forward) + slowest(stage.backward));
+  }
+  const double makespan_s = (workload.parallel.microbatches + workload.parallel.pp - 1) * slowest_stage_s;
+  return std::max(0.001, makespan_s / kMaxSolverSteps);
+}
+
 MethodResult solve_method(const std::string& name, const device::GpuSpec& gpu, const workload::Workload& workload,
                           const MethodOptions& method, const PlanJobOptions& options,
                           const std::string& workload_json) {
   pipeline::OneFOneBConfig config;
   config.microbatches = workload.parallel.microbatches;
-  config.unit_time_s = options.unit_time_s;
+  config.unit_time_s = options.unit_time_s > 0 ? options.unit_time_s : automatic_unit_time_s(workload, method);
   config.static_power_w = gpu.static_power_w;
   config.stages = method.stages;
   const pipeline::PipelineDag dag = pipeline::build_one_f_one_b_dag(config);
@@ -181,6 +198,7 @@ MethodResult solve_method(const std::string& name, const device::GpuSpec& gpu, c
   result.solver_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   result.solver_iterations = static_cast<int>(solved.iterations.size());
   result.pruned_points = method.pruned_points;
+  result.unit_time_s = config.unit_time_s;
   const double scale = gpus_per_stage(workload);  // solver energies are for one GPU per stage
   for (int index : solved.frontier) {
     result.predicted_curve.emplace_back(solved.iterations[index].time_s, solved.iterations[index].energy_j * scale);
@@ -322,6 +340,7 @@ void write_plan_job(const std::filesystem::path& dir, const workload::Workload& 
     methods[method.name] = {{"frontier", std::move(frontier)},
                             {"solver_iterations", method.solver_iterations},
                             {"solver_s", method.solver_s},
+                            {"unit_time_s", method.unit_time_s},
                             {"composition_pruned_points", method.pruned_points}};
   }
   nlohmann::ordered_json comparison = nlohmann::ordered_json::object();
