@@ -180,6 +180,21 @@ double automatic_unit_time_s(const workload::Workload& workload, const MethodOpt
   return std::max(0.001, makespan_s / kMaxSolverSteps);
 }
 
+/// A lower bound of the makespan: every instruction at its fastest option, no pipeline waits
+/// beyond the 1F1B critical path of the slowest stage.
+double minimum_makespan_s(const workload::Workload& workload, const MethodOptions& method) {
+  double fastest_stage_s = 0;
+  for (const pipeline::StageOptions& stage : method.stages) {
+    auto fastest = [](const std::vector<pipeline::ExecutionOption>& options) {
+      double time = INFINITY;
+      for (const pipeline::ExecutionOption& option : options) time = std::min(time, option.time_s);
+      return time;
+    };
+    fastest_stage_s = std::max(fastest_stage_s, fastest(stage.forward) + fastest(stage.backward));
+  }
+  return workload.parallel.microbatches * fastest_stage_s;
+}
+
 MethodResult solve_method(const std::string& name, const device::GpuSpec& gpu, const workload::Workload& workload,
                           const MethodOptions& method, const PlanJobOptions& options,
                           const std::string& workload_json) {
@@ -192,6 +207,21 @@ MethodResult solve_method(const std::string& name, const device::GpuSpec& gpu, c
   pipeline::PhillipsDessoukyOptions solver_options;
   solver_options.gpus = workload.parallel.pp;
   const auto started = std::chrono::steady_clock::now();
+  if (options.progress) {
+    // Every 2,000 iterations: how far the makespan has come down, and an ETA from that pace.
+    std::int64_t first_quant_time = -1;
+    const std::int64_t floor_quant_time = pipeline::quantize_time(minimum_makespan_s(workload, method), config.unit_time_s);
+    solver_options.progress = [&options, &name, started, floor_quant_time, first_quant_time](
+                                  const pipeline::IterationResult& iteration) mutable {
+      if (first_quant_time < 0) first_quant_time = iteration.quant_time;
+      if (iteration.iteration == 0 || iteration.iteration % 2000 != 0) return;
+      const double elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+      const double done = static_cast<double>(first_quant_time - iteration.quant_time);
+      const double left = static_cast<double>(std::max<std::int64_t>(iteration.quant_time - floor_quant_time, 0));
+      options.progress(fmt::format("{}: solver iteration {}, makespan {:.3f} s, ETA {:.0f} s", name,
+                                   iteration.iteration, iteration.time_s, done > 0 ? elapsed_s * left / done : 0.0));
+    };
+  }
   const pipeline::PhillipsDessoukyResult solved = pipeline::PhillipsDessouky(dag, solver_options).run();
   MethodResult result;
   result.name = name;
