@@ -14,9 +14,10 @@
 
 namespace kareus::runtime {
 
-FrequencyController::FrequencyController(std::unique_ptr<ClockBackend> backend)
-    : backend_(std::move(backend)), start_(std::chrono::steady_clock::now()) {
+FrequencyController::FrequencyController(std::unique_ptr<ClockBackend> backend, std::size_t timeline_capacity)
+    : backend_(std::move(backend)), start_(std::chrono::steady_clock::now()), timeline_capacity_(timeline_capacity) {
   if (!backend_) throw InputError("frequency controller: no clock backend given");
+  if (timeline_capacity_ == 0) throw InputError("frequency controller: timeline capacity must be >= 1");
   description_ = backend_->describe();
   worker_ = std::thread([this] { run(); });
 }
@@ -89,7 +90,7 @@ void FrequencyController::reset_now() noexcept {
     const ClockSample sample{std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count(), 0,
                              backend_->read_clock_mhz()};
     std::lock_guard lock(mutex_);
-    timeline_.push_back(sample);
+    record(sample);
   } catch (...) {
     // Called on the way out of the process; the caller re-raises the signal regardless.
   }
@@ -97,7 +98,20 @@ void FrequencyController::reset_now() noexcept {
 
 std::vector<ClockSample> FrequencyController::timeline() const {
   std::lock_guard lock(mutex_);
-  return timeline_;
+  return {timeline_.begin(), timeline_.end()};
+}
+
+std::size_t FrequencyController::timeline_dropped() const {
+  std::lock_guard lock(mutex_);
+  return timeline_dropped_;
+}
+
+void FrequencyController::record(const ClockSample& sample) {
+  if (timeline_.size() == timeline_capacity_) {
+    timeline_.pop_front();
+    ++timeline_dropped_;
+  }
+  timeline_.push_back(sample);
 }
 
 void FrequencyController::run() {
@@ -140,7 +154,7 @@ void FrequencyController::run() {
       if (error_.empty()) error_ = failure;
       last_requested_mhz_.reset();
     } else if (!stale) {
-      timeline_.push_back(sample);
+      record(sample);
     }
     changed_.notify_all();
   }

@@ -74,8 +74,7 @@ kareus_status kareus_runtime_on_step_begin(kareus_runtime* runtime) {
   return guarded([&] { runtime->runtime->on_step_begin(); });
 }
 
-kareus_status kareus_runtime_on_instruction_begin(kareus_runtime* runtime, kareus_instruction_type type,
-                                                  int microbatch) {
+kareus_status kareus_runtime_on_instruction_begin(kareus_runtime* runtime, int type, int microbatch) {
   if (runtime == nullptr) return null_argument("runtime");
   if (type != KAREUS_FORWARD && type != KAREUS_BACKWARD) {
     last_error = "instruction type must be KAREUS_FORWARD or KAREUS_BACKWARD, found " + std::to_string(type);

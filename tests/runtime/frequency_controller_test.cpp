@@ -59,6 +59,18 @@ TEST(FrequencyController, SetsOnlyOnChangeAndRecordsTheTimeline) {
   }
 }
 
+TEST(FrequencyController, TimelineKeepsTheMostRecentChanges) {
+  FrequencyController controller(std::make_unique<RecorderClockBackend>(), 3);
+  for (int clock : {1005, 1200, 1410, 1500, 1605}) controller.request_clock(clock);
+  controller.flush();
+  const auto timeline = controller.timeline();
+  ASSERT_EQ(timeline.size(), 3u);
+  EXPECT_EQ(timeline.front().requested_mhz, 1410);
+  EXPECT_EQ(timeline.back().requested_mhz, 1605);
+  EXPECT_EQ(controller.timeline_dropped(), 2u);
+  EXPECT_THROW(FrequencyController(std::make_unique<RecorderClockBackend>(), 0), InputError);
+}
+
 TEST(FrequencyController, ResetsOnDestructionOnlyIfItLocked) {
   auto recorder = std::make_shared<RecorderClockBackend>();
   using Forward = testing::ForwardingBackend;

@@ -68,8 +68,8 @@ TEST(CApi, ErrorsBecomeStatusesAndMessages) {
   EXPECT_EQ(kareus_runtime_on_step_begin(runtime), KAREUS_OK);
   EXPECT_EQ(kareus_runtime_on_instruction_begin(runtime, KAREUS_BACKWARD, 0), KAREUS_INPUT_ERROR);
   EXPECT_STREQ(kareus_last_error(), "stage 0: expected forward microbatch 0, got backward microbatch 0");
-  EXPECT_EQ(kareus_runtime_on_instruction_begin(runtime, static_cast<kareus_instruction_type>(7), 0),
-            KAREUS_INPUT_ERROR);
+  EXPECT_EQ(kareus_runtime_on_instruction_begin(runtime, 7, 0), KAREUS_INPUT_ERROR);
+  EXPECT_STREQ(kareus_last_error(), "instruction type must be KAREUS_FORWARD or KAREUS_BACKWARD, found 7");
   EXPECT_EQ(kareus_runtime_switch_plan(runtime, path.c_str()), KAREUS_INPUT_ERROR);
   EXPECT_NE(std::string(kareus_last_error()).find("mid-step"), std::string::npos);
   int ctas = 0;

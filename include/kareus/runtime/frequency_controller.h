@@ -36,8 +36,13 @@ struct ClockSample {
 
 class FrequencyController {
  public:
-  /// Starts the worker thread. `backend` must not be null (throws InputError).
-  explicit FrequencyController(std::unique_ptr<ClockBackend> backend);
+  /// The timeline keeps the most recent changes only (16 bytes each), so a long job's memory is bounded.
+  static constexpr std::size_t kDefaultTimelineCapacity = std::size_t{1} << 20;
+
+  /// Starts the worker thread. `backend` must not be null and `timeline_capacity` >= 1 (throws
+  /// InputError otherwise).
+  explicit FrequencyController(std::unique_ptr<ClockBackend> backend,
+                               std::size_t timeline_capacity = kDefaultTimelineCapacity);
   /// Drops pending requests, resets the clock if it was ever changed, joins. Never throws.
   ~FrequencyController();
   FrequencyController(const FrequencyController&) = delete;
@@ -54,14 +59,17 @@ class FrequencyController {
   /// it in the timeline (requested_mhz 0). Never throws.
   void reset_now() noexcept;
 
-  /// Every applied change so far.
+  /// The applied changes, oldest first (at most the last timeline_capacity of them).
   [[nodiscard]] std::vector<ClockSample> timeline() const;
+  /// Changes dropped from the front of the timeline because it was full.
+  [[nodiscard]] std::size_t timeline_dropped() const;
   /// The backend's description ("recorder", "nvml gpu 0", ...).
   [[nodiscard]] std::string backend_description() const { return description_; }
 
  private:
   void run();
   void throw_pending_error();
+  void record(const ClockSample& sample);  ///< mutex_ held
 
   std::unique_ptr<ClockBackend> backend_;
   std::string description_;
@@ -71,7 +79,9 @@ class FrequencyController {
   std::condition_variable changed_;
   std::deque<int> queue_;  ///< clocks to lock (MHz); 0 = reset
   std::optional<int> last_requested_mhz_;  ///< nullopt = unlocked
-  std::vector<ClockSample> timeline_;
+  std::deque<ClockSample> timeline_;
+  std::size_t timeline_capacity_;
+  std::size_t timeline_dropped_ = 0;
   std::string error_;
   bool stop_ = false;
   bool busy_ = false;       ///< the worker is applying a request

@@ -42,9 +42,9 @@ kareus_status kareus_runtime_init(const kareus_runtime_options* options, kareus_
 void kareus_runtime_free(kareus_runtime* runtime);
 
 kareus_status kareus_runtime_on_step_begin(kareus_runtime* runtime);
-/* microbatch < 0: the next microbatch of this type. */
-kareus_status kareus_runtime_on_instruction_begin(kareus_runtime* runtime, kareus_instruction_type type,
-                                                  int microbatch);
+/* type: a kareus_instruction_type (an int, so a wrong value from an FFI is an error, not UB);
+ * microbatch < 0: the next microbatch of this type. */
+kareus_status kareus_runtime_on_instruction_begin(kareus_runtime* runtime, int type, int microbatch);
 kareus_status kareus_runtime_on_instruction_end(kareus_runtime* runtime);
 kareus_status kareus_runtime_on_step_end(kareus_runtime* runtime);
 
