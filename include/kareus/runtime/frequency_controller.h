@@ -9,6 +9,7 @@
 #pragma once
 
 #include <signal.h>
+#include <sys/types.h>
 
 #include <chrono>
 #include <condition_variable>
@@ -76,7 +77,9 @@ class FrequencyController {
   std::chrono::steady_clock::time_point start_;
 
   mutable std::mutex mutex_;  ///< guards everything below
-  std::condition_variable changed_;
+  /// Heap-held so a forked child can leak it: destroying a condition variable copied with the
+  /// parent's waiters blocks forever.
+  std::unique_ptr<std::condition_variable> changed_ = std::make_unique<std::condition_variable>();
   std::deque<int> queue_;  ///< clocks to lock (MHz); 0 = reset
   std::optional<int> last_requested_mhz_;  ///< nullopt = unlocked
   std::deque<ClockSample> timeline_;
@@ -89,6 +92,7 @@ class FrequencyController {
   unsigned reset_generation_ = 0;  ///< bumped by reset_now
 
   std::mutex backend_mutex_;  ///< serializes backend calls (worker vs reset_now)
+  pid_t owner_pid_ = 0;       ///< a forked child neither resets the parent's clocks nor joins its thread
   std::thread worker_;
 };
 
@@ -96,7 +100,8 @@ class FrequencyController {
 /// and then get the disposition they had before, re-raised, so the process still stops (or
 /// Python still raises KeyboardInterrupt). The handler only writes to a self-pipe; `on_signal`
 /// runs on a watcher thread. std::terminate (an uncaught exception) also calls `on_signal`
-/// before the previous terminate handler. One guard per process at a time (a second throws
+/// before the previous terminate handler. In a forked child (a data-loader worker) the guard
+/// steps aside: signals get their previous disposition and nothing is reset. One guard per process at a time (a second throws
 /// Error); it restores what it replaced when destroyed.
 class SignalResetGuard {
  public:
@@ -119,6 +124,7 @@ class SignalResetGuard {
   std::vector<std::pair<int, std::unique_ptr<struct ::sigaction>>> previous_;
   int read_fd_ = -1;
   int write_fd_ = -1;
+  pid_t owner_pid_ = 0;
   std::thread watcher_;
 };
 
