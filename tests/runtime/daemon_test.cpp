@@ -389,6 +389,17 @@ TEST_F(DaemonServerTest, TrainingLoopDrivesClocksThroughTheDaemon) {
   EXPECT_TRUE(fake_.recorders[0]->calls().empty());
 }
 
+TEST(KareusdClient, UnreachableDaemonIsExplained) {
+  try {
+    KareusdClockBackend backend("/nonexistent/kareusd.sock", 0);
+    FAIL() << "expected Error";
+  } catch (const Error& error) {
+    EXPECT_STREQ(error.what(),
+                 "cannot connect to kareusd at /nonexistent/kareusd.sock: No such file or directory; is kareusd running?");
+  }
+  EXPECT_THROW((void)make_clock_backend("kareusd:", 0), InputError);  // no socket path
+}
+
 TEST(DaemonServerSetup, StaleSocketIsReplacedOtherFilesAreNot) {
   DaemonConfig config;
   config.socket_path = (std::filesystem::temp_directory_path() / "kareusd_setup_test.sock").string();
