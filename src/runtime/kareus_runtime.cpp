@@ -118,6 +118,16 @@ kareus_status kareus_runtime_switch_plan(kareus_runtime* runtime, const char* pl
   });
 }
 
+kareus_status kareus_runtime_switch_for_deadline(kareus_runtime* runtime, const char* frontier_path,
+                                                 double deadline_s, int* meets_deadline) {
+  if (runtime == nullptr) return null_argument("runtime");
+  if (frontier_path == nullptr) return null_argument("frontier_path");
+  return guarded([&] {
+    const auto result = runtime->runtime->switch_for_deadline(frontier_path, deadline_s);
+    if (meets_deadline != nullptr) *meets_deadline = result.meets_deadline ? 1 : 0;
+  });
+}
+
 kareus_status kareus_runtime_flush(kareus_runtime* runtime) {
   if (runtime == nullptr) return null_argument("runtime");
   return guarded([&] { runtime->runtime->flush(); });

@@ -56,6 +56,12 @@ kareus_status kareus_runtime_comm_config(kareus_runtime* runtime, const char* pa
 /* Switches to another plan between steps. */
 kareus_status kareus_runtime_switch_plan(kareus_runtime* runtime, const char* plan_path);
 
+/* Between steps: switches to the least-energy plan of a kareus.frontier/1 file whose iteration
+ * time meets deadline_s, or to the fastest one if none does (then *meets_deadline = 0).
+ * meets_deadline may be NULL. */
+kareus_status kareus_runtime_switch_for_deadline(kareus_runtime* runtime, const char* frontier_path,
+                                                 double deadline_s, int* meets_deadline);
+
 /* Waits until every requested clock is applied. */
 kareus_status kareus_runtime_flush(kareus_runtime* runtime);
 
