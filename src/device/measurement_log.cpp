@@ -32,8 +32,11 @@ constexpr CommGroup kGroups[] = {CommGroup::kTp, CommGroup::kCp, CommGroup::kDp,
 constexpr CollectiveKind kCollectiveKinds[] = {CollectiveKind::kAllReduce, CollectiveKind::kAllGather,
                                                CollectiveKind::kReduceScatter, CollectiveKind::kSendRecv};
 
-json op_to_json(const workload::Op& op) {
-  json value = {{"name", op.name},
+// Written with insertion order kept, so a line reads schema first, then what ran, then results.
+using ordered = nlohmann::ordered_json;
+
+ordered op_to_json(const workload::Op& op) {
+  ordered value = {{"name", op.name},
                 {"kind", workload::to_string(op.kind)},
                 {"direction", op.direction == workload::Direction::kForward ? "forward" : "backward"},
                 {"flops", op.flops},
@@ -92,23 +95,23 @@ std::string MeasurementRecord::kernel_class() const {
 }
 
 std::string to_json_line(const MeasurementRecord& record) {
-  json ops = json::array();
+  ordered ops = ordered::array();
   for (const workload::Op& op : record.partition.compute_ops) ops.push_back(op_to_json(op));
-  json slots = json::array();
+  ordered slots = ordered::array();
   for (const partition::Slot& slot : record.partition.slots) slots.push_back({{"name", slot.name}, {"first_op", slot.first_op}});
   const MeasurementDetails& details = record.details;
-  json value = {
+  ordered value = {
       {"schema", kMeasurementSchema},
       {"backend", record.backend},
       {"gpu", record.gpu},
       {"device_name", record.device_name},
-      {"workload", record.workload_json.empty() ? json(nullptr) : json::parse(record.workload_json)},
+      {"workload", record.workload_json.empty() ? ordered(nullptr) : ordered::parse(record.workload_json)},
       {"partition", record.partition.key},
       {"kernel_class", record.kernel_class()},
       {"direction", record.partition.direction == workload::Direction::kForward ? "forward" : "backward"},
       {"nanobatch", record.partition.nanobatch},
       {"ops", ops},
-      {"collective", record.partition.collective ? op_to_json(*record.partition.collective) : json(nullptr)},
+      {"collective", record.partition.collective ? op_to_json(*record.partition.collective) : ordered(nullptr)},
       {"slots", slots},
       {"config", {{"freq_mhz", record.config.freq_mhz}, {"ctas", record.config.ctas}, {"slot", record.config.slot}}},
       {"time_s", record.time_s},
@@ -135,7 +138,9 @@ MeasurementRecord parse_measurement_line(std::string_view line, std::string_view
     record.backend = value.at("backend").get<std::string>();
     record.gpu = value.at("gpu").get<std::string>();
     record.device_name = value.value("device_name", std::string());
-    if (value.contains("workload") && !value.at("workload").is_null()) record.workload_json = value.at("workload").dump();
+    if (value.contains("workload") && !value.at("workload").is_null()) {
+      record.workload_json = ordered::parse(line).at("workload").dump();  // keep the writer's key order
+    }
     partition::Partition& partition = record.partition;
     partition.key = value.at("partition").get<std::string>();
     partition.direction = value.value("direction", std::string("forward")) == "backward" ? workload::Direction::kBackward
