@@ -1,0 +1,36 @@
+// Private: the CUDA backend's own kernels (kernels.cu), callable from host C++ without CUDA
+// headers. Tensors are bf16, row-major; every launcher enqueues on `stream` and throws
+// kareus::Error on a launch failure. Shapes are element counts.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+struct CUstream_st;
+
+namespace kareus::device::cuda {
+
+using Stream = CUstream_st*;
+
+/// Uniform random bf16 in [-1, 1) (random data, as power depends on it).
+void fill_random(void* data, std::size_t count, std::uint64_t seed, Stream stream);
+/// y[r, :] = x[r, :] / rms(x[r, :]) * weight, rows x cols.
+void rmsnorm(const void* x, const void* weight, void* y, std::size_t rows, int cols, Stream stream);
+/// Rotary embedding in place over rows of `head_dim`; row r is at position (r / rows_per_position).
+void rope(void* x, std::size_t rows, int head_dim, std::size_t rows_per_position, Stream stream);
+/// out[r, c] = silu(in[r, c]) * in[r, cols + c]; in is rows x 2 cols.
+void swiglu(const void* in, void* out, std::size_t rows, int cols, Stream stream);
+/// out = a + b, count elements.
+void add(const void* a, const void* b, void* out, std::size_t count, Stream stream);
+/// Causal grouped-query attention, head_dim 128, fp32 accumulation, flash-style online softmax.
+/// q, o: [batch, seq_q, heads, 128]; k, v: [batch, seq_k, kv_heads, 128]; query i sits at key
+/// position i + seq_k - seq_q (a context-parallel shard holds the last queries).
+void attention_forward(const void* q, const void* k, const void* v, void* o, int batch, int seq_q, int seq_k,
+                       int heads, int kv_heads, Stream stream);
+/// The one-GPU collective proxy: exactly `ctas` CTAs of 1024 threads; adds src into dst for
+/// `reduce_bytes` and copies for `copy_bytes` (both wrapping over `buffer_bytes` buffers), each
+/// CTA pacing itself on the global timer so all together move at most `max_bytes_per_s`.
+void collective_proxy(const void* src, void* dst, std::size_t buffer_bytes, std::size_t reduce_bytes,
+                      std::size_t copy_bytes, int ctas, double max_bytes_per_s, Stream stream);
+
+}  // namespace kareus::device::cuda
