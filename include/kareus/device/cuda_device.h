@@ -1,8 +1,10 @@
 // kareus/device/cuda_device.h - the CUDA backend: measure partitions on a real NVIDIA GPU.
 //
 // A Device (device.h) whose measure() runs the partition's kernels for real: GEMMs through
-// cuBLASLt in bf16 with the ops' shapes, a causal GQA attention kernel, RMSNorm, RoPE, SwiGLU
-// and elementwise kernels, on a compute stream; the collective on a communication stream,
+// cuBLASLt in bf16 with the ops' shapes; causal attention as two strided-batched cuBLASLt GEMMs
+// around a causal softmax kernel (unfused, so it moves more HBM bytes than FlashAttention; its
+// backward runs the forward twice, matching the op graph's 2x FLOPs); RMSNorm, RoPE, SwiGLU and
+// elementwise kernels sized from the ops' bytes; all on a compute stream; the collective on a communication stream,
 // launched by an event at its slot (stream_schedule.h). Collectives run through NCCL with
 // minCTAs = maxCTAs = ctas (one communicator per CTA count) when the process sees enough GPUs,
 // else through a one-GPU collective proxy: a kernel of exactly `ctas` CTAs x 1024 threads that
@@ -62,7 +64,7 @@ struct ClockSwitchResult {
 class CudaDevice final : public Device {
  public:
   /// Opens GPU `options.gpu_index` for `workload` (attention shapes and buffer sizes come from
-  /// it). Throws Error "no NVIDIA driver/GPU found ..." without a driver or GPU, "kareus was
+  /// it; GEMM backward runs the input- and weight-gradient GEMMs of the forward shape). Throws Error "no NVIDIA driver/GPU found ..." without a driver or GPU, "kareus was
   /// built without the CUDA backend ..." when not compiled in, and Error naming NVML/CUDA's
   /// message (with what to do) on permission or unsupported-GPU failures.
   CudaDevice(GpuSpec gpu, workload::Workload workload, CudaDeviceOptions options);

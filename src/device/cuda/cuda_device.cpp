@@ -10,7 +10,6 @@
 #include <cstdlib>
 #include <map>
 #include <thread>
-#include <tuple>
 #include <utility>
 
 #include <fmt/format.h>
@@ -25,7 +24,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr std::size_t kGemmWorkspaceBytes = std::size_t{32} << 20;
-constexpr int kHeadDim = 128;
 
 void check_cuda(cudaError_t status, const std::string& what) {
   if (status != cudaSuccess) {
@@ -82,7 +80,18 @@ class Buffer {
   std::size_t bytes_ = 0;
 };
 
-struct GemmPlan {
+/// One cuBLASLt matmul in its column-major terms: D (m x n) = op(A) (m x k) B (k x n), where
+/// op(A) = A^T (A stored k x m) when transpose_a, each of `batch` matrices `stride_*` apart.
+struct MatmulShape {
+  std::int64_t m = 0, n = 0, k = 0;
+  bool transpose_a = false;
+  int batch = 1;
+  std::int64_t stride_a = 0, stride_b = 0, stride_c = 0;
+
+  friend auto operator<=>(const MatmulShape&, const MatmulShape&) = default;
+};
+
+struct MatmulPlan {
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
   cublasLtMatmulAlgo_t algo{};
@@ -97,9 +106,9 @@ struct GpuContext {
   cudaEvent_t comm_done = nullptr;
   cublasLtHandle_t lt = nullptr;
   void* workspace = nullptr;
-  Buffer buffers[4];
+  Buffer buffers[5];
   Buffer comm_src, comm_dst, weight;
-  std::map<std::tuple<long long, long long, long long>, GemmPlan> gemm_plans;
+  std::map<MatmulShape, MatmulPlan> matmul_plans;
 
   explicit GpuContext(int index) : device(index) {
     check_cuda(cudaSetDevice(device), fmt::format("cudaSetDevice({})", device));
@@ -115,7 +124,7 @@ struct GpuContext {
   ~GpuContext() {
     cudaSetDevice(device);
     cudaDeviceSynchronize();
-    for (auto& [shape, plan] : gemm_plans) {
+    for (auto& [shape, plan] : matmul_plans) {
       cublasLtMatrixLayoutDestroy(plan.a);
       cublasLtMatrixLayoutDestroy(plan.b);
       cublasLtMatrixLayoutDestroy(plan.c);
@@ -129,44 +138,92 @@ struct GpuContext {
     cudaStreamDestroy(comm);
   }
 
-  /// C[m x n] = A[m x k] B[k x n], bf16 row-major with fp32 accumulation. cuBLASLt is
-  /// column-major, so it computes C^T = B^T A^T on the same memory.
-  void gemm(long long m, long long n, long long k) {
-    auto [found, inserted] = gemm_plans.try_emplace({m, n, k});
-    GemmPlan& plan = found->second;
+  /// bf16 inputs and output, fp32 accumulation; the plan (heuristic's best algorithm) is cached.
+  void matmul(const MatmulShape& shape, const void* a, const void* b, void* c) {
+    auto [found, inserted] = matmul_plans.try_emplace(shape);
+    MatmulPlan& plan = found->second;
     if (inserted) {
-      check_cublas(cublasLtMatmulDescCreate(&plan.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate");
-      check_cublas(cublasLtMatrixLayoutCreate(&plan.a, CUDA_R_16BF, n, k, n), "cublasLtMatrixLayoutCreate");
-      check_cublas(cublasLtMatrixLayoutCreate(&plan.b, CUDA_R_16BF, k, m, k), "cublasLtMatrixLayoutCreate");
-      check_cublas(cublasLtMatrixLayoutCreate(&plan.c, CUDA_R_16BF, n, m, n), "cublasLtMatrixLayoutCreate");
-      cublasLtMatmulPreference_t preference = nullptr;
-      check_cublas(cublasLtMatmulPreferenceCreate(&preference), "cublasLtMatmulPreferenceCreate");
-      const std::size_t workspace_bytes = kGemmWorkspaceBytes;
-      cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes,
-                                           sizeof(workspace_bytes));
-      cublasLtMatmulHeuristicResult_t result{};
-      int returned = 0;
-      const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(lt, plan.desc, plan.a, plan.b, plan.c, plan.c,
-                                                                   preference, 1, &result, &returned);
-      cublasLtMatmulPreferenceDestroy(preference);
-      if (status != CUBLAS_STATUS_SUCCESS || returned == 0) {
-        gemm_plans.erase(found);
-        throw Error(fmt::format("cuBLASLt has no bf16 algorithm for GEMM m={} n={} k={}", m, n, k));
+      try {
+        check_cublas(cublasLtMatmulDescCreate(&plan.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate");
+        const cublasOperation_t transpose = shape.transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+        check_cublas(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, &transpose, sizeof(transpose)),
+                     "cublasLtMatmulDescSetAttribute(TRANSA)");
+        const auto layout = [&](cublasLtMatrixLayout_t& target, std::int64_t rows, std::int64_t cols, std::int64_t stride) {
+          check_cublas(cublasLtMatrixLayoutCreate(&target, CUDA_R_16BF, static_cast<std::uint64_t>(rows),
+                                                  static_cast<std::uint64_t>(cols), rows),
+                       "cublasLtMatrixLayoutCreate");
+          if (shape.batch > 1) {
+            const std::int32_t count = shape.batch;
+            cublasLtMatrixLayoutSetAttribute(target, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count));
+            cublasLtMatrixLayoutSetAttribute(target, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof(stride));
+          }
+        };
+        layout(plan.a, shape.transpose_a ? shape.k : shape.m, shape.transpose_a ? shape.m : shape.k, shape.stride_a);
+        layout(plan.b, shape.k, shape.n, shape.stride_b);
+        layout(plan.c, shape.m, shape.n, shape.stride_c);
+        cublasLtMatmulPreference_t preference = nullptr;
+        check_cublas(cublasLtMatmulPreferenceCreate(&preference), "cublasLtMatmulPreferenceCreate");
+        const std::size_t workspace_bytes = kGemmWorkspaceBytes;
+        cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes,
+                                             sizeof(workspace_bytes));
+        cublasLtMatmulHeuristicResult_t result{};
+        int returned = 0;
+        const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(lt, plan.desc, plan.a, plan.b, plan.c, plan.c,
+                                                                     preference, 1, &result, &returned);
+        cublasLtMatmulPreferenceDestroy(preference);
+        if (status != CUBLAS_STATUS_SUCCESS || returned == 0) {
+          throw Error(fmt::format("cuBLASLt has no bf16 algorithm for m={} n={} k={} batch {}", shape.m, shape.n,
+                                  shape.k, shape.batch));
+        }
+        plan.algo = result.algo;
+      } catch (...) {
+        if (plan.a != nullptr) cublasLtMatrixLayoutDestroy(plan.a);
+        if (plan.b != nullptr) cublasLtMatrixLayoutDestroy(plan.b);
+        if (plan.c != nullptr) cublasLtMatrixLayoutDestroy(plan.c);
+        if (plan.desc != nullptr) cublasLtMatmulDescDestroy(plan.desc);
+        matmul_plans.erase(found);
+        throw;
       }
-      plan.algo = result.algo;
     }
+    const float alpha = 1, beta = 0;
+    check_cublas(cublasLtMatmul(lt, plan.desc, &alpha, a, plan.a, b, plan.b, &beta, c, plan.c, c, plan.c, &plan.algo,
+                                workspace, kGemmWorkspaceBytes, compute),
+                 fmt::format("cublasLtMatmul(m={} n={} k={} batch {})", shape.m, shape.n, shape.k, shape.batch));
+  }
+
+  /// Row-major C[m x n] = A[m x k] B[k x n]: in cuBLASLt's column-major terms C^T = B^T A^T on
+  /// the same memory.
+  void gemm(long long m, long long n, long long k) {
     void* a = buffers[0].ensure(static_cast<std::size_t>(m * k * 2), 1, compute);
     void* b = buffers[1].ensure(static_cast<std::size_t>(k * n * 2), 2, compute);
     void* c = buffers[2].ensure(static_cast<std::size_t>(m * n * 2), 3, compute);
-    const float alpha = 1, beta = 0;
-    check_cublas(cublasLtMatmul(lt, plan.desc, &alpha, b, plan.a, a, plan.b, &beta, c, plan.c, c, plan.c, &plan.algo,
-                                workspace, kGemmWorkspaceBytes, compute),
-                 fmt::format("cublasLtMatmul(m={} n={} k={})", m, n, k));
+    matmul({n, m, k, false, 1, 0, 0, 0}, b, a, c);
+  }
+
+  /// Causal attention, unfused: S = Q K^T per (sequence, head) as one strided-batched GEMM, a
+  /// causal softmax in place, O = P V. Q, O: [batch x heads, seq_q, 128]; K, V: [batch x heads,
+  /// seq_k, 128] (grouped K/V heads are stored per query head). It materializes the score
+  /// matrix, so it moves more HBM bytes than a fused FlashAttention kernel would.
+  void attention(int batch_heads, int seq_q, int seq_k, int head_dim) {
+    const std::int64_t q_elements = std::int64_t{seq_q} * head_dim;
+    const std::int64_t kv_elements = std::int64_t{seq_k} * head_dim;
+    const std::int64_t score_elements = std::int64_t{seq_q} * seq_k;
+    void* q = buffers[0].ensure(static_cast<std::size_t>(batch_heads * q_elements * 2), 4, compute);
+    void* k = buffers[1].ensure(static_cast<std::size_t>(batch_heads * kv_elements * 2), 5, compute);
+    void* v = buffers[3].ensure(static_cast<std::size_t>(batch_heads * kv_elements * 2), 6, compute);
+    void* o = buffers[2].ensure(static_cast<std::size_t>(batch_heads * q_elements * 2), 7, compute);
+    void* scores = buffers[4].ensure(static_cast<std::size_t>(batch_heads * score_elements * 2), 19, compute);
+    // S^T (seq_k x seq_q, column-major) = K (seq_k x d) Q^T: A = K stored d x seq_k, transposed.
+    matmul({seq_k, seq_q, head_dim, true, batch_heads, kv_elements, q_elements, score_elements}, k, q, scores);
+    cuda::causal_softmax(scores, static_cast<std::size_t>(batch_heads) * seq_q, seq_q, seq_k,
+                         1.0f / std::sqrt(static_cast<float>(head_dim)), compute);
+    // O^T (d x seq_q) = V^T (d x seq_k) P^T (seq_k x seq_q).
+    matmul({head_dim, seq_q, seq_k, false, batch_heads, kv_elements, score_elements, q_elements}, v, scores, o);
   }
 };
 
 struct AttentionShape {
-  int batch = 1, seq_q = 1, seq_k = 1, heads = 1, kv_heads = 1;
+  int batch = 1, seq_q = 1, seq_k = 1, heads = 1, head_dim = 128;
 };
 
 std::size_t elements_of(double bytes) { return std::max<std::size_t>(2, static_cast<std::size_t>(bytes / 2) / 2 * 2); }
@@ -258,17 +315,9 @@ struct CudaDevice::Impl {
       }
       case workload::OpKind::kAttention: {
         const AttentionShape& s = attention;
-        const std::size_t q_bytes = std::size_t(s.batch) * s.seq_q * s.heads * kHeadDim * 2;
-        const std::size_t kv_bytes = std::size_t(s.batch) * s.seq_k * s.kv_heads * kHeadDim * 2;
-        void* q = c.buffers[0].ensure(q_bytes, 4, stream);
-        void* k = c.buffers[1].ensure(kv_bytes, 5, stream);
-        void* v = c.buffers[3].ensure(kv_bytes, 6, stream);
-        void* o = c.buffers[2].ensure(q_bytes, 7, stream);
-        // Backward (2x forward FLOPs by the op graph's convention) runs the forward kernel twice.
+        // Backward (2x forward FLOPs by the op graph's convention) runs the forward twice.
         const int passes = op.direction == workload::Direction::kForward ? 1 : 2;
-        for (int pass = 0; pass < passes; ++pass) {
-          cuda::attention_forward(q, k, v, o, s.batch, s.seq_q, s.seq_k, s.heads, s.kv_heads, stream);
-        }
+        for (int pass = 0; pass < passes; ++pass) c.attention(s.batch * s.heads, s.seq_q, s.seq_k, s.head_dim);
         return;
       }
       case workload::OpKind::kNorm: {
@@ -280,9 +329,10 @@ struct CudaDevice::Impl {
         return;
       }
       case workload::OpKind::kRope: {
-        const std::size_t rows = std::max<std::size_t>(1, elements_of(op.bytes_written) / kHeadDim);
-        void* x = c.buffers[0].ensure(rows * kHeadDim * 2, 11, stream);
-        cuda::rope(x, rows, kHeadDim, std::max<std::size_t>(1, rows / static_cast<std::size_t>(tokens)), stream);
+        const int head_dim = workload.model.head_dim;
+        const std::size_t rows = std::max<std::size_t>(1, elements_of(op.bytes_written) / head_dim);
+        void* x = c.buffers[0].ensure(rows * head_dim * 2, 11, stream);
+        cuda::rope(x, rows, head_dim, std::max<std::size_t>(1, rows / static_cast<std::size_t>(tokens)), stream);
         return;
       }
       case workload::OpKind::kActivation: {
@@ -430,13 +480,9 @@ CudaDevice::CudaDevice(GpuSpec gpu, workload::Workload workload, CudaDeviceOptio
                                  impl.gpu.name, impl.gpu.sm_count, index, impl.name, properties.multiProcessorCount));
   }
   const workload::ModelSpec& model = impl.workload.model;
-  if (model.head_dim != kHeadDim) {
-    throw InputError(fmt::format("--model {}: the CUDA backend's attention kernel supports head_dim {}, not {}",
-                                 model.name, kHeadDim, model.head_dim));
-  }
   const workload::Parallelism& parallel = impl.workload.parallel;
   impl.attention = {impl.workload.nanobatch_size(), parallel.seq / parallel.cp, parallel.seq, model.heads / parallel.tp,
-                    std::max(1, model.kv_groups / parallel.tp)};
+                    model.head_dim};
   impl.tokens = std::max(1.0, impl.workload.nanobatch_tokens_per_gpu());
   impl.supported_mhz = impl.nvml->supported_clocks_mhz(index);
   const int max_group = std::max(parallel.tp, parallel.cp);

@@ -1,6 +1,6 @@
 // The CUDA backend's own kernels: simple, correct, and sized from the ops' shapes. Speed is
-// the vendor libraries' job (cuBLASLt GEMMs); these are the memory-bound ops, a flash-style
-// attention and the collective proxy.
+// the vendor libraries' job (cuBLASLt GEMMs, also attention's two batched GEMMs); these are
+// the memory-bound ops, attention's causal softmax and the collective proxy.
 #include "kernels.h"
 
 #include <cuda_bf16.h>
@@ -13,9 +13,6 @@
 namespace kareus::device::cuda {
 namespace {
 
-constexpr int kHeadDim = 128;
-constexpr int kQueryTile = 64;  // queries per block, one per thread
-constexpr int kKeyTile = 32;
 
 void check_launch(const char* kernel) {
   const cudaError_t status = cudaGetLastError();
@@ -101,62 +98,47 @@ __global__ void add_kernel(const __nv_bfloat162* a, const __nv_bfloat162* b, __n
   }
 }
 
-// One thread per query row: the query stays in shared memory, the output accumulates in
-// registers, and K/V tiles stream through shared memory with an online softmax.
-__global__ void __launch_bounds__(kQueryTile) attention_kernel(const __nv_bfloat16* q, const __nv_bfloat16* k,
-                                                               const __nv_bfloat16* v, __nv_bfloat16* o, int seq_q,
-                                                               int seq_k, int heads, int kv_heads) {
-  __shared__ __nv_bfloat16 query[kQueryTile][kHeadDim];
-  __shared__ __nv_bfloat16 keys[kKeyTile][kHeadDim];
-  __shared__ __nv_bfloat16 values[kKeyTile][kHeadDim];
-  const int head = blockIdx.y;
-  const int batch = blockIdx.z;
-  const int kv_head = head / (heads / kv_heads);
-  const int first_query = blockIdx.x * kQueryTile;
-  const int row = first_query + threadIdx.x;
-  const int offset = seq_k - seq_q;
-  for (int index = threadIdx.x; index < kQueryTile * kHeadDim; index += blockDim.x) {
-    const int query_row = first_query + index / kHeadDim;
-    query[index / kHeadDim][index % kHeadDim] =
-        query_row < seq_q ? q[((std::size_t(batch) * seq_q + query_row) * heads + head) * kHeadDim + index % kHeadDim]
-                          : __float2bfloat16(0.0f);
+// Block-wide sum or max of one value per thread (blockDim.x a multiple of 32, at most 1024).
+template <bool kMax>
+__device__ float block_reduce(float value, float* partial) {
+  for (int offset = 16; offset > 0; offset /= 2) {
+    const float other = __shfl_down_sync(0xffffffffu, value, offset);
+    value = kMax ? fmaxf(value, other) : value + other;
   }
-  float accumulator[kHeadDim];
-  for (int dim = 0; dim < kHeadDim; ++dim) accumulator[dim] = 0;
-  float running_max = -1e30f, running_sum = 0;
-  const float scale = rsqrtf(static_cast<float>(kHeadDim));
-  const int last_key = min(seq_k, first_query + kQueryTile + offset);  // causal: later keys are masked
-  for (int tile = 0; tile < last_key; tile += kKeyTile) {
-    __syncthreads();
-    for (int index = threadIdx.x; index < kKeyTile * kHeadDim; index += blockDim.x) {
-      const int key_row = tile + index / kHeadDim;
-      const std::size_t at = ((std::size_t(batch) * seq_k + key_row) * kv_heads + kv_head) * kHeadDim + index % kHeadDim;
-      keys[index / kHeadDim][index % kHeadDim] = key_row < seq_k ? k[at] : __float2bfloat16(0.0f);
-      values[index / kHeadDim][index % kHeadDim] = key_row < seq_k ? v[at] : __float2bfloat16(0.0f);
+  __syncthreads();  // `partial` may still be read from a previous reduction
+  if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = value;
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    value = threadIdx.x < blockDim.x / 32 ? partial[threadIdx.x] : (kMax ? -INFINITY : 0.0f);
+    for (int offset = 16; offset > 0; offset /= 2) {
+      const float other = __shfl_down_sync(0xffffffffu, value, offset);
+      value = kMax ? fmaxf(value, other) : value + other;
     }
-    __syncthreads();
-    for (int key = 0; key < kKeyTile; ++key) {
-      const int position = tile + key;
-      if (position >= seq_k || position > row + offset) break;
-      float score = 0;
-      for (int dim = 0; dim < kHeadDim; ++dim) {
-        score += __bfloat162float(query[threadIdx.x][dim]) * __bfloat162float(keys[key][dim]);
-      }
-      score *= scale;
-      const float new_max = fmaxf(running_max, score);
-      const float correction = __expf(running_max - new_max);
-      const float weight = __expf(score - new_max);
-      running_sum = running_sum * correction + weight;
-      for (int dim = 0; dim < kHeadDim; ++dim) {
-        accumulator[dim] = accumulator[dim] * correction + weight * __bfloat162float(values[key][dim]);
-      }
-      running_max = new_max;
-    }
+    if (threadIdx.x == 0) partial[0] = value;
   }
-  if (row >= seq_q) return;
-  __nv_bfloat16* out = o + ((std::size_t(batch) * seq_q + row) * heads + head) * kHeadDim;
-  const float normalizer = running_sum > 0 ? 1.0f / running_sum : 0.0f;
-  for (int dim = 0; dim < kHeadDim; ++dim) out[dim] = __float2bfloat16(accumulator[dim] * normalizer);
+  __syncthreads();
+  return partial[0];
+}
+
+__global__ void causal_softmax_kernel(__nv_bfloat16* scores, int seq_q, int seq_k, float scale) {
+  __shared__ float partial[32];
+  __nv_bfloat16* row = scores + blockIdx.x * std::size_t(seq_k);
+  const int last = static_cast<int>(blockIdx.x % seq_q) + seq_k - seq_q;  // inclusive
+  float row_max = -INFINITY;
+  for (int key = threadIdx.x; key <= last && key < seq_k; key += blockDim.x) {
+    row_max = fmaxf(row_max, __bfloat162float(row[key]) * scale);
+  }
+  row_max = block_reduce<true>(row_max, partial);
+  float sum = 0;
+  for (int key = threadIdx.x; key <= last && key < seq_k; key += blockDim.x) {
+    sum += __expf(__bfloat162float(row[key]) * scale - row_max);
+  }
+  sum = block_reduce<false>(sum, partial);
+  const float normalizer = sum > 0 ? 1.0f / sum : 0.0f;
+  for (int key = threadIdx.x; key < seq_k; key += blockDim.x) {
+    const float value = key <= last ? __expf(__bfloat162float(row[key]) * scale - row_max) * normalizer : 0.0f;
+    row[key] = __float2bfloat16(value);
+  }
 }
 
 __device__ std::uint64_t global_time_ns() {
@@ -231,13 +213,10 @@ void add(const void* a, const void* b, void* out, std::size_t count, Stream stre
   check_launch("add");
 }
 
-void attention_forward(const void* q, const void* k, const void* v, void* o, int batch, int seq_q, int seq_k, int heads,
-                       int kv_heads, Stream stream) {
-  const dim3 grid((seq_q + kQueryTile - 1) / kQueryTile, heads, batch);
-  attention_kernel<<<grid, kQueryTile, 0, stream>>>(static_cast<const __nv_bfloat16*>(q), static_cast<const __nv_bfloat16*>(k),
-                                                    static_cast<const __nv_bfloat16*>(v), static_cast<__nv_bfloat16*>(o),
-                                                    seq_q, seq_k, heads, kv_heads);
-  check_launch("attention");
+void causal_softmax(void* scores, std::size_t rows, int seq_q, int seq_k, float scale, Stream stream) {
+  causal_softmax_kernel<<<static_cast<unsigned int>(rows), 256, 0, stream>>>(static_cast<__nv_bfloat16*>(scores), seq_q,
+                                                                              seq_k, scale);
+  check_launch("causal_softmax");
 }
 
 void collective_proxy(const void* src, void* dst, std::size_t buffer_bytes, std::size_t reduce_bytes,

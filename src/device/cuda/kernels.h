@@ -22,11 +22,10 @@ void rope(void* x, std::size_t rows, int head_dim, std::size_t rows_per_position
 void swiglu(const void* in, void* out, std::size_t rows, int cols, Stream stream);
 /// out = a + b, count elements.
 void add(const void* a, const void* b, void* out, std::size_t count, Stream stream);
-/// Causal grouped-query attention, head_dim 128, fp32 accumulation, flash-style online softmax.
-/// q, o: [batch, seq_q, heads, 128]; k, v: [batch, seq_k, kv_heads, 128]; query i sits at key
-/// position i + seq_k - seq_q (a context-parallel shard holds the last queries).
-void attention_forward(const void* q, const void* k, const void* v, void* o, int batch, int seq_q, int seq_k,
-                       int heads, int kv_heads, Stream stream);
+/// Causal softmax in place over `rows` rows of `seq_k` scores (rows are [..., seq_q] query rows;
+/// query i sits at key position i + seq_k - seq_q, a context-parallel shard holding the last
+/// queries, and sees keys up to it); scores are scaled by `scale` first, masked ones become 0.
+void causal_softmax(void* scores, std::size_t rows, int seq_q, int seq_k, float scale, Stream stream);
 /// The one-GPU collective proxy: exactly `ctas` CTAs of 1024 threads; adds src into dst for
 /// `reduce_bytes` and copies for `copy_bytes` (both wrapping over `buffer_bytes` buffers), each
 /// CTA pacing itself on the global timer so all together move at most `max_bytes_per_s`.
