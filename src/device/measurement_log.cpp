@@ -9,6 +9,7 @@
 
 #include "kareus/common/error.h"
 #include "kareus/common/file_io.h"
+#include "kareus/device/nvml.h"
 
 namespace kareus::device {
 namespace {
@@ -120,6 +121,7 @@ std::string to_json_line(const MeasurementRecord& record) {
       {"window_s", details.window_s},
       {"clock", {{"min_mhz", details.clock_min_mhz}, {"max_mhz", details.clock_max_mhz}, {"mean_mhz", details.clock_mean_mhz}}},
       {"clock_events", details.clock_events},
+      {"clock_event_names", clock_event_names(details.clock_events)},
       {"temperature_c", {{"start", details.temperature_start_c}, {"end", details.temperature_end_c}}},
       {"power_mean_w", details.power_mean_w},
       {"retries", details.retries},

@@ -76,6 +76,33 @@ TEST(CudaDevice, WithoutDriverSaysSoOrThatItIsNotCompiledIn) {
   EXPECT_NE(message.find("--backend emulator"), std::string::npos) << message;
 }
 
+TEST(CudaDevice, WindowIsStableOnlyWhenTheClockHeld) {
+  struct Row {
+    const char* name;
+    double clock_min_mhz, clock_max_mhz;
+    std::uint64_t clock_events;
+    bool energy_moved, stable;
+  };
+  const Row rows[] = {
+      {"held", 1500, 1500, 0, true, true},
+      {"within tolerance", 1485, 1515, 0, true, true},
+      {"idle between chunks is fine", 1500, 1500, clock_event::kGpuIdle, true, true},
+      {"dipped below", 1470, 1500, 0, true, false},
+      {"boosted above", 1500, 1530, 0, true, false},
+      {"power cap", 1500, 1500, clock_event::kSwPowerCap, true, false},
+      {"hw thermal", 1500, 1500, clock_event::kHwThermalSlowdown | clock_event::kGpuIdle, true, false},
+      {"energy counter did not move", 1500, 1500, 0, false, false},
+  };
+  for (const Row& row : rows) {
+    SCOPED_TRACE(row.name);
+    MeasurementDetails details;
+    details.clock_min_mhz = row.clock_min_mhz;
+    details.clock_max_mhz = row.clock_max_mhz;
+    details.clock_events = row.clock_events;
+    EXPECT_EQ(window_is_stable(details, 1500, 15, row.energy_moved), row.stable);
+  }
+}
+
 TEST(CudaDevice, ParsesCollectiveBackends) {
   EXPECT_EQ(parse_collective_backend("auto"), CollectiveBackend::kAuto);
   EXPECT_EQ(parse_collective_backend("nccl"), CollectiveBackend::kNccl);

@@ -525,29 +525,34 @@ Measurement CudaDevice::measure(const partition::Partition& partition, const par
   impl.guard->lock(config.freq_mhz);
   sleep_interruptible(options.clock_settle_s);
 
-  // Warm-up (also allocates and fills buffers, builds GEMM plans and communicators), timing
+  // As in the artifact: cool down at the locked clock, warm up, then the window. The warm-up
+  // also allocates and fills buffers and builds cuBLASLt plans and communicators, and times
   // each run so the window knows how many runs fill it.
-  double run_s = 0;
-  const auto warmup_end = Clock::now() + std::chrono::duration<double>(options.warmup_s);
-  int warmup_runs = 0;
-  do {
-    ClockLockGuard::throw_if_interrupted();
-    check_cuda(cudaEventRecord(impl.start, impl.context(0).compute), "cudaEventRecord");
-    impl.enqueue(partition, config, schedule);
-    check_cuda(cudaEventRecord(impl.stop, impl.context(0).compute), "cudaEventRecord");
-    impl.synchronize(participants);
-    float elapsed_ms = 0;
-    check_cuda(cudaEventElapsedTime(&elapsed_ms, impl.start, impl.stop), "cudaEventElapsedTime");
-    run_s = elapsed_ms * 1e-3;
-    ++warmup_runs;
-  } while (Clock::now() < warmup_end || warmup_runs < 2);
-  const int repetitions = std::max(1, static_cast<int>(std::ceil(options.window_s / std::max(run_s, 1e-6))));
-  const int chunk = std::max(1, static_cast<int>(0.05 / std::max(run_s, 1e-6)));  // ~50 ms between NVML readings
+  auto warm_up = [&] {
+    double run_s = 0;
+    const auto warmup_end = Clock::now() + std::chrono::duration<double>(options.warmup_s);
+    int warmup_runs = 0;
+    do {
+      ClockLockGuard::throw_if_interrupted();
+      check_cuda(cudaEventRecord(impl.start, impl.context(0).compute), "cudaEventRecord");
+      impl.enqueue(partition, config, schedule);
+      check_cuda(cudaEventRecord(impl.stop, impl.context(0).compute), "cudaEventRecord");
+      impl.synchronize(participants);
+      float elapsed_ms = 0;
+      check_cuda(cudaEventElapsedTime(&elapsed_ms, impl.start, impl.stop), "cudaEventElapsedTime");
+      run_s = elapsed_ms * 1e-3;
+      ++warmup_runs;
+    } while (Clock::now() < warmup_end || warmup_runs < 2);
+    return std::max(run_s, 1e-6);
+  };
 
   MeasurementDetails details;
   Measurement measurement;
   for (int attempt = 0;; ++attempt) {
-    sleep_interruptible(options.cooldown_s);  // at the locked clock, idle: the artifact's cooldown
+    sleep_interruptible(options.cooldown_s);
+    const double run_s = warm_up();
+    const int repetitions = std::max(1, static_cast<int>(std::ceil(options.window_s / run_s)));
+    const int chunk = std::max(1, static_cast<int>(0.05 / run_s));  // ~50 ms between NVML readings
     details = MeasurementDetails{};
     details.retries = attempt;
     details.repetitions = repetitions;
@@ -591,10 +596,8 @@ Measurement CudaDevice::measure(const partition::Partition& partition, const par
     details.power_mean_w = energy_j / wall_s;
     measurement.time_s = elapsed_ms * 1e-3 / repetitions;
     measurement.energy_j = energy_j / repetitions;
-    const double tolerance = options.clock_tolerance_mhz;
-    details.stable = (details.clock_events & clock_event::kThrottling) == 0 &&
-                     details.clock_min_mhz >= config.freq_mhz - tolerance &&
-                     details.clock_max_mhz <= config.freq_mhz + tolerance && energy_end_mj > energy_start_mj;
+    details.stable =
+        window_is_stable(details, config.freq_mhz, options.clock_tolerance_mhz, energy_end_mj > energy_start_mj);
     if (details.stable || attempt >= options.max_retries) break;
   }
   impl.last = details;
