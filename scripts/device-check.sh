@@ -14,8 +14,36 @@
 # Windows are much shorter than the artifact's 5 s + 5 s so that the run fits a 15-minute
 # device budget: treat its energies as a smoke test and a first calibration, not final data.
 # Usage: OUT=/tmp/out scripts/device-check.sh   (overrides: GPU, CLOCKS, CTAS, WINDOW, COOLDOWN,
-# WARMUP, BUDGET, JOBS, BUILD, KAREUS, DEVICE_TESTS)
+# WARMUP, BUDGET, JOBS, BUILD, KAREUS, DEVICE_TESTS, PREBUILT)
+#
+# The GPU image has nvcc, CMake and ninja but not necessarily fmt, nlohmann-json, CLI11, Eigen
+# and GTest, so the dependable way is to build here and carry the binaries:
+#   here:   scripts/device-check.sh prepare      # builds build/, strips into build/devrun/
+#   there:  PREBUILT=build/devrun scripts/device-check.sh   (device tool: carry ["build/devrun"])
 set -uo pipefail
+if [[ ${1:-} == prepare ]]; then
+  set -e
+  BUILD=${BUILD:-build}
+  ninja -C "$BUILD" -j1 kareus device_tests
+  mkdir -p "$BUILD/devrun"
+  strip -o "$BUILD/devrun/kareus" "$BUILD/tools/kareus"
+  strip -o "$BUILD/devrun/device_tests" "$BUILD/tests/device_tests"
+  # Shared libraries the image may lack (not the CUDA ones, which it has, nor libc/libstdc++).
+  for library in $(ldd "$BUILD/tools/kareus" "$BUILD/tests/device_tests" | awk '/=> \// {print $3}' | sort -u); do
+    case $(basename "$library") in
+      libcuda* | libcublas* | libnccl* | libc.so* | libm.so* | libstdc++* | libgcc_s* | libdl* | libpthread* | librt*) ;;
+      *) cp -L "$library" "$BUILD/devrun/" ;;
+    esac
+  done
+  du -sh "$BUILD/devrun"
+  exit 0
+fi
+if [[ -n ${PREBUILT:-} ]]; then
+  PREBUILT=$(cd "$PREBUILT" && pwd)
+  KAREUS=$PREBUILT/kareus
+  DEVICE_TESTS=$PREBUILT/device_tests
+  export LD_LIBRARY_PATH=$PREBUILT${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+fi
 OUT=${OUT:?set OUT to a writable folder}
 GPU=${GPU:-h200}
 CLOCKS=${CLOCKS:-1140:1980:120}  # 8 clocks: 1140, 1260, ..., 1980
