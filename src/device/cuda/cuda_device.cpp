@@ -281,20 +281,28 @@ struct CudaDevice::Impl {
     if (!inserted) return found->second;
     std::vector<ncclComm_t>& result = found->second;
     result.assign(static_cast<std::size_t>(ranks), nullptr);
-    for (int rank = 0; rank < ranks; ++rank) (void)context(rank);
-    ncclUniqueId id;
-    check_nccl(ncclGetUniqueId(&id), "ncclGetUniqueId");
-    check_nccl(ncclGroupStart(), "ncclGroupStart");
-    for (int rank = 0; rank < ranks; ++rank) {
-      check_cuda(cudaSetDevice(options.gpu_index + rank), "cudaSetDevice");
-      ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-      config.blocking = 1;
-      config.minCTAs = ctas;  // exactly `ctas` CTAs (NCCL caps both at its channel limit)
-      config.maxCTAs = ctas;
-      check_nccl(ncclCommInitRankConfig(&result[static_cast<std::size_t>(rank)], ranks, id, rank, &config),
-                 fmt::format("ncclCommInitRankConfig(rank {} of {}, {} CTAs)", rank, ranks, ctas));
+    try {
+      for (int rank = 0; rank < ranks; ++rank) (void)context(rank);
+      ncclUniqueId id;
+      check_nccl(ncclGetUniqueId(&id), "ncclGetUniqueId");
+      check_nccl(ncclGroupStart(), "ncclGroupStart");
+      for (int rank = 0; rank < ranks; ++rank) {
+        check_cuda(cudaSetDevice(options.gpu_index + rank), "cudaSetDevice");
+        ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+        config.blocking = 1;
+        config.minCTAs = ctas;  // exactly `ctas` CTAs (NCCL caps both at its channel limit)
+        config.maxCTAs = ctas;
+        check_nccl(ncclCommInitRankConfig(&result[static_cast<std::size_t>(rank)], ranks, id, rank, &config),
+                   fmt::format("ncclCommInitRankConfig(rank {} of {}, {} CTAs)", rank, ranks, ctas));
+      }
+      check_nccl(ncclGroupEnd(), "ncclGroupEnd (communicator init)");
+    } catch (...) {
+      for (ncclComm_t comm : result) {
+        if (comm != nullptr) ncclCommDestroy(comm);
+      }
+      comms.erase(found);
+      throw;
     }
-    check_nccl(ncclGroupEnd(), "ncclGroupEnd (communicator init)");
     return result;
   }
 
