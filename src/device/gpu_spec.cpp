@@ -111,6 +111,13 @@ double GpuSpec::voltage_v(double freq_mhz) const {
   return voltage_min_v + fraction * (voltage_max_v - voltage_min_v);
 }
 
+std::optional<ParameterRef> find_parameter(GpuSpec& gpu, std::string_view key) {
+  for (const DoubleField& field : kDoubleFields) {
+    if (key == field.key) return ParameterRef{&(gpu.*field.member), field.min, field.max};
+  }
+  return std::nullopt;
+}
+
 std::vector<std::string> gpu_preset_names() { return embedded_names("gpus"); }
 
 GpuSpec parse_gpu(std::string_view json_text, std::string_view origin_view) {

@@ -12,7 +12,7 @@
 #include "kareus/common/file_io.h"
 #include "kareus/common/json_fields.h"
 #include "kareus/runtime/daemon_protocol.h"
-#include "kareus/runtime/nvml.h"
+#include "kareus/runtime/nvml_clock_backend.h"
 
 namespace kareus::runtime {
 namespace {
@@ -122,7 +122,7 @@ std::vector<std::unique_ptr<ClockBackend>> make_daemon_gpus(const DaemonConfig& 
     }
     return gpus;
   }
-  auto library = std::make_shared<NvmlLibrary>(config.nvml_library);
+  auto library = std::make_shared<device::NvmlLibrary>(config.nvml_library);
   const int count = library->device_count();
   for (int gpu = 0; gpu < count; ++gpu) gpus.push_back(std::make_unique<NvmlClockBackend>(library, gpu));
   return gpus;

@@ -16,5 +16,7 @@ void add_gpus_command(CLI::App& app);
 void add_partitions_command(CLI::App& app);
 void add_simulate_command(CLI::App& app);
 void add_plan_command(CLI::App& app);
+void add_profile_command(CLI::App& app);
+void add_calibrate_command(CLI::App& app);
 
 }  // namespace kareus::cli

@@ -17,6 +17,8 @@ int main(int argc, char** argv) {
   kareus::cli::add_partitions_command(app);
   kareus::cli::add_simulate_command(app);
   kareus::cli::add_plan_command(app);
+  kareus::cli::add_profile_command(app);
+  kareus::cli::add_calibrate_command(app);
 
   kareus::cli::add_solve_command(app);
 

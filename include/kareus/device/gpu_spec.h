@@ -5,6 +5,7 @@
 // names: MHz, W, GB/s (1e9 bytes/s), us, ms, V. Nothing about a GPU is a literal in code.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -81,6 +82,17 @@ struct GpuSpec {
   /// Core voltage at `freq_mhz` (flat floor, then linear to max).
   [[nodiscard]] double voltage_v(double freq_mhz) const;
 };
+
+/// A floating-point preset parameter by its JSON key, with the range a preset may give it.
+struct ParameterRef {
+  double* value = nullptr;
+  double min = 0;
+  double max = 0;
+};
+
+/// The parameter `key` of `gpu` (e.g. "gemm_efficiency"), for calibration; nullopt if `key` is
+/// not a floating-point parameter of the preset schema.
+[[nodiscard]] std::optional<ParameterRef> find_parameter(GpuSpec& gpu, std::string_view key);
 
 /// Names of the built-in presets, sorted.
 [[nodiscard]] std::vector<std::string> gpu_preset_names();

@@ -1,14 +1,18 @@
-#include "kareus/runtime/nvml.h"
+#include "kareus/device/nvml.h"
 
 #include <algorithm>
+#include <atomic>
+#include <csignal>
 #include <functional>
+#include <iterator>
+#include <utility>
 
 #include <dlfcn.h>
 #include <fmt/format.h>
 
 #include "kareus/common/error.h"
 
-namespace kareus::runtime {
+namespace kareus::device {
 namespace {
 
 // From NVIDIA's NVML API reference (nvml.h); only what kareus calls.
@@ -18,7 +22,11 @@ constexpr nvmlReturn_t kNvmlSuccess = 0;
 constexpr nvmlReturn_t kNvmlErrorNotSupported = 3;
 constexpr nvmlReturn_t kNvmlErrorNoPermission = 4;
 constexpr nvmlReturn_t kNvmlErrorInsufficientSize = 7;
-constexpr int kNvmlClockSm = 1;  // nvmlClockType_t NVML_CLOCK_SM
+constexpr nvmlReturn_t kNvmlErrorDriverNotLoaded = 9;
+constexpr nvmlReturn_t kNvmlErrorGpuIsLost = 15;
+constexpr int kNvmlClockSm = 1;          // nvmlClockType_t NVML_CLOCK_SM
+constexpr int kNvmlTemperatureGpu = 0;   // nvmlTemperatureSensors_t NVML_TEMPERATURE_GPU
+constexpr unsigned int kNvmlNameLength = 96;  // NVML_DEVICE_NAME_V2_BUFFER_SIZE
 
 }  // namespace
 
@@ -33,6 +41,10 @@ struct NvmlLibrary::Api {
   nvmlReturn_t (*supported_memory_clocks)(nvmlDevice_t, unsigned int*, unsigned int*) = nullptr;
   nvmlReturn_t (*supported_graphics_clocks)(nvmlDevice_t, unsigned int, unsigned int*, unsigned int*) = nullptr;
   nvmlReturn_t (*total_energy)(nvmlDevice_t, unsigned long long*) = nullptr;
+  nvmlReturn_t (*power_usage)(nvmlDevice_t, unsigned int*) = nullptr;
+  nvmlReturn_t (*temperature)(nvmlDevice_t, int, unsigned int*) = nullptr;
+  nvmlReturn_t (*clock_event_reasons)(nvmlDevice_t, unsigned long long*) = nullptr;
+  nvmlReturn_t (*name)(nvmlDevice_t, char*, unsigned int) = nullptr;
   const char* (*error_string)(nvmlReturn_t) = nullptr;
 };
 
@@ -53,8 +65,9 @@ NvmlLibrary::NvmlLibrary(const std::string& library_path) : library_path_(librar
   library_ = ::dlopen(library_path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (library_ == nullptr) {
     const char* reason = ::dlerror();
-    throw Error(fmt::format("no NVIDIA driver found: {} could not be loaded ({}); on a machine without a GPU use the "
-                            "\"recorder\" clock backend",
+    throw Error(fmt::format("no NVIDIA driver found: {} could not be loaded ({}); install the NVIDIA "
+                            "driver, or on a machine without a GPU use the emulator (--backend emulator) or the "
+                            "runtime's \"recorder\" clock backend",
                             library_path, reason != nullptr ? reason : "unknown reason"));
   }
   try {
@@ -68,6 +81,15 @@ NvmlLibrary::NvmlLibrary(const std::string& library_path) : library_path_(librar
     bind(library_, "nvmlDeviceGetSupportedMemoryClocks", api_->supported_memory_clocks, library_path);
     bind(library_, "nvmlDeviceGetSupportedGraphicsClocks", api_->supported_graphics_clocks, library_path);
     bind(library_, "nvmlDeviceGetTotalEnergyConsumption", api_->total_energy, library_path);
+    bind(library_, "nvmlDeviceGetPowerUsage", api_->power_usage, library_path);
+    bind(library_, "nvmlDeviceGetTemperature", api_->temperature, library_path);
+    bind(library_, "nvmlDeviceGetName", api_->name, library_path);
+    // Renamed in R535; drivers before it only have the "Throttle" spelling (same signature).
+    if (void* symbol = ::dlsym(library_, "nvmlDeviceGetCurrentClocksEventReasons"); symbol != nullptr) {
+      api_->clock_event_reasons = reinterpret_cast<decltype(api_->clock_event_reasons)>(symbol);
+    } else {
+      bind(library_, "nvmlDeviceGetCurrentClocksThrottleReasons", api_->clock_event_reasons, library_path);
+    }
     bind(library_, "nvmlErrorString", api_->error_string, library_path);
     if (const nvmlReturn_t code = api_->init(); code != kNvmlSuccess) fail(code, "nvmlInit_v2");
   } catch (...) {
@@ -88,7 +110,12 @@ void NvmlLibrary::fail(int code, const std::string& call) const {
     message += "; changing GPU clocks needs root or CAP_SYS_ADMIN: run as root, or run the kareusd daemon and use the "
                "\"kareusd:SOCKET_PATH\" clock backend";
   } else if (code == kNvmlErrorNotSupported) {
-    message += "; this GPU does not support locking clocks (Volta or newer is needed)";
+    message += "; this GPU or driver does not support the call (clock locking and the energy counter need Volta "
+               "or newer and a recent driver; use the emulator for other GPUs)";
+  } else if (code == kNvmlErrorDriverNotLoaded) {
+    message += "; no NVIDIA driver is loaded: install it, or use the emulator (--backend emulator)";
+  } else if (code == kNvmlErrorGpuIsLost) {
+    message += "; the GPU fell off the bus: check dmesg and reset or reboot the node";
   }
   throw Error(message);
 }
@@ -173,11 +200,121 @@ std::uint64_t NvmlLibrary::total_energy_mj(int gpu_index) {
   return energy_mj;
 }
 
-NvmlClockBackend::NvmlClockBackend(std::shared_ptr<NvmlLibrary> library, int gpu_index)
-    : library_(std::move(library)), gpu_index_(gpu_index) {
-  library_->check_device(gpu_index_);
+unsigned int NvmlLibrary::power_mw(int gpu_index) {
+  const auto device = static_cast<nvmlDevice_t>(handle_for(gpu_index));
+  unsigned int power = 0;
+  if (const nvmlReturn_t code = api_->power_usage(device, &power); code != kNvmlSuccess) {
+    fail(code, fmt::format("nvmlDeviceGetPowerUsage(gpu {})", gpu_index));
+  }
+  return power;
 }
 
-std::string NvmlClockBackend::describe() const { return fmt::format("nvml gpu {}", gpu_index_); }
+unsigned int NvmlLibrary::temperature_c(int gpu_index) {
+  const auto device = static_cast<nvmlDevice_t>(handle_for(gpu_index));
+  unsigned int celsius = 0;
+  if (const nvmlReturn_t code = api_->temperature(device, kNvmlTemperatureGpu, &celsius); code != kNvmlSuccess) {
+    fail(code, fmt::format("nvmlDeviceGetTemperature(gpu {}, NVML_TEMPERATURE_GPU)", gpu_index));
+  }
+  return celsius;
+}
 
-}  // namespace kareus::runtime
+std::uint64_t NvmlLibrary::clock_event_reasons(int gpu_index) {
+  const auto device = static_cast<nvmlDevice_t>(handle_for(gpu_index));
+  unsigned long long reasons = 0;
+  if (const nvmlReturn_t code = api_->clock_event_reasons(device, &reasons); code != kNvmlSuccess) {
+    fail(code, fmt::format("nvmlDeviceGetCurrentClocksEventReasons(gpu {})", gpu_index));
+  }
+  return reasons;
+}
+
+std::string NvmlLibrary::name(int gpu_index) {
+  const auto device = static_cast<nvmlDevice_t>(handle_for(gpu_index));
+  char buffer[kNvmlNameLength] = {};
+  if (const nvmlReturn_t code = api_->name(device, buffer, kNvmlNameLength); code != kNvmlSuccess) {
+    fail(code, fmt::format("nvmlDeviceGetName(gpu {})", gpu_index));
+  }
+  buffer[kNvmlNameLength - 1] = '\0';
+  return buffer;
+}
+
+namespace {
+
+// What a signal handler may touch: a lock-free flag, and the handlers to put back.
+std::atomic<int> pending_signal{0};
+std::atomic<bool> guard_active{false};
+struct sigaction previous_int {};
+struct sigaction previous_term {};
+
+extern "C" void kareus_clock_guard_signal(int signal_number) { pending_signal.store(signal_number); }
+
+}  // namespace
+
+ClockLockGuard::ClockLockGuard(NvmlLibrary& nvml, std::vector<int> gpu_indices, bool handle_signals)
+    : nvml_(nvml), gpus_(std::move(gpu_indices)), handle_signals_(handle_signals) {
+  for (int gpu : gpus_) nvml_.check_device(gpu);
+  if (!handle_signals_) return;
+  if (guard_active.exchange(true)) throw Error("a clock lock guard is already active in this process");
+  pending_signal.store(0);
+  struct sigaction action {};
+  action.sa_handler = kareus_clock_guard_signal;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESETHAND;  // a second signal takes the default action
+  ::sigaction(SIGINT, &action, &previous_int);
+  ::sigaction(SIGTERM, &action, &previous_term);
+}
+
+ClockLockGuard::~ClockLockGuard() {
+  try {
+    reset();
+  } catch (...) {
+    // A destructor must not throw; the clocks stay locked only if NVML itself fails.
+  }
+  if (handle_signals_) {
+    ::sigaction(SIGINT, &previous_int, nullptr);
+    ::sigaction(SIGTERM, &previous_term, nullptr);
+    guard_active.store(false);
+  }
+}
+
+void ClockLockGuard::lock(int freq_mhz) {
+  locked_mhz_ = freq_mhz;  // set first, so a failure part-way still resets on the way out
+  for (int gpu : gpus_) nvml_.set_locked_clock(gpu, freq_mhz);
+}
+
+void ClockLockGuard::reset() {
+  if (locked_mhz_ == 0) return;
+  locked_mhz_ = 0;
+  for (int gpu : gpus_) nvml_.reset_locked_clock(gpu);
+}
+
+int ClockLockGuard::interrupted() { return pending_signal.load(); }
+
+void ClockLockGuard::throw_if_interrupted() {
+  if (const int signal_number = pending_signal.load(); signal_number != 0) {
+    throw Error(fmt::format("interrupted by signal {}; GPU clocks are reset on the way out", signal_number));
+  }
+}
+
+std::vector<std::string> clock_event_names(std::uint64_t reasons) {
+  static constexpr std::pair<std::uint64_t, const char*> kNames[] = {
+      {clock_event::kGpuIdle, "gpu_idle"},
+      {clock_event::kApplicationsClocksSetting, "applications_clocks_setting"},
+      {clock_event::kSwPowerCap, "sw_power_cap"},
+      {clock_event::kHwSlowdown, "hw_slowdown"},
+      {clock_event::kSyncBoost, "sync_boost"},
+      {clock_event::kSwThermalSlowdown, "sw_thermal_slowdown"},
+      {clock_event::kHwThermalSlowdown, "hw_thermal_slowdown"},
+      {clock_event::kHwPowerBrakeSlowdown, "hw_power_brake_slowdown"},
+      {clock_event::kDisplayClockSetting, "display_clock_setting"},
+  };
+  std::vector<std::string> names;
+  for (int bit = 0; bit < 64; ++bit) {
+    const std::uint64_t mask = std::uint64_t{1} << bit;
+    if ((reasons & mask) == 0) continue;
+    const auto* known = std::find_if(std::begin(kNames), std::end(kNames), [&](const auto& entry) { return entry.first == mask; });
+    names.push_back(known != std::end(kNames) ? known->second : fmt::format("bit_{}", bit));
+  }
+  return names;
+}
+
+}  // namespace kareus::device

@@ -1,5 +1,6 @@
-// A stand-in for libnvidia-ml.so.1 with two GPUs, built only for the tests. Entry points follow
-// NVIDIA's NVML signatures; fake_nvml_* let a test inspect and steer it (permission errors).
+// A stand-in for libnvidia-ml.so.1 with two GPUs, built only for the tests (device and runtime).
+// Entry points follow NVIDIA's NVML signatures; fake_nvml_* let a test inspect and steer it
+// (permission errors, throttle reasons, an energy counter that is not supported).
 #include <cstring>
 
 namespace {
@@ -7,6 +8,9 @@ namespace {
 struct FakeDevice {
   unsigned int locked_mhz = 0;  // 0 = unlocked
   unsigned long long energy_mj = 5000;
+  unsigned long long clock_events = 0;
+  unsigned int temperature_c = 31;
+  bool energy_supported = true;
 };
 
 FakeDevice devices[2];
@@ -82,8 +86,30 @@ int nvmlDeviceGetSupportedGraphicsClocks(void*, unsigned int memory_mhz, unsigne
   return 2;
 }
 int nvmlDeviceGetTotalEnergyConsumption(void* device, unsigned long long* energy_mj) {
+  if (!device_of(device)->energy_supported) return 3;  // NVML_ERROR_NOT_SUPPORTED
   device_of(device)->energy_mj += 250;
   *energy_mj = device_of(device)->energy_mj;
+  return 0;
+}
+int nvmlDeviceGetPowerUsage(void* device, unsigned int* power_mw) {
+  // Unlocked GPUs draw 300 W in the fake, locked ones 100 W + 0.1 W per MHz.
+  const unsigned int locked = device_of(device)->locked_mhz;
+  *power_mw = locked == 0 ? 300000 : 100000 + 100 * locked;
+  return 0;
+}
+int nvmlDeviceGetTemperature(void* device, int sensor, unsigned int* celsius) {
+  if (sensor != 0) return 2;  // only NVML_TEMPERATURE_GPU
+  *celsius = device_of(device)->temperature_c;
+  return 0;
+}
+int nvmlDeviceGetCurrentClocksEventReasons(void* device, unsigned long long* reasons) {
+  *reasons = device_of(device)->clock_events;
+  return 0;
+}
+int nvmlDeviceGetName(void* device, char* name, unsigned int length) {
+  const char* value = device == &devices[0] ? "NVIDIA H200" : "NVIDIA A100-SXM4-40GB";
+  if (length < std::strlen(value) + 1) return 7;
+  std::strcpy(name, value);
   return 0;
 }
 const char* nvmlErrorString(int code) {
@@ -91,6 +117,7 @@ const char* nvmlErrorString(int code) {
     case 0: return "Success";
     case 1: return "Uninitialized";
     case 2: return "Invalid Argument";
+    case 3: return "Not Supported";
     case 4: return "Insufficient Permissions";
     case 7: return "Insufficient Size";
     default: return "Unknown Error";
@@ -100,6 +127,8 @@ const char* nvmlErrorString(int code) {
 void fake_nvml_deny_permission(int deny) { deny_permission = deny != 0; }
 unsigned int fake_nvml_locked_mhz(unsigned int index) { return devices[index].locked_mhz; }
 int fake_nvml_init_calls() { return init_calls; }
+void fake_nvml_set_clock_events(unsigned int index, unsigned long long reasons) { devices[index].clock_events = reasons; }
+void fake_nvml_set_energy_supported(unsigned int index, int supported) { devices[index].energy_supported = supported != 0; }
 int fake_nvml_shutdown_calls() { return shutdown_calls; }
 
 }  // extern "C"

@@ -1,0 +1,70 @@
+// kareus/device/measurement_log.h - measurements as an append-only JSONL log.
+//
+// Every measurement the CUDA backend (or the emulator, through `kareus profile`) makes is one
+// JSON object per line: what ran (workload, partition key, the partition's ops, collective and
+// slots, so the record is self-contained and `kareus calibrate` can replay it on the emulator
+// without rebuilding the workload), the knob config, the result (time_s and energy_j of one run
+// of the partition on one GPU) and how trustworthy it is (clock readings over the window,
+// clock-event / throttle reasons, temperature, power). Schema "kareus.measurement/1".
+// Units: s, J, MHz, W, C.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kareus/partition/partition.h"
+#include "kareus/partition/search_space.h"
+
+namespace kareus::device {
+
+inline constexpr std::string_view kMeasurementSchema = "kareus.measurement/1";
+
+/// How a measurement window went on real hardware (all zero for the emulator).
+struct MeasurementDetails {
+  int repetitions = 0;         ///< partition runs inside the energy window
+  double window_s = 0;         ///< wall time of the energy window
+  double clock_min_mhz = 0;    ///< SM clock readings over the window
+  double clock_max_mhz = 0;
+  double clock_mean_mhz = 0;
+  std::uint64_t clock_events = 0;  ///< OR of NVML clock-event reasons over the window
+  double temperature_start_c = 0;
+  double temperature_end_c = 0;
+  double power_mean_w = 0;     ///< energy over the window / its wall time
+  int retries = 0;             ///< windows thrown away because the clock did not hold
+  bool stable = true;          ///< the clock held the locked value and nothing throttled
+
+  friend bool operator==(const MeasurementDetails&, const MeasurementDetails&) = default;
+};
+
+struct MeasurementRecord {
+  std::string backend;        ///< "cuda", "emulator"
+  std::string gpu;            ///< preset name, e.g. "h200"
+  std::string device_name;    ///< what the driver calls it ("NVIDIA H200"); empty on the emulator
+  std::string workload_json;  ///< workload::workload_to_json, or empty for a bare kernel
+  partition::Partition partition;
+  partition::KnobConfig config;
+  double time_s = 0;    ///< one run of the partition
+  double energy_j = 0;  ///< one run, one GPU
+  MeasurementDetails details;
+
+  /// "gemm", "attention", "memory_bound", "collective" for a one-kernel partition, else "partition".
+  [[nodiscard]] std::string kernel_class() const;
+};
+
+/// One line of JSON (no newline).
+[[nodiscard]] std::string to_json_line(const MeasurementRecord& record);
+
+/// Parses one line; `origin` ("file.jsonl:12") names it in errors. Throws InputError.
+[[nodiscard]] MeasurementRecord parse_measurement_line(std::string_view line, std::string_view origin);
+
+/// Appends `record` as one line to `path` (created if missing) and flushes, so a crash loses at
+/// most the measurement in progress. Throws Error on I/O failure.
+void append_measurement(const std::filesystem::path& path, const MeasurementRecord& record);
+
+/// Every record of a JSONL file; blank lines are skipped. Throws InputError naming file and line.
+[[nodiscard]] std::vector<MeasurementRecord> read_measurements(const std::filesystem::path& path);
+
+}  // namespace kareus::device

@@ -1,0 +1,211 @@
+#include "kareus/device/calibration.h"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <numeric>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "kareus/common/embedded_data.h"
+#include "kareus/common/error.h"
+#include "kareus/common/file_io.h"
+#include "kareus/device/emulator.h"
+
+namespace kareus::device {
+namespace {
+
+struct Prediction {
+  double time_s = 0;
+  double energy_j = 0;
+};
+
+Prediction predict(const GpuSpec& gpu, const MeasurementRecord& record) {
+  const PartitionRun run = run_partition(gpu, record.partition, record.config);
+  return {run.time_s, run.energy_j};
+}
+
+double squared_log_error(const GpuSpec& gpu, const std::vector<const MeasurementRecord*>& records) {
+  double sum = 0;
+  for (const MeasurementRecord* record : records) {
+    const Prediction prediction = predict(gpu, *record);
+    const double time = std::log(prediction.time_s / record->time_s);
+    const double energy = std::log(prediction.energy_j / record->energy_j);
+    sum += time * time + energy * energy;
+  }
+  const double value = sum / static_cast<double>(2 * records.size());
+  return std::isfinite(value) ? value : std::numeric_limits<double>::max();
+}
+
+/// Nelder-Mead (standard coefficients) from `start` with initial steps `step`; returns the best
+/// point and adds the evaluations it used.
+std::vector<double> nelder_mead(const std::function<double(const std::vector<double>&)>& objective,
+                                std::vector<double> start, double step, int max_evaluations, double tolerance,
+                                int& evaluations) {
+  const std::size_t dims = start.size();
+  std::vector<std::vector<double>> simplex(dims + 1, start);
+  for (std::size_t dim = 0; dim < dims; ++dim) simplex[dim + 1][dim] += step;
+  std::vector<double> values(dims + 1);
+  for (std::size_t vertex = 0; vertex <= dims; ++vertex) values[vertex] = objective(simplex[vertex]);
+  evaluations += static_cast<int>(dims + 1);
+  std::vector<std::size_t> order(dims + 1);
+  auto combine = [&](const std::vector<double>& from, const std::vector<double>& to, double factor) {
+    std::vector<double> point(dims);
+    for (std::size_t dim = 0; dim < dims; ++dim) point[dim] = from[dim] + factor * (to[dim] - from[dim]);
+    return point;
+  };
+  while (evaluations < max_evaluations) {
+    std::iota(order.begin(), order.end(), std::size_t{0});
+    std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return values[a] < values[b]; });
+    const std::size_t best = order.front(), worst = order.back(), second = order[dims - 1];
+    if (values[worst] - values[best] < tolerance) break;
+    std::vector<double> centroid(dims, 0.0);
+    for (std::size_t vertex : order) {
+      if (vertex == worst) continue;
+      for (std::size_t dim = 0; dim < dims; ++dim) centroid[dim] += simplex[vertex][dim] / static_cast<double>(dims);
+    }
+    const std::vector<double> reflected = combine(centroid, simplex[worst], -1);
+    const double reflected_value = objective(reflected);
+    ++evaluations;
+    if (reflected_value < values[best]) {
+      const std::vector<double> expanded = combine(centroid, simplex[worst], -2);
+      const double expanded_value = objective(expanded);
+      ++evaluations;
+      if (expanded_value < reflected_value) {
+        simplex[worst] = expanded, values[worst] = expanded_value;
+      } else {
+        simplex[worst] = reflected, values[worst] = reflected_value;
+      }
+      continue;
+    }
+    if (reflected_value < values[second]) {
+      simplex[worst] = reflected, values[worst] = reflected_value;
+      continue;
+    }
+    const bool outside = reflected_value < values[worst];
+    const std::vector<double> contracted = combine(centroid, outside ? reflected : simplex[worst], 0.5);
+    const double contracted_value = objective(contracted);
+    ++evaluations;
+    if (contracted_value < std::min(reflected_value, values[worst])) {
+      simplex[worst] = contracted, values[worst] = contracted_value;
+      continue;
+    }
+    for (std::size_t vertex : order) {  // shrink towards the best
+      if (vertex == best) continue;
+      simplex[vertex] = combine(simplex[best], simplex[vertex], 0.5);
+      values[vertex] = objective(simplex[vertex]);
+      ++evaluations;
+    }
+  }
+  const auto best = std::min_element(values.begin(), values.end()) - values.begin();
+  return simplex[static_cast<std::size_t>(best)];
+}
+
+}  // namespace
+
+std::vector<std::string> default_calibration_parameters() {
+  return {"gemm_efficiency",       "gemm_small_k_half",    "attention_forward_efficiency",
+          "attention_backward_efficiency", "hbm_efficiency", "cta_bytes_per_clock",
+          "link_efficiency",       "sm_dynamic_power_w",   "hbm_power_w_per_tbps"};
+}
+
+std::vector<ClassError> fit_errors(const GpuSpec& gpu, const std::vector<MeasurementRecord>& records) {
+  std::vector<ClassError> errors;
+  for (const MeasurementRecord& record : records) {
+    const std::string kernel_class = record.kernel_class();
+    auto found = std::find_if(errors.begin(), errors.end(), [&](const ClassError& e) { return e.kernel_class == kernel_class; });
+    if (found == errors.end()) found = errors.insert(errors.end(), ClassError{kernel_class, 0, 0, 0});
+    const Prediction prediction = predict(gpu, record);
+    const double time = prediction.time_s / record.time_s - 1;
+    const double energy = prediction.energy_j / record.energy_j - 1;
+    found->count += 1;
+    found->time_rms += time * time;  // sums of squares until the end
+    found->energy_rms += energy * energy;
+  }
+  for (ClassError& error : errors) {
+    error.time_rms = std::sqrt(error.time_rms / static_cast<double>(error.count));
+    error.energy_rms = std::sqrt(error.energy_rms / static_cast<double>(error.count));
+  }
+  return errors;
+}
+
+CalibrationResult calibrate(const GpuSpec& start, const std::vector<MeasurementRecord>& records,
+                            const CalibrationOptions& options) {
+  std::vector<const MeasurementRecord*> usable;
+  std::vector<MeasurementRecord> stable;
+  for (const MeasurementRecord& record : records) {
+    if (!record.details.stable) continue;
+    validate_config(start, record.partition, record.config);
+    usable.push_back(&record);
+    stable.push_back(record);
+  }
+  if (usable.empty()) {
+    throw InputError(fmt::format("no stable measurements to calibrate on ({} records, all with a clock that did not "
+                                 "hold)", records.size()));
+  }
+  if (options.parameters.empty()) throw InputError("no parameters to calibrate");
+  CalibrationResult result;
+  result.gpu = start;
+  std::vector<ParameterRef> refs;
+  std::vector<double> point;
+  for (const std::string& name : options.parameters) {
+    const std::optional<ParameterRef> ref = find_parameter(result.gpu, name);
+    if (!ref) throw InputError(fmt::format("'{}' is not a floating-point parameter of a GPU preset", name));
+    if (*ref->value <= 0) throw InputError(fmt::format("parameter {} starts at {}: it must be positive to fit", name, *ref->value));
+    refs.push_back(*ref);
+    point.push_back(std::log(*ref->value));
+    result.parameters.push_back({name, *ref->value, *ref->value});
+  }
+  auto apply = [&](const std::vector<double>& log_values) {
+    for (std::size_t index = 0; index < refs.size(); ++index) {
+      const double lower = std::max(refs[index].min, 1e-9);
+      *refs[index].value = std::clamp(std::exp(log_values[index]), lower, refs[index].max);
+    }
+  };
+  auto objective = [&](const std::vector<double>& log_values) {
+    apply(log_values);
+    return squared_log_error(result.gpu, usable);
+  };
+  result.objective_before = objective(point);
+  result.errors_before = fit_errors(start, stable);
+  double best = result.objective_before;
+  // Restarts from the best point with a smaller simplex each time, until one stops helping.
+  double step = 0.3;
+  while (result.evaluations < options.max_evaluations) {
+    const std::vector<double> next =
+        nelder_mead(objective, point, step, options.max_evaluations, options.tolerance, result.evaluations);
+    const double value = objective(next);
+    ++result.evaluations;
+    const bool improved = value < best * (1 - 1e-6);
+    if (value < best) best = value, point = next;
+    if (!improved && step < 0.05) break;
+    step = std::max(step * 0.5, 0.01);
+  }
+  apply(point);
+  result.objective_after = best;
+  for (std::size_t index = 0; index < refs.size(); ++index) result.parameters[index].fitted = *refs[index].value;
+  result.errors_after = fit_errors(result.gpu, stable);
+  return result;
+}
+
+std::string gpu_preset_text(std::string_view name_or_path) {
+  if (name_or_path.ends_with(".json")) return read_text_file(std::string(name_or_path));
+  if (auto content = find_embedded_file(fmt::format("gpus/{}.json", name_or_path))) return std::string(*content);
+  (void)load_gpu(name_or_path);  // throws the InputError naming --gpu and the presets
+  throw InputError(fmt::format("--gpu {}: unknown GPU", name_or_path));
+}
+
+std::string write_calibrated_preset(std::string_view preset_json, const CalibrationResult& result,
+                                    std::string_view source) {
+  nlohmann::json document = parse_json(preset_json, "preset");
+  for (const FittedParameter& parameter : result.parameters) {
+    nlohmann::json& entry = document.at("parameters").at(parameter.name);
+    entry["value"] = parameter.fitted;
+    entry["source"] = std::string(source);
+  }
+  return document.dump(2) + "\n";
+}
+
+}  // namespace kareus::device

@@ -1,0 +1,23 @@
+// The CUDA backend's options that need no CUDA: parsed on every build, so flags are checked
+// the same way with and without the backend compiled in.
+#include <fmt/format.h>
+
+#include "kareus/common/error.h"
+#include "kareus/device/cuda_device.h"
+#include "kareus/device/nvml.h"
+
+namespace kareus::device {
+
+CollectiveBackend parse_collective_backend(const std::string& text) {
+  if (text == "auto") return CollectiveBackend::kAuto;
+  if (text == "nccl") return CollectiveBackend::kNccl;
+  if (text == "proxy") return CollectiveBackend::kProxy;
+  throw InputError(fmt::format("--collective {}: expected auto, nccl or proxy", text));
+}
+
+bool window_is_stable(const MeasurementDetails& details, int locked_mhz, double tolerance_mhz, bool energy_moved) {
+  return energy_moved && (details.clock_events & clock_event::kThrottling) == 0 &&
+         details.clock_min_mhz >= locked_mhz - tolerance_mhz && details.clock_max_mhz <= locked_mhz + tolerance_mhz;
+}
+
+}  // namespace kareus::device

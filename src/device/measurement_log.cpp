@@ -1,0 +1,211 @@
+#include "kareus/device/measurement_log.h"
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "kareus/common/error.h"
+#include "kareus/common/file_io.h"
+#include "kareus/device/nvml.h"
+
+namespace kareus::device {
+namespace {
+
+using nlohmann::json;
+using workload::CollectiveKind;
+using workload::CommGroup;
+using workload::OpKind;
+
+template <typename Enum, std::size_t N>
+Enum parse_enum(const std::string& text, const Enum (&values)[N], const char* what) {
+  for (Enum value : values) {
+    if (workload::to_string(value) == text) return value;
+  }
+  throw InputError(fmt::format("unknown {} \"{}\"", what, text));
+}
+
+constexpr OpKind kOpKinds[] = {OpKind::kGemm, OpKind::kAttention, OpKind::kNorm, OpKind::kRope, OpKind::kActivation,
+                               OpKind::kElementwise, OpKind::kEmbedding, OpKind::kLoss, OpKind::kCollective};
+constexpr CommGroup kGroups[] = {CommGroup::kTp, CommGroup::kCp, CommGroup::kDp, CommGroup::kPp};
+constexpr CollectiveKind kCollectiveKinds[] = {CollectiveKind::kAllReduce, CollectiveKind::kAllGather,
+                                               CollectiveKind::kReduceScatter, CollectiveKind::kSendRecv};
+
+// Written with insertion order kept, so a line reads schema first, then what ran, then results.
+using ordered = nlohmann::ordered_json;
+
+ordered op_to_json(const workload::Op& op) {
+  ordered value = {{"name", op.name},
+                {"kind", workload::to_string(op.kind)},
+                {"direction", op.direction == workload::Direction::kForward ? "forward" : "backward"},
+                {"flops", op.flops},
+                {"bytes_read", op.bytes_read},
+                {"bytes_written", op.bytes_written}};
+  if (op.kind == OpKind::kGemm) value["gemm"] = {{"m", op.gemm.m}, {"n", op.gemm.n}, {"k", op.gemm.k}};
+  if (op.collective) {
+    value["collective"] = {{"kind", workload::to_string(op.collective->kind)},
+                           {"group", workload::to_string(op.collective->group)},
+                           {"group_size", op.collective->group_size},
+                           {"bytes", op.collective->bytes}};
+  }
+  return value;
+}
+
+workload::Op op_from_json(const json& value) {
+  workload::Op op;
+  op.name = value.at("name").get<std::string>();
+  op.kind = parse_enum(value.at("kind").get<std::string>(), kOpKinds, "op kind");
+  const std::string direction = value.at("direction").get<std::string>();
+  if (direction != "forward" && direction != "backward") {
+    throw InputError(fmt::format("op direction must be \"forward\" or \"backward\", found \"{}\"", direction));
+  }
+  op.direction = direction == "forward" ? workload::Direction::kForward : workload::Direction::kBackward;
+  op.flops = value.at("flops").get<double>();
+  op.bytes_read = value.at("bytes_read").get<double>();
+  op.bytes_written = value.at("bytes_written").get<double>();
+  if (value.contains("gemm")) {
+    const json& gemm = value.at("gemm");
+    op.gemm = {gemm.at("m").get<double>(), gemm.at("n").get<double>(), gemm.at("k").get<double>()};
+  }
+  if (value.contains("collective")) {
+    const json& collective = value.at("collective");
+    op.collective = workload::Collective{
+        parse_enum(collective.at("kind").get<std::string>(), kCollectiveKinds, "collective kind"),
+        parse_enum(collective.at("group").get<std::string>(), kGroups, "collective group"),
+        collective.at("group_size").get<int>(), collective.at("bytes").get<double>()};
+  }
+  if ((op.kind == OpKind::kCollective) != op.collective.has_value()) {
+    throw InputError(fmt::format("op \"{}\": a collective op needs a 'collective' object and only it has one", op.name));
+  }
+  return op;
+}
+
+}  // namespace
+
+std::string MeasurementRecord::kernel_class() const {
+  if (partition.compute_ops.empty() && partition.collective) return "collective";
+  if (partition.compute_ops.size() == 1 && !partition.collective) {
+    const workload::Op& op = partition.compute_ops.front();
+    if (op.kind == OpKind::kGemm) return "gemm";
+    if (op.kind == OpKind::kAttention) return "attention";
+    return "memory_bound";
+  }
+  return "partition";
+}
+
+std::string to_json_line(const MeasurementRecord& record) {
+  ordered ops = ordered::array();
+  for (const workload::Op& op : record.partition.compute_ops) ops.push_back(op_to_json(op));
+  ordered slots = ordered::array();
+  for (const partition::Slot& slot : record.partition.slots) slots.push_back({{"name", slot.name}, {"first_op", slot.first_op}});
+  const MeasurementDetails& details = record.details;
+  ordered value = {
+      {"schema", kMeasurementSchema},
+      {"backend", record.backend},
+      {"gpu", record.gpu},
+      {"device_name", record.device_name},
+      {"workload", record.workload_json.empty() ? ordered(nullptr) : ordered::parse(record.workload_json)},
+      {"partition", record.partition.key},
+      {"kernel_class", record.kernel_class()},
+      {"direction", record.partition.direction == workload::Direction::kForward ? "forward" : "backward"},
+      {"nanobatch", record.partition.nanobatch},
+      {"ops", ops},
+      {"collective", record.partition.collective ? op_to_json(*record.partition.collective) : ordered(nullptr)},
+      {"slots", slots},
+      {"config", {{"freq_mhz", record.config.freq_mhz}, {"ctas", record.config.ctas}, {"slot", record.config.slot}}},
+      {"time_s", record.time_s},
+      {"energy_j", record.energy_j},
+      {"repetitions", details.repetitions},
+      {"window_s", details.window_s},
+      {"clock", {{"min_mhz", details.clock_min_mhz}, {"max_mhz", details.clock_max_mhz}, {"mean_mhz", details.clock_mean_mhz}}},
+      {"clock_events", details.clock_events},
+      {"clock_event_names", clock_event_names(details.clock_events)},
+      {"temperature_c", {{"start", details.temperature_start_c}, {"end", details.temperature_end_c}}},
+      {"power_mean_w", details.power_mean_w},
+      {"retries", details.retries},
+      {"stable", details.stable},
+  };
+  return value.dump();
+}
+
+MeasurementRecord parse_measurement_line(std::string_view line, std::string_view origin) {
+  const json value = parse_json(line, origin);
+  try {
+    if (value.at("schema").get<std::string>() != kMeasurementSchema) {
+      throw InputError(fmt::format("schema must be \"{}\", found {}", kMeasurementSchema, value.at("schema").dump()));
+    }
+    MeasurementRecord record;
+    record.backend = value.at("backend").get<std::string>();
+    record.gpu = value.at("gpu").get<std::string>();
+    record.device_name = value.value("device_name", std::string());
+    if (value.contains("workload") && !value.at("workload").is_null()) {
+      record.workload_json = ordered::parse(line).at("workload").dump();  // keep the writer's key order
+    }
+    partition::Partition& partition = record.partition;
+    partition.key = value.at("partition").get<std::string>();
+    partition.direction = value.value("direction", std::string("forward")) == "backward" ? workload::Direction::kBackward
+                                                                                        : workload::Direction::kForward;
+    partition.nanobatch = value.value("nanobatch", 0);
+    for (const json& op : value.at("ops")) partition.compute_ops.push_back(op_from_json(op));
+    if (!value.at("collective").is_null()) partition.collective = op_from_json(value.at("collective"));
+    for (const json& slot : value.at("slots")) {
+      partition.slots.push_back({slot.at("name").get<std::string>(), slot.at("first_op").get<std::size_t>()});
+    }
+    const json& config = value.at("config");
+    record.config = {config.at("freq_mhz").get<int>(), config.at("ctas").get<int>(), config.at("slot").get<std::string>()};
+    record.time_s = value.at("time_s").get<double>();
+    record.energy_j = value.at("energy_j").get<double>();
+    if (!(record.time_s > 0) || !(record.energy_j > 0)) {
+      throw InputError(fmt::format("time_s {} and energy_j {} must be positive", record.time_s, record.energy_j));
+    }
+    MeasurementDetails& details = record.details;
+    details.repetitions = value.value("repetitions", 0);
+    details.window_s = value.value("window_s", 0.0);
+    if (value.contains("clock")) {
+      const json& clock = value.at("clock");
+      details.clock_min_mhz = clock.value("min_mhz", 0.0);
+      details.clock_max_mhz = clock.value("max_mhz", 0.0);
+      details.clock_mean_mhz = clock.value("mean_mhz", 0.0);
+    }
+    details.clock_events = value.value("clock_events", std::uint64_t{0});
+    if (value.contains("temperature_c")) {
+      details.temperature_start_c = value.at("temperature_c").value("start", 0.0);
+      details.temperature_end_c = value.at("temperature_c").value("end", 0.0);
+    }
+    details.power_mean_w = value.value("power_mean_w", 0.0);
+    details.retries = value.value("retries", 0);
+    details.stable = value.value("stable", true);
+    return record;
+  } catch (const InputError& error) {
+    throw InputError(fmt::format("{}: {}", origin, error.what()));
+  } catch (const json::exception& error) {
+    throw InputError(fmt::format("{}: not a {} record: {}", origin, kMeasurementSchema, error.what()));
+  }
+}
+
+void append_measurement(const std::filesystem::path& path, const MeasurementRecord& record) {
+  std::ofstream file(path, std::ios::app);
+  file << to_json_line(record) << '\n';
+  file.flush();
+  if (!file) throw Error(fmt::format("{}: cannot append a measurement ({})", path.string(), std::strerror(errno)));
+}
+
+std::vector<MeasurementRecord> read_measurements(const std::filesystem::path& path) {
+  const std::string text = read_text_file(path);
+  std::vector<MeasurementRecord> records;
+  std::size_t begin = 0;
+  for (int line_number = 1; begin < text.size(); ++line_number) {
+    std::size_t end = text.find('\n', begin);
+    if (end == std::string::npos) end = text.size();
+    const std::string_view line(text.data() + begin, end - begin);
+    if (line.find_first_not_of(" \t\r") != std::string_view::npos) {
+      records.push_back(parse_measurement_line(line, fmt::format("{}:{}", path.string(), line_number)));
+    }
+    begin = end + 1;
+  }
+  return records;
+}
+
+}  // namespace kareus::device

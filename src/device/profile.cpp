@@ -1,0 +1,109 @@
+#include "kareus/device/profile.h"
+
+#include <algorithm>
+#include <numeric>
+#include <random>
+#include <set>
+
+#include "kareus/common/error.h"
+#include "kareus/workload/op_graph.h"
+
+namespace kareus::device {
+
+std::vector<partition::KnobConfig> sample_configs(const partition::SearchSpace& space, std::size_t budget,
+                                                  std::uint64_t seed) {
+  std::vector<std::size_t> indices(space.size());
+  std::iota(indices.begin(), indices.end(), std::size_t{0});
+  if (budget < indices.size()) {
+    // A partial Fisher-Yates shuffle: the first `budget` entries are a uniform sample.
+    std::mt19937_64 random(seed);
+    for (std::size_t position = 0; position < budget; ++position) {
+      std::uniform_int_distribution<std::size_t> pick(position, indices.size() - 1);
+      std::swap(indices[position], indices[pick(random)]);
+    }
+    indices.resize(budget);
+    std::sort(indices.begin(), indices.end());
+  }
+  std::vector<partition::KnobConfig> configs;
+  configs.reserve(indices.size());
+  for (std::size_t index : indices) configs.push_back(space.at(index));
+  return configs;
+}
+
+std::vector<partition::Partition> kernel_partitions(const workload::Workload& workload) {
+  const workload::LayerGraph graph = workload::build_layer_graph(workload);
+  std::vector<partition::Partition> partitions;
+  std::set<std::string> seen;
+  for (const auto* ops : {&graph.forward, &graph.backward}) {
+    for (const workload::Op& op : *ops) {
+      if (!seen.insert(op.name).second) continue;
+      partition::Partition kernel;
+      kernel.direction = op.direction;
+      if (op.is_collective()) {
+        if (op.collective->group != workload::CommGroup::kTp && op.collective->group != workload::CommGroup::kCp) continue;
+        kernel.key = "collective:" + op.name;
+        kernel.collective = op;
+        kernel.slots.push_back({"start", 0});
+      } else {
+        kernel.key = "kernel:" + op.name;
+        kernel.compute_ops.push_back(op);
+      }
+      partitions.push_back(std::move(kernel));
+    }
+  }
+  return partitions;
+}
+
+std::vector<ProfileJob> plan_partition_sweep(const workload::Workload& workload, const std::vector<std::string>& keys,
+                                             const std::vector<int>& clocks_mhz, std::size_t budget,
+                                             std::uint64_t seed) {
+  const std::vector<std::string> chosen = keys.empty() ? partition::searchable_keys(workload) : keys;
+  std::vector<ProfileJob> jobs;
+  for (std::size_t key_index = 0; key_index < chosen.size(); ++key_index) {
+    const partition::Partition partition = partition::representative_partition(workload, chosen[key_index]);
+    const partition::SearchSpace space = partition::make_search_space(partition, clocks_mhz, {});
+    for (const partition::KnobConfig& config : sample_configs(space, budget, seed + key_index)) {
+      jobs.push_back({partition, config});
+    }
+  }
+  return jobs;
+}
+
+std::vector<ProfileJob> plan_kernel_sweep(const workload::Workload& workload, const std::vector<int>& clocks_mhz,
+                                          const std::vector<int>& ctas) {
+  std::vector<ProfileJob> jobs;
+  for (const partition::Partition& kernel : kernel_partitions(workload)) {
+    for (int clock : clocks_mhz) {
+      if (!kernel.collective) {
+        jobs.push_back({kernel, {clock, 0, ""}});
+        continue;
+      }
+      for (int count : ctas) jobs.push_back({kernel, {clock, count, "start"}});
+    }
+  }
+  return jobs;
+}
+
+std::vector<MeasurementRecord> run_profile(Device& device, const std::vector<ProfileJob>& jobs, const ProfileSink& sink) {
+  std::vector<MeasurementRecord> records;
+  records.reserve(jobs.size());
+  for (const ProfileJob& job : jobs) {
+    const Measurement measurement = device.measure(job.partition, job.config);
+    MeasurementRecord record;
+    record.backend = std::string(device.kind());
+    record.gpu = device.gpu().name;
+    record.device_name = sink.device_name;
+    record.workload_json = sink.workload_json;
+    record.partition = job.partition;
+    record.config = job.config;
+    record.time_s = measurement.time_s;
+    record.energy_j = measurement.energy_j;
+    if (sink.details) record.details = sink.details();
+    if (!sink.out.empty()) append_measurement(sink.out, record);
+    records.push_back(std::move(record));
+    if (sink.progress) sink.progress(records.back(), records.size(), jobs.size());
+  }
+  return records;
+}
+
+}  // namespace kareus::device

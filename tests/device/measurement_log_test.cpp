@@ -1,0 +1,142 @@
+// Measurement records: JSONL round trips, classes, errors with file and line.
+#include "kareus/device/measurement_log.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "kareus/common/error.h"
+#include "kareus/device/profile.h"
+#include "kareus/workload/model.h"
+
+namespace kareus::device {
+namespace {
+
+workload::Workload llama() {
+  workload::Parallelism parallel;
+  parallel.layers_per_stage = {15, 13};
+  return workload::make_workload(workload::load_model("llama3.2-3b"), parallel);
+}
+
+void expect_same_op(const workload::Op& a, const workload::Op& b) {
+  EXPECT_EQ(a.name, b.name);
+  EXPECT_EQ(a.kind, b.kind);
+  EXPECT_EQ(a.direction, b.direction);
+  EXPECT_EQ(a.flops, b.flops);
+  EXPECT_EQ(a.bytes_read, b.bytes_read);
+  EXPECT_EQ(a.bytes_written, b.bytes_written);
+  EXPECT_EQ(a.gemm.m, b.gemm.m);
+  EXPECT_EQ(a.gemm.n, b.gemm.n);
+  EXPECT_EQ(a.gemm.k, b.gemm.k);
+  ASSERT_EQ(a.collective.has_value(), b.collective.has_value());
+  if (a.collective) {
+    EXPECT_EQ(a.collective->kind, b.collective->kind);
+    EXPECT_EQ(a.collective->group, b.collective->group);
+    EXPECT_EQ(a.collective->group_size, b.collective->group_size);
+    EXPECT_EQ(a.collective->bytes, b.collective->bytes);
+  }
+}
+
+MeasurementRecord sample_record() {
+  MeasurementRecord record;
+  record.backend = "cuda";
+  record.gpu = "h200";
+  record.device_name = "NVIDIA H200";
+  record.workload_json = workload::workload_to_json(llama());
+  record.partition = partition::representative_partition(llama(), "bwd_attn");
+  record.config = {1500, 12, "attn_0"};
+  record.time_s = 0.0123456789;
+  record.energy_j = 4.56789;
+  record.details = {123, 5.01, 1485, 1515, 1500.5, 0x44, 31, 48, 612.5, 1, false};
+  return record;
+}
+
+TEST(MeasurementLog, LineRoundTripKeepsEveryField) {
+  const MeasurementRecord record = sample_record();
+  const MeasurementRecord back = parse_measurement_line(to_json_line(record), "test");
+  EXPECT_EQ(back.backend, "cuda");
+  EXPECT_EQ(back.gpu, "h200");
+  EXPECT_EQ(back.device_name, "NVIDIA H200");
+  EXPECT_EQ(nlohmann::json::parse(back.workload_json), nlohmann::json::parse(record.workload_json));
+  EXPECT_EQ(back.partition.key, "bwd_attn");
+  EXPECT_EQ(back.partition.direction, workload::Direction::kBackward);
+  EXPECT_EQ(back.partition.nanobatch, record.partition.nanobatch);
+  ASSERT_EQ(back.partition.compute_ops.size(), record.partition.compute_ops.size());
+  for (std::size_t op = 0; op < record.partition.compute_ops.size(); ++op) {
+    expect_same_op(back.partition.compute_ops[op], record.partition.compute_ops[op]);
+  }
+  ASSERT_TRUE(back.partition.collective);
+  expect_same_op(*back.partition.collective, *record.partition.collective);
+  ASSERT_EQ(back.partition.slots.size(), record.partition.slots.size());
+  for (std::size_t slot = 0; slot < record.partition.slots.size(); ++slot) {
+    EXPECT_EQ(back.partition.slots[slot].name, record.partition.slots[slot].name);
+    EXPECT_EQ(back.partition.slots[slot].first_op, record.partition.slots[slot].first_op);
+  }
+  EXPECT_EQ(back.config, record.config);
+  EXPECT_DOUBLE_EQ(back.time_s, record.time_s);
+  EXPECT_DOUBLE_EQ(back.energy_j, record.energy_j);
+  EXPECT_EQ(back.details, record.details);
+  EXPECT_EQ(back.kernel_class(), "partition");
+  // A second round trip is byte-identical.
+  EXPECT_EQ(to_json_line(back), to_json_line(record));
+}
+
+TEST(MeasurementLog, KernelClassesOfKernelPartitions) {
+  std::map<std::string, int> classes;
+  for (const partition::Partition& kernel : kernel_partitions(llama())) {
+    MeasurementRecord record;
+    record.partition = kernel;
+    ++classes[record.kernel_class()];
+    EXPECT_EQ(kernel.key.starts_with("collective:"), record.kernel_class() == "collective") << kernel.key;
+  }
+  EXPECT_GT(classes["gemm"], 0);
+  EXPECT_GT(classes["attention"], 0);
+  EXPECT_GT(classes["memory_bound"], 0);
+  EXPECT_GT(classes["collective"], 0);
+  EXPECT_EQ(classes.count("partition"), 0u);
+}
+
+TEST(MeasurementLog, FileAppendAndReadBack) {
+  const std::filesystem::path path = std::filesystem::temp_directory_path() / "kareus_measurement_log_test.jsonl";
+  std::filesystem::remove(path);
+  MeasurementRecord first = sample_record();
+  MeasurementRecord second = sample_record();
+  second.config.freq_mhz = 1200;
+  append_measurement(path, first);
+  append_measurement(path, second);
+  { std::ofstream(path, std::ios::app) << "\n"; }  // blank lines are skipped
+  const std::vector<MeasurementRecord> records = read_measurements(path);
+  ASSERT_EQ(records.size(), 2u);
+  EXPECT_EQ(records[0].config.freq_mhz, 1500);
+  EXPECT_EQ(records[1].config.freq_mhz, 1200);
+  std::filesystem::remove(path);
+}
+
+TEST(MeasurementLog, BadLinesNameFileAndLine) {
+  const std::filesystem::path path = std::filesystem::temp_directory_path() / "kareus_measurement_log_bad.jsonl";
+  {
+    std::ofstream file(path);
+    file << to_json_line(sample_record()) << "\n";
+    file << R"({"schema": "kareus.measurement/1", "backend": "cuda"})" << "\n";
+  }
+  try {
+    (void)read_measurements(path);
+    FAIL() << "expected InputError";
+  } catch (const InputError& error) {
+    EXPECT_NE(std::string(error.what()).find(path.string() + ":2: not a kareus.measurement/1 record"), std::string::npos)
+        << error.what();
+  }
+  {
+    std::ofstream file(path);
+    file << R"({"schema": "kareus.frontier/1"})" << "\n";
+  }
+  EXPECT_THROW((void)read_measurements(path), InputError);
+  std::filesystem::remove(path);
+}
+
+}  // namespace
+}  // namespace kareus::device

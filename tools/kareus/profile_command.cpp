@@ -1,0 +1,123 @@
+// kareus profile: measure partitions (or kernels) of a workload on the emulator or a real GPU,
+// one JSONL record per measurement (device/measurement_log.h).
+#include <CLI/CLI.hpp>
+#include <fmt/core.h>
+
+#include <memory>
+#include <optional>
+
+#include "commands.h"
+#include "kareus/common/error.h"
+#include "kareus/device/cuda_device.h"
+#include "kareus/device/emulator.h"
+#include "kareus/device/profile.h"
+#include "kareus/workload/op_graph.h"
+#include "workload_flags.h"
+
+namespace kareus::cli {
+namespace {
+
+struct ProfileOptions {
+  WorkloadFlags workload;
+  GpuFlags gpu;
+  std::string backend = "emulator";
+  std::vector<std::string> partitions;
+  bool all = false;
+  bool kernels = false;
+  std::string clocks = "artifact";
+  std::string kernel_ctas = "4:32:4";
+  std::size_t budget = 16;
+  std::uint64_t seed = 0;
+  std::string out;
+  device::CudaDeviceOptions cuda;
+  std::string collective = "auto";
+  bool clock_switch = false;
+};
+
+void run_profile_command(const ProfileOptions& options) {
+  if (options.backend != "cuda" && options.backend != "emulator") {
+    throw InputError(fmt::format("--backend {}: expected cuda or emulator", options.backend));
+  }
+  const device::GpuSpec gpu = options.gpu.resolve();
+  const workload::Workload workload = options.workload.resolve();
+  const std::vector<int> clocks = device::parse_clock_list(gpu, options.clocks);
+  std::vector<device::ProfileJob> jobs;
+  if (options.kernels) {
+    const std::vector<int> ctas = partition::parse_cta_range(options.kernel_ctas, "--kernel-ctas").values();
+    jobs = device::plan_kernel_sweep(workload, clocks, ctas);
+  } else if (!options.partitions.empty() || options.all) {
+    jobs = device::plan_partition_sweep(workload, options.all ? std::vector<std::string>{} : options.partitions, clocks,
+                                        options.budget, options.seed);
+  } else if (!options.clock_switch) {
+    throw InputError("say what to measure: --partition KEY, --all, --kernels or --clock-switch");
+  }
+
+  device::ProfileSink sink;
+  sink.out = options.out;
+  sink.workload_json = workload::workload_to_json(workload);
+  sink.progress = [&](const device::MeasurementRecord& record, std::size_t done, std::size_t total) {
+    if (options.out.empty()) {
+      fmt::print("{}\n", device::to_json_line(record));
+    } else {
+      fmt::print(stderr, "[{}/{}] {} {} MHz {} CTAs {}: {:.6f} s {:.4f} J{}\n", done, total, record.partition.key,
+                 record.config.freq_mhz, record.config.ctas, record.config.slot, record.time_s, record.energy_j,
+                 record.details.stable ? "" : " (unstable)");
+    }
+  };
+  std::unique_ptr<device::Device> measured;
+  device::CudaDevice* cuda = nullptr;
+  if (options.backend == "cuda") {
+    device::CudaDeviceOptions cuda_options = options.cuda;
+    cuda_options.collective = device::parse_collective_backend(options.collective);
+    auto cuda_device = std::make_unique<device::CudaDevice>(gpu, workload, cuda_options);
+    cuda = cuda_device.get();
+    sink.device_name = cuda->device_name();
+    sink.details = [cuda] { return cuda->last_details(); };
+    measured = std::move(cuda_device);
+  } else {
+    measured = std::make_unique<device::EmulatedDevice>(gpu, device::EmulatorOptions{true, options.seed, options.cuda.window_s});
+  }
+  if (options.clock_switch) {
+    if (cuda == nullptr) throw InputError("--clock-switch needs --backend cuda");
+    for (auto [from, to] : {std::pair{clocks.front(), clocks.back()}, std::pair{clocks.back(), clocks.front()}}) {
+      const device::ClockSwitchResult result = cuda->measure_clock_switch(from, to);
+      fmt::print("{{\"clock_switch\": {{\"from_mhz\": {}, \"to_mhz\": {}, \"call_s\": {:.6f}, \"settle_s\": {:.6f}, "
+                 "\"observed_mhz\": {}}}}}\n",
+                 result.from_mhz, result.to_mhz, result.call_s, result.settle_s, result.observed_mhz);
+    }
+  }
+  (void)device::run_profile(*measured, jobs, sink);
+}
+
+}  // namespace
+
+void add_profile_command(CLI::App& app) {
+  auto options = std::make_shared<ProfileOptions>();
+  CLI::App* command = app.add_subcommand("profile", "measure partitions or kernels on a GPU (cuda) or the emulator");
+  add_workload_flags(command, options->workload);
+  add_gpu_flags(command, options->gpu);
+  command->add_option("--backend", options->backend, "cuda or emulator")->capture_default_str();
+  command->add_option("--partition", options->partitions, "partition key to measure (repeatable)");
+  command->add_flag("--all", options->all, "measure every searchable partition of the workload");
+  command->add_flag("--kernels", options->kernels, "measure every kernel and collective of one layer (for calibrate)");
+  command->add_option("--clocks", options->clocks, "all, artifact or MIN:MAX:STEP (MHz)")->capture_default_str();
+  command->add_option("--kernel-ctas", options->kernel_ctas, "CTA counts of collectives with --kernels, MIN:MAX:STEP")
+      ->capture_default_str();
+  command->add_option("--budget", options->budget, "configs sampled per partition")->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  command->add_option("--seed", options->seed, "sampling (and emulator noise) seed")->capture_default_str();
+  command->add_option("--out", options->out, "JSONL file to append records to (default: print them)");
+  command->add_option("--gpu-index", options->cuda.gpu_index, "CUDA/NVML index of the GPU")->capture_default_str();
+  command->add_option("--collective", options->collective, "auto, nccl or proxy (one-GPU proxy kernel)")
+      ->capture_default_str();
+  command->add_option("--window", options->cuda.window_s, "energy window per measurement (s)")->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  command->add_option("--cooldown", options->cuda.cooldown_s, "cooldown before each window (s)")->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  command->add_option("--warmup", options->cuda.warmup_s, "warm-up before each window (s)")->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  command->add_flag("--clock-switch", options->clock_switch, "measure the clock-switch latency (cuda)");
+  command->callback([options] { run_profile_command(*options); });
+}
+
+}  // namespace kareus::cli
