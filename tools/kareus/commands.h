@@ -15,5 +15,6 @@ void add_models_command(CLI::App& app);
 void add_gpus_command(CLI::App& app);
 void add_partitions_command(CLI::App& app);
 void add_simulate_command(CLI::App& app);
+void add_search_command(CLI::App& app);
 
 }  // namespace kareus::cli

@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   kareus::cli::add_gpus_command(app);
   kareus::cli::add_partitions_command(app);
   kareus::cli::add_simulate_command(app);
+  kareus::cli::add_search_command(app);
 
   kareus::cli::add_solve_command(app);
 
