@@ -48,8 +48,12 @@ std::vector<double> config_features(const partition::SearchSpace& space, std::si
   const std::vector<int>& ctas = space.ctas();
   const auto [clock_low, clock_high] = std::minmax_element(clocks.begin(), clocks.end());
   const auto [cta_low, cta_high] = std::minmax_element(ctas.begin(), ctas.end());
+  // CTA counts on a log scale: a collective's time goes as 1/CTAs up to its knee, so 1 -> 2 CTAs
+  // matters as much as 10 -> 20. (ctas is 0 only for a partition without a collective: one value.)
+  const auto log_ctas = [](int value) { return std::log(std::max(value, 1)); };
   const std::size_t slot = index % space.slots().size();
-  return {scale(config.freq_mhz, *clock_low, *clock_high), scale(config.ctas, *cta_low, *cta_high),
+  return {scale(config.freq_mhz, *clock_low, *clock_high),
+          scale(log_ctas(config.ctas), log_ctas(*cta_low), log_ctas(*cta_high)),
           scale(static_cast<double>(slot), 0, static_cast<double>(space.slots().size() - 1))};
 }
 
@@ -195,36 +199,83 @@ class KareusStrategy {
     if (options_.progress) options_.progress(order_.size(), options_.budget);
   }
 
-  // Greedy maximin: each point is the config farthest from those already chosen; the first is
-  // random and ties go to a seeded random order.
+  // A maximin Latin design: in each of many seeded random Latin designs every feature's range
+  // is cut into `count` strata with one point each (snapped to the nearest grid level), so
+  // every CTA count region (and its knee) is sampled; the design whose closest pair is farthest
+  // apart wins. Points that snap onto the same config are replaced greedily by the config
+  // farthest from those chosen.
   std::vector<std::size_t> initial_design(std::size_t count) const {
-    std::vector<std::size_t> order(space_.size());
-    std::iota(order.begin(), order.end(), 0);
     std::mt19937_64 random(options_.seed * 0x9e3779b97f4a7c15ULL + 17);
-    std::shuffle(order.begin(), order.end(), random);
-    std::vector<double> nearest(space_.size(), std::numeric_limits<double>::infinity());
-    std::vector<bool> taken(space_.size(), false);
-    std::vector<std::size_t> design;
-    std::size_t next = order.front();
-    while (design.size() < count) {
-      design.push_back(next);
-      taken[next] = true;
-      double farthest = -1;
-      for (std::size_t index : order) {
-        if (taken[index]) continue;
-        double distance = 0;
-        for (std::size_t feature = 0; feature < features_[index].size(); ++feature) {
-          const double delta = features_[index][feature] - features_[next][feature];
-          distance += delta * delta;
+    const std::size_t slots = space_.slots().size();
+    const std::size_t ctas = space_.ctas().size();
+    const std::array<std::size_t, 3> levels{space_.clocks_mhz().size(), ctas, slots};
+    // Feature value of each level of each dimension (config_features at one coordinate).
+    std::array<std::vector<double>, 3> level_values;
+    for (std::size_t level = 0; level < levels[0]; ++level) level_values[0].push_back(features_[level * ctas * slots][0]);
+    for (std::size_t level = 0; level < levels[1]; ++level) level_values[1].push_back(features_[level * slots][1]);
+    for (std::size_t level = 0; level < levels[2]; ++level) level_values[2].push_back(features_[level][2]);
+    const auto nearest_level = [&](std::size_t dim, double value) {
+      std::size_t best = 0;
+      for (std::size_t level = 1; level < levels[dim]; ++level) {
+        if (std::abs(level_values[dim][level] - value) < std::abs(level_values[dim][best] - value)) best = level;
+      }
+      return best;
+    };
+    const auto distance2 = [&](std::size_t a, std::size_t b) {
+      double sum = 0;
+      for (std::size_t feature = 0; feature < 3; ++feature) {
+        const double delta = features_[a][feature] - features_[b][feature];
+        sum += delta * delta;
+      }
+      return sum;
+    };
+    std::vector<std::size_t> best_design;
+    double best_spread = -1;
+    std::uniform_real_distribution<double> uniform(0, 1);
+    for (int attempt = 0; attempt < 64; ++attempt) {
+      std::array<std::vector<std::size_t>, 3> coordinates;
+      for (std::size_t dim = 0; dim < 3; ++dim) {
+        for (std::size_t stratum = 0; stratum < count; ++stratum) {
+          const double position = (static_cast<double>(stratum) + uniform(random)) / static_cast<double>(count);
+          coordinates[dim].push_back(nearest_level(dim, position));
         }
-        nearest[index] = std::min(nearest[index], distance);
-        if (nearest[index] > farthest) {
-          farthest = nearest[index];
-          next = index;
-        }
+        std::shuffle(coordinates[dim].begin(), coordinates[dim].end(), random);
+      }
+      std::vector<std::size_t> design;
+      std::vector<bool> used(space_.size(), false);
+      for (std::size_t point = 0; point < count; ++point) {
+        const std::size_t index = (coordinates[0][point] * ctas + coordinates[1][point]) * slots + coordinates[2][point];
+        if (!used[index]) design.push_back(index);
+        used[index] = true;
+      }
+      double spread = std::numeric_limits<double>::infinity();
+      for (std::size_t a = 0; a < design.size(); ++a) {
+        for (std::size_t b = 0; b < a; ++b) spread = std::min(spread, distance2(design[a], design[b]));
+      }
+      // Fewer distinct points (collisions) lose to a full design.
+      if (design.size() > best_design.size() || (design.size() == best_design.size() && spread > best_spread)) {
+        best_design = std::move(design);
+        best_spread = spread;
       }
     }
-    return design;
+    std::vector<bool> taken(space_.size(), false);
+    for (std::size_t index : best_design) taken[index] = true;
+    while (best_design.size() < count) {
+      std::size_t farthest = space_.size();
+      double farthest_distance = -1;
+      for (std::size_t index = 0; index < space_.size(); ++index) {
+        if (taken[index]) continue;
+        double nearest = std::numeric_limits<double>::infinity();
+        for (std::size_t chosen : best_design) nearest = std::min(nearest, distance2(index, chosen));
+        if (nearest > farthest_distance) {
+          farthest_distance = nearest;
+          farthest = index;
+        }
+      }
+      best_design.push_back(farthest);
+      taken[farthest] = true;
+    }
+    return best_design;
   }
 
   // Configs one step away (clock, CTA count or slot) from `index`.
