@@ -18,5 +18,6 @@ void add_simulate_command(CLI::App& app);
 void add_plan_command(CLI::App& app);
 void add_profile_command(CLI::App& app);
 void add_calibrate_command(CLI::App& app);
+void add_search_command(CLI::App& app);
 
 }  // namespace kareus::cli

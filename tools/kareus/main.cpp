@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   kareus::cli::add_plan_command(app);
   kareus::cli::add_profile_command(app);
   kareus::cli::add_calibrate_command(app);
+  kareus::cli::add_search_command(app);
 
   kareus::cli::add_solve_command(app);
 

@@ -1,0 +1,61 @@
+// Overhead of the per-partition search itself (surrogate fits + EHVI acquisition), per batch,
+// on the largest artifact space: fwd_qkv_ag of llama3.2-3b CP2 TP4 (18 clocks x 20 CTA
+// counts x 3 slots = 1,080 configs) with a budget of 10% (108). Measurements on the emulator
+// take ~2.5 us each, so the time between batches is the search's own. Target: < 1 s per batch.
+#include <algorithm>
+#include <chrono>
+
+#include <benchmark/benchmark.h>
+
+#include "kareus/device/emulator.h"
+#include "kareus/search/search.h"
+#include "kareus/workload/model.h"
+
+namespace {
+
+using namespace kareus;
+
+void search_overhead(benchmark::State& state, search::Strategy strategy) {
+  workload::Parallelism parallel;
+  parallel.cp = 2;
+  parallel.tp = 4;
+  const workload::Workload work = workload::make_workload(workload::load_model("llama3.2-3b"), parallel);
+  const device::GpuSpec gpu = device::load_gpu("a100-40gb");
+  const partition::Partition part = partition::representative_partition(work, "fwd_qkv_ag");
+  partition::SpaceOptions space_options;
+  space_options.slots = partition::SlotPolicy::kArtifact;
+  const partition::SearchSpace space =
+      partition::make_search_space(part, device::parse_clock_list(gpu, "artifact"), space_options);
+  search::SearchOptions options;
+  options.budget = static_cast<std::size_t>(state.range(0));
+  options.strategy = strategy;
+  double worst_batch_s = 0;
+  double total_batches = 0;
+  for (auto _ : state) {
+    device::EmulatedDevice device(gpu, {true, 0});
+    auto last = std::chrono::steady_clock::now();
+    bool first = true;
+    options.progress = [&](std::size_t, std::size_t) {
+      const auto now = std::chrono::steady_clock::now();
+      // The first report follows the initial design, which needs no model.
+      if (!first) worst_batch_s = std::max(worst_batch_s, std::chrono::duration<double>(now - last).count());
+      first = false;
+      last = now;
+    };
+    const search::SearchResult result = search::run_search(device, part, space, options);
+    total_batches += static_cast<double>(result.batches);
+    benchmark::DoNotOptimize(result.evaluations.data());
+  }
+  state.counters["space"] = static_cast<double>(space.size());
+  state.counters["batches"] = total_batches / static_cast<double>(state.iterations());
+  state.counters["worst_batch_s"] = worst_batch_s;
+}
+
+void BM_KareusSearch(benchmark::State& state) { search_overhead(state, search::Strategy::kKareus); }
+void BM_ArtifactSearch(benchmark::State& state) { search_overhead(state, search::Strategy::kArtifact); }
+
+}  // namespace
+
+BENCHMARK(BM_KareusSearch)->Arg(108)->Arg(216)->Unit(benchmark::kMillisecond)->Iterations(1);
+BENCHMARK(BM_ArtifactSearch)->Arg(108)->Unit(benchmark::kMillisecond)->Iterations(1);
+BENCHMARK_MAIN();

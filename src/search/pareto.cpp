@@ -1,0 +1,85 @@
+#include "kareus/search/pareto.h"
+
+#include <algorithm>
+#include <cassert>
+
+namespace kareus::search {
+
+std::string_view to_string(Objective objective) {
+  return objective == Objective::kEnergy ? "energy" : "effective_energy";
+}
+
+ObjectivePoint objective_point(const Evaluation& evaluation, double static_power_w, Objective objective) {
+  const double energy_j = objective == Objective::kEnergy ? evaluation.energy_j
+                                                          : evaluation.energy_j - static_power_w * evaluation.time_s;
+  return {evaluation.time_s, energy_j};
+}
+
+std::vector<Evaluation> pareto_front(std::vector<Evaluation> evaluations, double static_power_w, Objective objective) {
+  std::vector<std::pair<ObjectivePoint, std::size_t>> points;
+  points.reserve(evaluations.size());
+  for (std::size_t index = 0; index < evaluations.size(); ++index) {
+    points.emplace_back(objective_point(evaluations[index], static_power_w, objective), index);
+  }
+  // Sorting by (t, objective, original position) keeps the first of equal points.
+  std::sort(points.begin(), points.end(), [](const auto& a, const auto& b) {
+    if (a.first.time_s != b.first.time_s) return a.first.time_s < b.first.time_s;
+    if (a.first.energy_j != b.first.energy_j) return a.first.energy_j < b.first.energy_j;
+    return a.second < b.second;
+  });
+  std::vector<Evaluation> front;
+  bool first = true;
+  double best_energy_j = 0;
+  for (const auto& [point, index] : points) {
+    if (first || point.energy_j < best_energy_j) {
+      front.push_back(std::move(evaluations[index]));
+      best_energy_j = point.energy_j;
+      first = false;
+    }
+  }
+  return front;
+}
+
+double hypervolume(std::vector<ObjectivePoint> points, ObjectivePoint reference) {
+  std::erase_if(points, [&](const ObjectivePoint& point) {
+    return !(point.time_s < reference.time_s && point.energy_j < reference.energy_j);
+  });
+  std::sort(points.begin(), points.end(), [](const ObjectivePoint& a, const ObjectivePoint& b) {
+    return a.time_s != b.time_s ? a.time_s < b.time_s : a.energy_j < b.energy_j;
+  });
+  // Sweep by time: each point lower than all before it adds the strip between its energy and
+  // the lowest energy so far, from its time to the reference.
+  double area = 0;
+  double ceiling = reference.energy_j;
+  for (const ObjectivePoint& point : points) {
+    if (point.energy_j < ceiling) {
+      area += (reference.time_s - point.time_s) * (ceiling - point.energy_j);
+      ceiling = point.energy_j;
+    }
+  }
+  return area;
+}
+
+double hypervolume(const std::vector<Evaluation>& evaluations, double static_power_w, Objective objective,
+                   ObjectivePoint reference) {
+  std::vector<ObjectivePoint> points;
+  points.reserve(evaluations.size());
+  for (const Evaluation& evaluation : evaluations) {
+    points.push_back(objective_point(evaluation, static_power_w, objective));
+  }
+  return hypervolume(std::move(points), reference);
+}
+
+ObjectivePoint reference_point(const std::vector<Evaluation>& evaluations, double static_power_w,
+                               Objective objective) {
+  assert(!evaluations.empty() && "reference_point needs evaluations");
+  ObjectivePoint worst = objective_point(evaluations.front(), static_power_w, objective);
+  for (const Evaluation& evaluation : evaluations) {
+    const ObjectivePoint point = objective_point(evaluation, static_power_w, objective);
+    worst.time_s = std::max(worst.time_s, point.time_s);
+    worst.energy_j = std::max(worst.energy_j, point.energy_j);
+  }
+  return {1.1 * worst.time_s, 1.1 * worst.energy_j};
+}
+
+}  // namespace kareus::search

@@ -1,0 +1,32 @@
+# kareus search: per-partition search on the emulator, its JSON, the log and its errors.
+# shellcheck shell=bash
+
+search_tmp=$(mktemp -d)
+# fwd_ao_ar of CP2 TP4: 18 clocks x 10 CTA counts x 1 slot = 180 configs; default budget 10% = 18.
+expect 0 '"space_size": 180' -- search --partition fwd_ao_ar --cp 2 --tp 4 --slots artifact --json
+expect 0 '"evaluations": 18,' -- search --partition fwd_ao_ar --cp 2 --tp 4 --slots artifact --json
+expect 0 '"effective_energy": (0\.9[0-9]*|1(\.0+)?),?$' -- search --partition fwd_ao_ar --cp 2 --tp 4 --slots artifact --json
+expect 0 '"frontier": \[' -- search --partition fwd_mlp --budget 20 --json
+expect 0 '"stop_reason": "space_exhausted"' -- search --partition fwd_ao_ar --cp 2 --tp 4 --slots artifact --exhaustive --json
+expect 0 '"strategy": "artifact"' -- search --partition fwd_mlp --budget 20 --strategy artifact --json
+expect 0 'fwd_mlp of llama3.2-3b on a100-40gb: 20 of 720 configs measured' -- search --partition fwd_mlp --budget 20
+# The log: a second run takes every measurement from it.
+expect 0 '"from_log": 0,' -- search --partition fwd_mlp --budget 20 --log "$search_tmp/fwd_mlp.jsonl" --json
+expect 0 '"from_log": 20,' -- search --partition fwd_mlp --budget 20 --log "$search_tmp/fwd_mlp.jsonl" --json
+expect 0 '"from_log": 20,' -- search --partition fwd_mlp --budget 20 --devices 3 --log "$search_tmp/fwd_mlp.jsonl" --json
+printf '{"config": {"freq_mhz": 9' >>"$search_tmp/fwd_mlp.jsonl"
+expect 0 'warning: .*fwd_mlp\.jsonl:22: dropping a corrupt last line' -- search --partition fwd_mlp --budget 20 --log "$search_tmp/fwd_mlp.jsonl"
+
+# Bad input exits 2 and names the flag or file.
+expect 2 'error: --partition fwd_nope' -- search --partition fwd_nope
+expect 2 'error: --budget 0 must be between 1 and the space size 720' -- search --partition fwd_mlp --budget 0
+expect 2 'error: --budget 721 must be between 1 and the space size 720' -- search --partition fwd_mlp --budget 721
+expect 2 'error: --strategy bayes' -- search --partition fwd_mlp --strategy bayes
+expect 2 'fwd_mlp\.jsonl:1: the log is for partition .fwd_mlp., not .fwd_attn.' -- search --partition fwd_attn --budget 20 --log "$search_tmp/fwd_mlp.jsonl"
+expect 2 'fwd_mlp\.jsonl:1: the log is for seed 0, not 4' -- search --partition fwd_mlp --budget 20 --seed 4 --log "$search_tmp/fwd_mlp.jsonl"
+expect 2 'fwd_mlp\.jsonl:1: the log is for workload' -- search --partition fwd_mlp --budget 20 --mbs 16 --log "$search_tmp/fwd_mlp.jsonl"
+expect 2 "error: --log $search_tmp: cannot" -- search --partition fwd_mlp --budget 20 --log "$search_tmp"
+echo 'garbage' >"$search_tmp/garbage.jsonl"
+echo 'garbage' >>"$search_tmp/garbage.jsonl"
+expect 2 'garbage\.jsonl:1: corrupt line' -- search --partition fwd_mlp --budget 20 --log "$search_tmp/garbage.jsonl"
+rm -rf "$search_tmp"

@@ -1,0 +1,161 @@
+// kareus search: the per-partition multi-objective search (search.h) on the emulator, with the
+// hypervolume ratio against the exhaustive ground truth.
+#include <cmath>
+#include <memory>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "kareus/common/error.h"
+#include "kareus/device/emulator.h"
+#include "kareus/search/search.h"
+#include "workload_flags.h"
+
+namespace kareus::cli {
+namespace {
+
+struct SearchCommandOptions {
+  WorkloadFlags workload;
+  GpuFlags gpu;
+  std::string partition;
+  std::string slots = "all";
+  std::string clocks = "artifact";
+  std::string tp_ctas = "3:30:3";
+  std::string cp_ctas = "1:20:1";
+  long long budget = 0;  // 0: not given, 10% of the space
+  bool budget_given = false;
+  std::uint64_t seed = 0;
+  std::string strategy = "kareus";
+  std::size_t batch = 4;
+  std::size_t devices = 1;
+  bool exhaustive = false;
+  bool no_noise = false;
+  std::string log;
+  bool json = false;
+};
+
+nlohmann::ordered_json front_json(const std::vector<search::Evaluation>& front) {
+  nlohmann::ordered_json points = nlohmann::ordered_json::array();
+  for (const search::Evaluation& point : front) {
+    points.push_back({{"config", {{"freq_mhz", point.config.freq_mhz}, {"ctas", point.config.ctas}, {"slot", point.config.slot}}},
+                      {"time_s", point.time_s},
+                      {"energy_j", point.energy_j}});
+  }
+  return points;
+}
+
+void run_search_command(const SearchCommandOptions& options) {
+  const workload::Workload work = options.workload.resolve();
+  const device::GpuSpec gpu = options.gpu.resolve();
+  const partition::Partition part = partition::representative_partition(work, options.partition);
+  const partition::SearchSpace space = partition::make_search_space(
+      part, device::parse_clock_list(gpu, options.clocks),
+      {partition::parse_slot_policy(options.slots), partition::parse_cta_range(options.tp_ctas, "--tp-ctas"),
+       partition::parse_cta_range(options.cp_ctas, "--cp-ctas")});
+  search::SearchOptions search_options;
+  const long long budget =
+      options.budget_given ? options.budget : std::max(1LL, std::llround(0.1 * static_cast<double>(space.size())));
+  if (budget < 1 || budget > static_cast<long long>(space.size())) {
+    throw InputError(fmt::format("--budget {} must be between 1 and the space size {}", budget, space.size()));
+  }
+  if (options.batch < 1) throw InputError(fmt::format("--batch {} must be >= 1", options.batch));
+  if (options.devices < 1) throw InputError(fmt::format("--devices {} must be >= 1", options.devices));
+  search_options.budget = static_cast<std::size_t>(budget);
+  search_options.seed = options.seed;
+  search_options.strategy = search::parse_strategy(options.strategy);
+  search_options.batch_size = options.batch;
+  if (!options.log.empty()) search_options.log_path = options.log;
+  search_options.workload_json = workload::workload_to_json(work);
+  search_options.warn = [](const std::string& message) { fmt::print(stderr, "kareus search: warning: {}\n", message); };
+
+  std::vector<std::unique_ptr<device::EmulatedDevice>> emulators;
+  std::vector<device::Device*> devices;
+  for (std::size_t index = 0; index < options.devices; ++index) {
+    emulators.push_back(std::make_unique<device::EmulatedDevice>(gpu, device::EmulatorOptions{!options.no_noise, options.seed}));
+    devices.push_back(emulators.back().get());
+  }
+  const search::SearchResult result = options.exhaustive ? search::run_exhaustive(devices, part, space, search_options)
+                                                         : search::run_search(devices, part, space, search_options);
+  const std::vector<search::Evaluation> exact = search::exact_evaluations(gpu, part, space);
+  // hypervolume_ratio rates what the search evaluated, front_hypervolume_ratio what its
+  // measured fronts report; both over noise-free values (search.h).
+  std::vector<partition::KnobConfig> evaluated;
+  for (const search::Evaluation& point : result.evaluations) evaluated.push_back(point.config);
+  nlohmann::ordered_json ratio;
+  nlohmann::ordered_json front_ratio;
+  for (search::Objective objective : {search::Objective::kEnergy, search::Objective::kEffectiveEnergy}) {
+    std::vector<partition::KnobConfig> front;
+    for (const search::Evaluation& point :
+         objective == search::Objective::kEnergy ? result.energy_front : result.effective_energy_front) {
+      front.push_back(point.config);
+    }
+    const std::string name(search::to_string(objective));
+    ratio[name] = search::hypervolume_ratio(evaluated, exact, space, gpu.static_power_w, objective);
+    front_ratio[name] = search::hypervolume_ratio(front, exact, space, gpu.static_power_w, objective);
+  }
+  if (options.json) {
+    const nlohmann::ordered_json output = {
+        {"schema", "kareus.search/1"},
+        {"workload", nlohmann::ordered_json::parse(search_options.workload_json)},
+        {"gpu", gpu.name},
+        {"partition", part.key},
+        {"strategy", options.exhaustive ? "exhaustive" : options.strategy},
+        {"seed", options.seed},
+        {"space_size", space.size()},
+        {"budget", options.exhaustive ? space.size() : search_options.budget},
+        {"evaluations", result.evaluations.size()},
+        {"from_log", result.from_log},
+        {"batches", result.batches},
+        {"stop_reason", search::to_string(result.stop_reason)},
+        {"static_power_w", gpu.static_power_w},
+        {"frontier", front_json(result.energy_front)},
+        {"effective_energy_frontier", front_json(result.effective_energy_front)},
+        {"hypervolume_ratio", ratio},
+        {"front_hypervolume_ratio", front_ratio}};
+    fmt::print("{}\n", output.dump(2));
+    return;
+  }
+  fmt::print("{} of {} on {}: {} of {} configs measured ({} from the log), stopped: {}\n", part.key, work.model.name,
+             gpu.name, result.evaluations.size(), space.size(), result.from_log, search::to_string(result.stop_reason));
+  fmt::print("hypervolume ratio vs exhaustive (noise-free values), evaluated configs: energy {:.4f}, effective "
+             "energy {:.4f}; measured fronts: {:.4f}, {:.4f}\n",
+             ratio["energy"].get<double>(), ratio["effective_energy"].get<double>(), front_ratio["energy"].get<double>(),
+             front_ratio["effective_energy"].get<double>());
+  fmt::print("(t, E) front:\n{:>10} {:>10} {:>8} {:>5}  {}\n", "time_ms", "energy_j", "freq_mhz", "ctas", "slot");
+  for (const search::Evaluation& point : result.energy_front) {
+    fmt::print("{:>10.3f} {:>10.4f} {:>8} {:>5}  {}\n", point.time_s * 1e3, point.energy_j, point.config.freq_mhz,
+               point.config.ctas, point.config.slot);
+  }
+}
+
+}  // namespace
+
+void add_search_command(CLI::App& app) {
+  auto options = std::make_shared<SearchCommandOptions>();
+  CLI::App* command = app.add_subcommand("search", "search one partition's knob space for its time-energy fronts");
+  command->add_option("--partition", options->partition, "partition key, e.g. fwd_attn (see kareus partitions)")
+      ->required();
+  add_workload_flags(command, options->workload);
+  add_gpu_flags(command, options->gpu);
+  command->add_option("--slots", options->slots, "launch slots: all, or artifact")->capture_default_str();
+  command->add_option("--clocks", options->clocks, "SM clocks: all, artifact or MIN:MAX:STEP")->capture_default_str();
+  command->add_option("--tp-ctas", options->tp_ctas, "CTA counts of TP all-reduces, MIN:MAX[:STEP]")->capture_default_str();
+  command->add_option("--cp-ctas", options->cp_ctas, "CTA counts of CP collectives, MIN:MAX[:STEP]")->capture_default_str();
+  command->add_option("--budget", options->budget, "measurements (default: 10% of the space)")
+      ->each([options](const std::string&) { options->budget_given = true; });
+  command->add_option("--seed", options->seed, "seed of the search and the emulator's noise")->capture_default_str();
+  command->add_option("--strategy", options->strategy, "kareus (GP + EHVI) or artifact (the baseline)")
+      ->capture_default_str();
+  command->add_option("--batch", options->batch, "configs per batch")->capture_default_str();
+  command->add_option("--devices", options->devices, "emulated devices measuring a batch in parallel")
+      ->capture_default_str();
+  command->add_flag("--exhaustive", options->exhaustive, "measure every config (ground truth)");
+  command->add_flag("--no-noise", options->no_noise, "noise-free emulator measurements");
+  command->add_option("--log", options->log, "append-only JSONL evaluation log; an existing one is resumed");
+  command->add_flag("--json", options->json, "print JSON");
+  command->callback([options] { run_search_command(*options); });
+}
+
+}  // namespace kareus::cli
