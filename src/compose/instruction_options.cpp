@@ -107,7 +107,7 @@ InstructionComposition compose_instruction(const device::GpuSpec& gpu, const wor
     for (const auto& [key, count] : counts) {
       std::vector<SumPoint> key_points;
       if (auto found = measurements.find(key); found != measurements.end()) {
-        for (const MeasuredConfig& measured : found->second) {
+        for (const search::Evaluation& measured : found->second) {
           if (measured.config.freq_mhz != clock) continue;
           SumPoint point{count * measured.time_s, count * measured.energy_j, {}};
           point.choices[key] = {measured.config.ctas, measured.config.slot};

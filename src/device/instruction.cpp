@@ -19,7 +19,10 @@ partition::KnobConfig config_for(const GpuSpec& gpu, const partition::Partition&
                                  const CommChoices& choices) {
   if (!partition.collective) return {freq_mhz, 0, ""};
   if (auto found = choices.find(partition.key); found != choices.end() && partition.searchable()) {
-    const partition::KnobConfig config{freq_mhz, found->second.ctas, found->second.slot};
+    partition::KnobConfig config{freq_mhz, found->second.ctas, found->second.slot};
+    // The first and last layers' instances may lack the representative's leading memory-bound
+    // run (no next layer's norm in the last layer's backward); its slot began the partition.
+    if (!partition.find_slot(config.slot)) config.slot = partition.slots.front().name;
     validate_config(gpu, partition, config);
     return config;
   }

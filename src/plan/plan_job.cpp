@@ -14,6 +14,7 @@
 #include "kareus/pipeline/phillips_dessouky.h"
 #include "kareus/plan/frontier.h"
 #include "kareus/plan/plan_simulator.h"
+#include "kareus/search/search.h"
 
 namespace kareus::plan {
 namespace {
@@ -66,21 +67,55 @@ MethodOptions clock_options(const device::GpuSpec& gpu, const workload::Workload
   return method;
 }
 
+/// Adds measurements so that every clock has at least one config of the key: the CTA count
+/// and slot of the two fastest points of the found effective-energy front, at each missing
+/// clock (the composition is per clock; a search budget leaves some clocks unmeasured).
+std::size_t fill_missing_clocks(device::Device& device, const partition::Partition& representative,
+                                const std::vector<int>& clocks, double static_power_w,
+                                std::vector<search::Evaluation>& evaluations) {
+  const std::vector<search::Evaluation> front =
+      search::pareto_front(evaluations, static_power_w, search::Objective::kEffectiveEnergy);
+  std::size_t added = 0;
+  for (int clock : clocks) {
+    const bool measured = std::any_of(evaluations.begin(), evaluations.end(),
+                                      [clock](const search::Evaluation& one) { return one.config.freq_mhz == clock; });
+    if (measured) continue;
+    for (std::size_t index = 0; index < std::min<std::size_t>(front.size(), 2); ++index) {
+      const partition::KnobConfig config{clock, front[index].config.ctas, front[index].config.slot};
+      const device::Measurement measurement = device.measure(representative, config);
+      evaluations.push_back({config, measurement.time_s, measurement.energy_j});
+      ++added;
+    }
+  }
+  return added;
+}
+
 compose::PartitionMeasurements measure_partitions(const device::GpuSpec& gpu, const workload::Workload& workload,
-                                                  const PlanJobOptions& options) {
+                                                  const PlanJobOptions& options, std::vector<KeySearch>& searches) {
+  device::EmulatedDevice device(gpu, {options.noise, options.seed, 5});
   compose::PartitionMeasurements measurements;
   for (const std::string& key : partition::searchable_keys(workload)) {
-    if (options.progress) options.progress(fmt::format("measuring partition {}", key));
-    if (options.measure) {
-      measurements[key] = options.measure(key);
-      continue;
-    }
     const partition::Partition representative = partition::representative_partition(workload, key);
     const partition::SearchSpace space = partition::make_search_space(representative, options.clocks_mhz, options.space);
-    for (std::size_t index = 0; index < space.size(); ++index) {
-      const device::PartitionRun run = device::run_partition(gpu, representative, space.at(index));
-      measurements[key].push_back({space.at(index), run.time_s, run.energy_j});
+    search::SearchOptions search_options;
+    search_options.seed = options.seed;
+    search_options.budget = std::clamp<std::size_t>(
+        static_cast<std::size_t>(std::ceil(options.search_budget_fraction * static_cast<double>(space.size()))), 1,
+        space.size());
+    search_options.workload_json = workload::workload_to_json(workload);
+    const bool exhaustive = options.search_budget_fraction <= 0 || search_options.budget >= space.size();
+    if (options.progress) {
+      options.progress(exhaustive ? fmt::format("measuring all {} configs of partition {}", space.size(), key)
+                                  : fmt::format("searching partition {}: {} of {} configs", key, search_options.budget,
+                                                space.size()));
     }
+    search::SearchResult found = exhaustive ? search::run_exhaustive(device, representative, space, search_options)
+                                            : search::run_search(device, representative, space, search_options);
+    KeySearch record{key, space.size(), found.evaluations.size(), 0};
+    record.clock_fill =
+        fill_missing_clocks(device, representative, options.clocks_mhz, gpu.static_power_w, found.evaluations);
+    searches.push_back(record);
+    measurements[key] = std::move(found.evaluations);
   }
   return measurements;
 }
@@ -327,7 +362,7 @@ PlanJobResult run_plan_job(const device::GpuSpec& gpu, const workload::Workload&
     }
     MethodOptions method;
     if (name == "kareus") {
-      result.measurements = measure_partitions(gpu, workload, options);
+      result.measurements = measure_partitions(gpu, workload, options, result.searches);
       progress("kareus: composing per-instruction options");
       method = composed_options(gpu, workload, result.measurements, options);
     } else {
@@ -380,11 +415,19 @@ void write_plan_job(const std::filesystem::path& dir, const workload::Workload& 
                         {"iso_time_energy_reduction_pct", optional_number(metrics.iso_time_energy_reduction_pct)},
                         {"iso_energy_time_reduction_pct", optional_number(metrics.iso_energy_time_reduction_pct)}};
   }
+  nlohmann::ordered_json searches = nlohmann::ordered_json::array();
+  for (const KeySearch& search : result.searches) {
+    searches.push_back({{"partition", search.key},
+                        {"space_size", search.space_size},
+                        {"evaluations", search.evaluations},
+                        {"clock_fill_evaluations", search.clock_fill}});
+  }
   nlohmann::ordered_json summary;
   summary["schema"] = kSummarySchema;
   summary["workload"] = nlohmann::ordered_json::parse(workload::workload_to_json(workload));
   summary["methods"] = std::move(methods);
   summary["comparison"] = std::move(comparison);
+  summary["partition_searches"] = std::move(searches);
   write_file_atomic(summary_path, summary.dump(2) + "\n");
 }
 

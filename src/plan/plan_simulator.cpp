@@ -32,6 +32,8 @@ void check_plan_fits(const Plan& plan, const workload::Workload& workload, const
           throw InputError(fmt::format("{}: stage {}: partition key {} is not a key of this workload ({})", origin,
                                        stage.stage, key, fmt::join(keys, ", ")));
         }
+        device::validate_config(gpu, partition::representative_partition(workload, key),
+                                {instruction.freq_mhz, config.ctas, config.slot});
       }
     }
   }

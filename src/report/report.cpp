@@ -94,21 +94,15 @@ std::string timeline_plot(const device::GpuSpec& gpu, const workload::Workload& 
 std::string partition_plots(const device::GpuSpec& gpu, const plan::PlanJobResult& result) {
   std::string html;
   for (const auto& [key, measured] : result.measurements) {
-    // Every config as a dot (thinned to ~600), and the (time, effective energy) front.
+    // Every measured config as a dot (thinned to ~600), and the (time, energy) front.
     Series all{"configs", "#bbbbbb", {}, false, true};
     const std::size_t stride = std::max<std::size_t>(1, measured.size() / 600);
     for (std::size_t index = 0; index < measured.size(); index += stride) {
       all.points.emplace_back(measured[index].time_s * 1e3, measured[index].energy_j);
     }
-    std::vector<compose::MeasuredConfig> sorted = measured;
-    std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.time_s < b.time_s; });
     Series front{"Pareto front (t, E)", "#2ca02c", {}, true, true};
-    double best = INFINITY;
-    for (const compose::MeasuredConfig& point : sorted) {
-      if (point.energy_j < best) {
-        best = point.energy_j;
-        front.points.emplace_back(point.time_s * 1e3, point.energy_j);
-      }
+    for (const search::Evaluation& point : search::pareto_front(measured, gpu.static_power_w, search::Objective::kEnergy)) {
+      front.points.emplace_back(point.time_s * 1e3, point.energy_j);
     }
     html += line_chart({all, front}, {fmt::format("{} ({} configs, static power {} W)", key, measured.size(),
                                                   gpu.static_power_w),

@@ -91,7 +91,7 @@ TEST(ComposeInstruction, ExactParetoSumMatchesBruteForceOverAllChoices) {
   const double base_time = any.time_s - [&] {
     double sum = 0;
     for (const auto& [key, choice] : any.choices) {
-      for (const MeasuredConfig& measured : measurements.at(key)) {
+      for (const search::Evaluation& measured : measurements.at(key)) {
         if (measured.config.ctas == choice.ctas && measured.config.slot == choice.slot) sum += counts.at(key) * measured.time_s;
       }
     }
@@ -101,15 +101,15 @@ TEST(ComposeInstruction, ExactParetoSumMatchesBruteForceOverAllChoices) {
   const double base_energy = any.energy_j - [&] {
     double sum = 0;
     for (const auto& [key, choice] : any.choices) {
-      for (const MeasuredConfig& measured : measurements.at(key)) {
+      for (const search::Evaluation& measured : measurements.at(key)) {
         if (measured.config.ctas == choice.ctas && measured.config.slot == choice.slot) sum += counts.at(key) * measured.energy_j;
       }
     }
     return sum;
   }();
   const double static_w = gpu.static_power_w;
-  for (const MeasuredConfig& attn : measurements.at("fwd_attn")) {
-    for (const MeasuredConfig& mlp : measurements.at("fwd_mlp")) {
+  for (const search::Evaluation& attn : measurements.at("fwd_attn")) {
+    for (const search::Evaluation& mlp : measurements.at("fwd_mlp")) {
       const double time = base_time + counts.at("fwd_attn") * attn.time_s + counts.at("fwd_mlp") * mlp.time_s;
       const double energy = base_energy + counts.at("fwd_attn") * attn.energy_j + counts.at("fwd_mlp") * mlp.energy_j;
       bool dominated = false;
@@ -122,8 +122,8 @@ TEST(ComposeInstruction, ExactParetoSumMatchesBruteForceOverAllChoices) {
   }
   // The fastest composed option is the fastest pair; fronts are strictly improving in E_eff.
   double fastest = INFINITY;
-  for (const MeasuredConfig& attn : measurements.at("fwd_attn")) {
-    for (const MeasuredConfig& mlp : measurements.at("fwd_mlp")) {
+  for (const search::Evaluation& attn : measurements.at("fwd_attn")) {
+    for (const search::Evaluation& mlp : measurements.at("fwd_mlp")) {
       fastest = std::min(fastest, base_time + counts.at("fwd_attn") * attn.time_s + counts.at("fwd_mlp") * mlp.time_s);
     }
   }

@@ -17,6 +17,8 @@ struct PlanOptions {
   SpaceFlags space;
   std::vector<std::string> methods = plan::kMethods;
   std::uint64_t seed = 0;
+  double search_budget = 0.1;
+  bool exhaustive = false;
   double unit_time_s = 0;
   int max_plans = 10;
   std::string out;
@@ -34,6 +36,8 @@ void run_plan(const PlanOptions& options) {
   job.clocks_mhz = options.space.resolve_clocks(gpu);
   job.space = options.space.resolve_space();
   job.unit_time_s = options.unit_time_s;
+  job.seed = options.seed;
+  job.search_budget_fraction = options.exhaustive ? 0 : options.search_budget;
   job.max_plans = options.max_plans;
   job.progress = [](const std::string& line) { fmt::print(stderr, "kareus plan: {}\n", line); };
   const plan::PlanJobResult result = plan::run_plan_job(gpu, workload, job);
@@ -66,6 +70,10 @@ void add_plan_command(CLI::App& app) {
   add_space_flags(command, options->space);
   command->add_option("--methods", options->methods, "methods to run (comma separated)")->delimiter(',');
   command->add_option("--seed", options->seed, "seed of the search and measurement noise");
+  command->add_option("--search-budget", options->search_budget,
+                      "per-partition search budget, a fraction of each space (default 0.1)")
+      ->check(CLI::Range(0.0, 1.0));
+  command->add_flag("--exhaustive", options->exhaustive, "measure every config of every partition instead");
   command->add_option("--unit-time", options->unit_time_s, "solver time unit in seconds (default: 1 ms, coarser for long iterations)")
       ->check(CLI::NonNegativeNumber);
   command->add_option("--max-plans", options->max_plans, "frontier plans written per method")

@@ -17,19 +17,14 @@
 
 #include "kareus/device/instruction.h"
 #include "kareus/partition/search_space.h"
+#include "kareus/search/pareto.h"
 #include "kareus/workload/workload.h"
 
 namespace kareus::compose {
 
-/// One measured (or emulated) run of a partition key's representative at a config.
-struct MeasuredConfig {
-  partition::KnobConfig config;
-  double time_s = 0;
-  double energy_j = 0;
-};
-
-/// Measurements by partition key (any clocks; compose picks those at each clock).
-using PartitionMeasurements = std::map<std::string, std::vector<MeasuredConfig>, std::less<>>;
+/// Measurements of each key's representative partition, by key (any clocks; compose picks
+/// those at each clock): what the search evaluated.
+using PartitionMeasurements = std::map<std::string, std::vector<search::Evaluation>, std::less<>>;
 
 struct ComposedOption {
   int freq_mhz = 0;

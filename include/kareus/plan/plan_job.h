@@ -9,6 +9,7 @@
 // Units: seconds, joules (whole job, one iteration), watts, MHz.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <optional>
@@ -25,10 +26,6 @@ namespace kareus::plan {
 inline constexpr std::string_view kSummarySchema = "kareus.summary/1";
 inline const std::vector<std::string> kMethods = {"megatron", "perseus", "nanobatch_perseus", "kareus"};
 
-/// Per-partition measurements for the kareus method: given a key, its representative and the
-/// clocks, return measured configs. The default measures the whole space on the emulator.
-using MeasurePartitionFn = std::function<std::vector<compose::MeasuredConfig>(const std::string& key)>;
-
 struct PlanJobOptions {
   std::vector<std::string> methods = kMethods;
   std::vector<int> clocks_mhz;  ///< instruction clocks every method may use
@@ -38,7 +35,11 @@ struct PlanJobOptions {
   double unit_time_s = 0;
   int max_plans = 10;  ///< frontier plans per method written and simulated (evenly spread in time)
   compose::ComposeOptions compose;
-  MeasurePartitionFn measure;  ///< empty = exhaustive, noise-free emulator
+  /// Per-partition search budget as a fraction of each key's space (the artifact's spaces are
+  /// searched with 10%); 0 = measure every config (exhaustive).
+  double search_budget_fraction = 0.1;
+  std::uint64_t seed = 0;  ///< search and measurement noise
+  bool noise = true;       ///< emulator measurement noise
   std::function<void(const std::string&)> progress;  ///< one line per step, for stderr
 };
 
@@ -67,8 +68,17 @@ struct Comparison {
   std::optional<double> iso_energy_time_reduction_pct;
 };
 
+/// What the kareus method measured for one partition key.
+struct KeySearch {
+  std::string key;
+  std::size_t space_size = 0;
+  std::size_t evaluations = 0;  ///< chosen by the search
+  std::size_t clock_fill = 0;   ///< extra measurements so every clock has a config to compose
+};
+
 struct PlanJobResult {
   std::vector<MethodResult> methods;
+  std::vector<KeySearch> searches;
   std::vector<std::pair<std::string, Comparison>> comparison;
   compose::PartitionMeasurements measurements;  ///< what the kareus method measured
 };
