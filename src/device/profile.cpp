@@ -84,26 +84,28 @@ std::vector<ProfileJob> plan_kernel_sweep(const workload::Workload& workload, co
   return jobs;
 }
 
+Measurement RecordingDevice::measure(const partition::Partition& partition, const partition::KnobConfig& config) {
+  const Measurement measurement = inner_.measure(partition, config);
+  MeasurementRecord record;
+  record.backend = std::string(inner_.kind());
+  record.gpu = inner_.gpu().name;
+  record.device_name = sink_.device_name;
+  record.workload_json = sink_.workload_json;
+  record.partition = partition;
+  record.config = config;
+  record.time_s = measurement.time_s;
+  record.energy_j = measurement.energy_j;
+  if (sink_.details) record.details = sink_.details();
+  if (!sink_.out.empty()) append_measurement(sink_.out, record);
+  records_.push_back(std::move(record));
+  if (sink_.progress) sink_.progress(records_.back(), records_.size(), expected_);
+  return measurement;
+}
+
 std::vector<MeasurementRecord> run_profile(Device& device, const std::vector<ProfileJob>& jobs, const ProfileSink& sink) {
-  std::vector<MeasurementRecord> records;
-  records.reserve(jobs.size());
-  for (const ProfileJob& job : jobs) {
-    const Measurement measurement = device.measure(job.partition, job.config);
-    MeasurementRecord record;
-    record.backend = std::string(device.kind());
-    record.gpu = device.gpu().name;
-    record.device_name = sink.device_name;
-    record.workload_json = sink.workload_json;
-    record.partition = job.partition;
-    record.config = job.config;
-    record.time_s = measurement.time_s;
-    record.energy_j = measurement.energy_j;
-    if (sink.details) record.details = sink.details();
-    if (!sink.out.empty()) append_measurement(sink.out, record);
-    records.push_back(std::move(record));
-    if (sink.progress) sink.progress(records.back(), records.size(), jobs.size());
-  }
-  return records;
+  RecordingDevice recording(device, sink, jobs.size());
+  for (const ProfileJob& job : jobs) (void)recording.measure(job.partition, job.config);
+  return recording.records();
 }
 
 }  // namespace kareus::device

@@ -11,6 +11,7 @@
 #include "kareus/device/cuda_device.h"
 #include "kareus/device/emulator.h"
 #include "kareus/device/profile.h"
+#include "kareus/search/search.h"
 #include "kareus/workload/op_graph.h"
 #include "workload_flags.h"
 
@@ -27,6 +28,7 @@ struct ProfileOptions {
   std::string clocks = "artifact";
   std::string kernel_ctas = "4:32:4";
   std::size_t budget = 16;
+  std::string strategy = "search";
   std::uint64_t seed = 0;
   std::string out;
   device::CudaDeviceOptions cuda;
@@ -41,13 +43,21 @@ void run_profile_command(const ProfileOptions& options) {
   const device::GpuSpec gpu = options.gpu.resolve();
   const workload::Workload workload = options.workload.resolve();
   const std::vector<int> clocks = device::parse_clock_list(gpu, options.clocks);
+  if (options.strategy != "search" && options.strategy != "random") {
+    throw InputError(fmt::format("--strategy {}: expected search or random", options.strategy));
+  }
   std::vector<device::ProfileJob> jobs;
+  std::vector<std::string> searched_keys;
   if (options.kernels) {
     const std::vector<int> ctas = partition::parse_cta_range(options.kernel_ctas, "--kernel-ctas").values();
     jobs = device::plan_kernel_sweep(workload, clocks, ctas);
   } else if (!options.partitions.empty() || options.all) {
-    jobs = device::plan_partition_sweep(workload, options.all ? std::vector<std::string>{} : options.partitions, clocks,
-                                        options.budget, options.seed);
+    const std::vector<std::string> keys = options.all ? std::vector<std::string>{} : options.partitions;
+    if (options.strategy == "random") {
+      jobs = device::plan_partition_sweep(workload, keys, clocks, options.budget, options.seed);
+    } else {
+      searched_keys = keys.empty() ? partition::searchable_keys(workload) : keys;
+    }
   } else if (!options.clock_switch) {
     throw InputError("say what to measure: --partition KEY, --all, --kernels or --clock-switch");
   }
@@ -87,6 +97,16 @@ void run_profile_command(const ProfileOptions& options) {
     }
   }
   (void)device::run_profile(*measured, jobs, sink);
+  // The search picks each next config from what it measured; every measurement is logged.
+  for (const std::string& key : searched_keys) {
+    const partition::Partition representative = partition::representative_partition(workload, key);
+    const partition::SearchSpace space = partition::make_search_space(representative, clocks, {});
+    search::SearchOptions search_options;
+    search_options.budget = std::min(options.budget, space.size());
+    search_options.seed = options.seed;
+    device::RecordingDevice recording(*measured, sink, search_options.budget);
+    (void)search::run_search(recording, representative, space, search_options);
+  }
 }
 
 }  // namespace
@@ -103,7 +123,9 @@ void add_profile_command(CLI::App& app) {
   command->add_option("--clocks", options->clocks, "all, artifact or MIN:MAX:STEP (MHz)")->capture_default_str();
   command->add_option("--kernel-ctas", options->kernel_ctas, "CTA counts of collectives with --kernels, MIN:MAX:STEP")
       ->capture_default_str();
-  command->add_option("--budget", options->budget, "configs sampled per partition")->capture_default_str()
+  command->add_option("--strategy", options->strategy, "search (GP + EHVI, adaptive) or random configs per partition")
+      ->capture_default_str();
+  command->add_option("--budget", options->budget, "configs measured per partition")->capture_default_str()
       ->check(CLI::PositiveNumber);
   command->add_option("--seed", options->seed, "sampling (and emulator noise) seed")->capture_default_str();
   command->add_option("--out", options->out, "JSONL file to append records to (default: print them)");

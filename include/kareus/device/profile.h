@@ -1,8 +1,8 @@
 // kareus/device/profile.h - what `kareus profile` measures and how a sweep is run on a Device.
 //
 // Two kinds of sweeps over one workload: partitions (the searchable keys of the workload, each
-// over a budget-limited random sample of its knob space; a stand-in for the search module,
-// kept in sample_configs so it can be swapped for the real search), and kernels (every distinct
+// over a budget-limited random sample of its knob space: unbiased, held-out data for
+// calibration; `kareus profile` searches adaptively by default through RecordingDevice), and kernels (every distinct
 // compute op of one layer as a one-op partition, and every distinct collective as a
 // collective-only partition, over clocks and CTA counts: the data `kareus calibrate` fits
 // emulator parameters to). Each measurement becomes a MeasurementRecord appended to a JSONL log.
@@ -27,7 +27,7 @@ struct ProfileJob {
 };
 
 /// Up to `budget` configs of `space`, drawn uniformly without replacement with `seed` and
-/// returned in index order; all of them when budget >= size. The stand-in for the search.
+/// returned in index order; all of them when budget >= size.
 [[nodiscard]] std::vector<partition::KnobConfig> sample_configs(const partition::SearchSpace& space, std::size_t budget,
                                                                 std::uint64_t seed);
 
@@ -63,5 +63,25 @@ struct ProfileSink {
 /// Measures every job on `device` in order, appending each record to `sink.out` as soon as it
 /// is made. Throws what Device::measure throws.
 std::vector<MeasurementRecord> run_profile(Device& device, const std::vector<ProfileJob>& jobs, const ProfileSink& sink);
+
+/// A Device that measures on another and logs every measurement to a sink, so an adaptive
+/// search (search.h) leaves the same JSONL record per measurement as a fixed sweep.
+class RecordingDevice final : public Device {
+ public:
+  /// `expected` is the total passed to sink.progress. `inner` and `sink` must outlive this.
+  RecordingDevice(Device& inner, const ProfileSink& sink, std::size_t expected)
+      : inner_(inner), sink_(sink), expected_(expected) {}
+  [[nodiscard]] const GpuSpec& gpu() const override { return inner_.gpu(); }
+  [[nodiscard]] std::string_view kind() const override { return inner_.kind(); }
+  [[nodiscard]] Measurement measure(const partition::Partition& partition,
+                                    const partition::KnobConfig& config) override;
+  [[nodiscard]] const std::vector<MeasurementRecord>& records() const { return records_; }
+
+ private:
+  Device& inner_;
+  const ProfileSink& sink_;
+  std::size_t expected_;
+  std::vector<MeasurementRecord> records_;
+};
 
 }  // namespace kareus::device
