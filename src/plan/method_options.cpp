@@ -1,0 +1,124 @@
+#include "method_options.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "kareus/common/error.h"
+#include "kareus/device/emulator.h"
+#include "kareus/partition/partition.h"
+#include "kareus/search/search.h"
+
+namespace kareus::plan {
+namespace {
+
+using workload::Direction;
+
+/// Adds measurements so that every clock has at least one config of the key: the CTA count
+/// and slot of the two fastest points of the found effective-energy front, at each missing
+/// clock (the composition is per clock; a search budget leaves some clocks unmeasured).
+std::size_t fill_missing_clocks(device::Device& device, const partition::Partition& representative,
+                                const std::vector<int>& clocks, double static_power_w,
+                                std::vector<search::Evaluation>& evaluations) {
+  const std::vector<search::Evaluation> front =
+      search::pareto_front(evaluations, static_power_w, search::Objective::kEffectiveEnergy);
+  std::size_t added = 0;
+  for (int clock : clocks) {
+    const bool measured = std::any_of(evaluations.begin(), evaluations.end(),
+                                      [clock](const search::Evaluation& one) { return one.config.freq_mhz == clock; });
+    if (measured) continue;
+    for (std::size_t index = 0; index < std::min<std::size_t>(front.size(), 2); ++index) {
+      const partition::KnobConfig config{clock, front[index].config.ctas, front[index].config.slot};
+      const device::Measurement measurement = device.measure(representative, config);
+      evaluations.push_back({config, measurement.time_s, measurement.energy_j});
+      ++added;
+    }
+  }
+  return added;
+}
+
+}  // namespace
+
+MethodOptions clock_options(const device::GpuSpec& gpu, const workload::Workload& workload,
+                            const std::vector<int>& clocks, device::OverlapMode overlap) {
+  MethodOptions method;
+  method.overlap = overlap;
+  for (int stage = 0; stage < workload.parallel.pp; ++stage) {
+    pipeline::StageOptions options;
+    StageKnobs knobs;
+    for (int clock : clocks) {
+      for (Direction direction : {Direction::kForward, Direction::kBackward}) {
+        const device::InstructionRun run = device::run_instruction(gpu, workload, stage, direction, clock, overlap);
+        auto& list = direction == Direction::kForward ? options.forward : options.backward;
+        auto& knob_list = direction == Direction::kForward ? knobs.forward : knobs.backward;
+        list.push_back(pipeline::make_execution_option(run.time_s, run.energy_j, static_cast<int>(knob_list.size()),
+                                                       gpu.static_power_w));
+        knob_list.push_back({clock, {}});
+      }
+    }
+    method.stages.push_back(std::move(options));
+    method.knobs.push_back(std::move(knobs));
+  }
+  return method;
+}
+
+compose::PartitionMeasurements measure_partitions(const device::GpuSpec& gpu, const workload::Workload& workload,
+                                                  const PlanJobOptions& options, std::vector<KeySearch>& searches) {
+  device::EmulatedDevice device(gpu, {options.noise, options.seed, 5});
+  compose::PartitionMeasurements measurements;
+  for (const std::string& key : partition::searchable_keys(workload)) {
+    const partition::Partition representative = partition::representative_partition(workload, key);
+    const partition::SearchSpace space = partition::make_search_space(representative, options.clocks_mhz, options.space);
+    search::SearchOptions search_options;
+    search_options.seed = options.seed;
+    search_options.budget = std::clamp<std::size_t>(
+        static_cast<std::size_t>(std::ceil(options.search_budget_fraction * static_cast<double>(space.size()))), 1,
+        space.size());
+    search_options.workload_json = workload::workload_to_json(workload);
+    const bool exhaustive = options.search_budget_fraction <= 0 || search_options.budget >= space.size();
+    if (options.progress) {
+      options.progress(exhaustive ? fmt::format("measuring all {} configs of partition {}", space.size(), key)
+                                  : fmt::format("searching partition {}: {} of {} configs", key, search_options.budget,
+                                                space.size()));
+    }
+    search::SearchResult found = exhaustive ? search::run_exhaustive(device, representative, space, search_options)
+                                            : search::run_search(device, representative, space, search_options);
+    KeySearch record{key, space.size(), found.evaluations.size(), 0};
+    record.clock_fill =
+        fill_missing_clocks(device, representative, options.clocks_mhz, gpu.static_power_w, found.evaluations);
+    searches.push_back(record);
+    measurements[key] = std::move(found.evaluations);
+  }
+  return measurements;
+}
+
+MethodOptions composed_options(const device::GpuSpec& gpu, const workload::Workload& workload,
+                               const compose::PartitionMeasurements& measurements, const PlanJobOptions& options) {
+  MethodOptions method;
+  method.overlap = device::OverlapMode::kNanobatch;
+  for (int stage = 0; stage < workload.parallel.pp; ++stage) {
+    pipeline::StageOptions stage_options;
+    StageKnobs knobs;
+    for (Direction direction : {Direction::kForward, Direction::kBackward}) {
+      const compose::InstructionComposition composition = compose::compose_instruction(
+          gpu, workload, stage, direction, measurements, options.clocks_mhz, options.compose);
+      if (composition.options.empty()) {
+        throw Error(fmt::format("stage {}: no clock has measurements for every partition key", stage));
+      }
+      method.pruned_points += composition.pruned_points;
+      auto& list = direction == Direction::kForward ? stage_options.forward : stage_options.backward;
+      auto& knob_list = direction == Direction::kForward ? knobs.forward : knobs.backward;
+      for (const compose::ComposedOption& option : composition.options) {
+        list.push_back(pipeline::make_execution_option(option.time_s, option.energy_j,
+                                                       static_cast<int>(knob_list.size()), gpu.static_power_w));
+        knob_list.push_back({option.freq_mhz, option.choices});
+      }
+    }
+    method.stages.push_back(std::move(stage_options));
+    method.knobs.push_back(std::move(knobs));
+  }
+  return method;
+}
+
+}  // namespace kareus::plan
