@@ -143,6 +143,42 @@ std::vector<int> pareto_frontier(const std::vector<IterationResult>& iterations)
   return frontier;
 }
 
+std::vector<BoundPoint> relaxation_lower_bound(const PipelineDag& cheapest_dag, int gpus) {
+  const int paying = gpus > 0 ? gpus : cheapest_dag.stages;
+  PhillipsDessoukyOptions options;
+  options.reclaim_slack = false;
+  options.gpus = paying;
+  const PhillipsDessoukyResult result = PhillipsDessouky(cheapest_dag, options).run();
+  // Planned points in decreasing quantized makespan (the optional all-fastest extra is a
+  // realization, not a planned point: skip entries whose quant_time does not decrease).
+  std::vector<std::pair<std::int64_t, double>> planned;
+  for (const IterationResult& iteration : result.iterations) {
+    if (planned.empty() || iteration.quant_time < planned.back().first) {
+      planned.emplace_back(iteration.quant_time, iteration.effective_energy_j);
+    }
+  }
+  std::vector<BoundPoint> bound;
+  if (result.stop_reason != StopReason::kMinimumTime) return bound;  // no certificate below the last point
+  // relaxed(q) for a q between two planned points is at least the cost at the slower one.
+  std::size_t slower = 0;
+  for (std::int64_t quant = planned.front().first; quant >= planned.back().first; --quant) {
+    while (slower + 1 < planned.size() && planned[slower + 1].first >= quant) ++slower;
+    const double time_s = static_cast<double>(quant) * cheapest_dag.unit_time_s;
+    bound.push_back({time_s, planned[slower].second + cheapest_dag.static_power_w * time_s * paying});
+  }
+  std::reverse(bound.begin(), bound.end());
+  return bound;
+}
+
+double lower_bound_at(const std::vector<BoundPoint>& bound, double time_s) {
+  double least = kInfinity;
+  for (const BoundPoint& point : bound) {
+    // quantize_time nudges by 1e-9, so a bound point may sit that far past a real time.
+    if (point.time_s <= time_s * (1 + 1e-8)) least = std::min(least, point.energy_j);
+  }
+  return least;
+}
+
 PhillipsDessouky::PhillipsDessouky(const PipelineDag& dag, PhillipsDessoukyOptions options)
     : dag_(dag), options_(std::move(options)) {
   if (options_.gpus < 0) throw InputError(fmt::format("phillips-dessouky: gpus must be >= 0, found {}", options_.gpus));
@@ -210,13 +246,15 @@ PhillipsDessoukyResult PhillipsDessouky::run() const {
   std::vector<int> option_indices(count);
 
   PhillipsDessoukyResult result;
-  auto record = [&](int iteration, std::int64_t quant_time) {
+  // Records the plan of the current durations; `realized` = true keeps option_indices as the
+  // caller set them instead of deriving them from the durations.
+  auto record = [&](int iteration, std::int64_t quant_time, bool realized = false) {
     IterationResult point;
     point.iteration = iteration;
     point.quant_time = quant_time;
     for (int op = 0; op < count; ++op) {
       point.effective_energy_j += spec(op).hull_cost(duration[op]);
-      option_indices[op] = spec(op).option_index_for(duration[op]);
+      if (!realized) option_indices[op] = spec(op).option_index_for(duration[op]);
     }
     point.effective_energy_change_j =
         result.iterations.empty() ? 0.0 : point.effective_energy_j - result.iterations.back().effective_energy_j;
@@ -359,15 +397,42 @@ PhillipsDessoukyResult PhillipsDessouky::run() const {
     }
   }
   if (result.stop_reason == StopReason::kMinimumTime) {
-    // Off-critical operations may still run slower options whose real times exceed their
-    // quantized ones, so the last PD plan need not be the fastest real plan. Add the plan
-    // that runs everything at its fastest option: the true minimum makespan.
-    bool all_fastest = true;
-    for (int op = 0; op < count; ++op) {
-      all_fastest = all_fastest && duration[op] == spec(op).min_quant_time();
-      duration[op] = spec(op).min_quant_time();
+    // Off-critical operations may run options whose real times exceed their quantized ones,
+    // so the last PD plan need not reach the true minimum makespan (every operation at its
+    // fastest option). Repair it: while the real makespan is above that minimum, move every
+    // operation on a real critical path to its fastest option; then reclaim slack. At worst
+    // this ends at all-fastest; usually it touches one path.
+    std::vector<int> fastest(count, 0);
+    const double minimum_s = evaluate(dag, topology, fastest, gpus, real_start).time_s;
+    for (int op = 0; op < count; ++op) option_indices[op] = spec(op).option_index_for(duration[op]);
+    auto real_time = [&](int op) { return spec(op).options()[option_indices[op]].time_s; };
+    std::vector<double> real_finish(count);
+    for (int round = 0; round <= count; ++round) {
+      const double now_s = forward_pass<double>(topology, real_start, real_time);
+      if (now_s <= minimum_s * (1 + 1e-12)) break;
+      const double tolerance = 1e-12 * now_s;
+      bool changed = false;
+      for (auto position = topology.order.rbegin(); position != topology.order.rend(); ++position) {
+        const int op = *position;
+        double latest = now_s;
+        for (int index = topology.succ_first[op]; index < topology.succ_first[op + 1]; ++index) {
+          const int succ = topology.succs[index];
+          latest = std::min(latest, real_finish[succ] - real_time(succ));
+        }
+        real_finish[op] = latest;
+      }
+      for (int op = 0; op < count; ++op) {
+        if (real_start[op] + real_time(op) >= real_finish[op] - tolerance && option_indices[op] != 0) {
+          option_indices[op] = 0;
+          changed = true;
+        }
+      }
+      if (!changed) std::fill(option_indices.begin(), option_indices.end(), 0);
     }
-    if (!all_fastest) record(static_cast<int>(result.iterations.size()), makespan_now());
+    for (int op = 0; op < count; ++op) duration[op] = spec(op).options()[option_indices[op]].quant_time;
+    bool same = true;
+    for (int op = 0; op < count; ++op) same = same && option_indices[op] == result.iterations.back().option_indices[op];
+    if (!same) record(static_cast<int>(result.iterations.size()), makespan_now(), true);
   }
   result.frontier = pareto_frontier(result.iterations);
   return result;

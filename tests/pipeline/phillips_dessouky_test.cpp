@@ -247,6 +247,16 @@ Instance random_instance(std::mt19937& random, int stages, int microbatches, int
   return instance;
 }
 
+PipelineDag dag_of(const Instance& instance, double unit_time_s, QuantumRule rule) {
+  OneFOneBConfig config;
+  config.microbatches = instance.microbatches;
+  config.unit_time_s = unit_time_s;
+  config.static_power_w = instance.static_power_w;
+  config.stages = instance.options;
+  config.quantum_rule = rule;
+  return build_one_f_one_b_dag(config);
+}
+
 std::vector<Point> solve(const Instance& instance, double unit_time_s) {
   OneFOneBConfig config;
   config.microbatches = instance.microbatches;
@@ -309,6 +319,31 @@ TEST(PhillipsDessouky, NonConvexInstancesStayCloseToBruteForce) {
   std::printf("non-convex: max relative gap %.4f, max uncovered gap %.4f\n", worst, worst_uncovered);
   EXPECT_LE(worst, 0.02);
   EXPECT_LE(worst_uncovered, 0.06);
+}
+
+TEST(RelaxationLowerBound, NeverAboveBruteForceAndTightOnConvex) {
+  std::mt19937 random(23);
+  const std::vector<Shape> shapes = {{1, 2, 3}, {2, 2, 3}, {2, 3, 2}, {3, 2, 2}, {4, 1, 3}};
+  for (const Shape& shape : shapes) {
+    for (int trial = 0; trial < 6; ++trial) {
+      const bool convex = trial < 2;
+      SCOPED_TRACE(testing::Message() << shape.stages << "x" << shape.microbatches << " trial " << trial);
+      const Instance instance = random_instance(random, shape.stages, shape.microbatches, shape.options, convex, 2.0);
+      const double unit_time_s = convex ? 1.0 : 0.05;
+      const std::vector<Point> truth = brute_force(instance);
+      const std::vector<BoundPoint> bound = relaxation_lower_bound(dag_of(instance, unit_time_s, QuantumRule::kCheapest));
+      ASSERT_FALSE(bound.empty());
+      for (const Point& point : truth) {
+        const double least = lower_bound_at(bound, point.time_s);
+        EXPECT_LE(least, point.energy_j + 1e-9) << "at " << point.time_s << " s";
+        if (convex) {
+          EXPECT_NEAR(least, point.energy_j, 1e-9) << "at " << point.time_s << " s";
+        }
+      }
+      // Nothing finishes before the all-fastest plan; the bound starts there too.
+      EXPECT_LE(bound.front().time_s, truth.front().time_s + 1e-9);
+    }
+  }
 }
 
 }  // namespace
