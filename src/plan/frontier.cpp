@@ -61,7 +61,9 @@ std::string frontier_to_json(const SolveSummary& summary, double unit_time_s, do
   document["schema"] = kFrontierSchema;
   nlohmann::ordered_json points = nlohmann::ordered_json::array();
   for (const FrontierPoint& point : summary.points) {
-    points.push_back({{"time_s", point.time_s}, {"energy_j", point.energy_j}, {"plan", point.plan}});
+    nlohmann::ordered_json entry = {{"time_s", point.time_s}, {"energy_j", point.energy_j}, {"plan", point.plan}};
+    if (summary.bound) entry["lower_bound_energy_j"] = point.lower_bound_energy_j;
+    points.push_back(std::move(entry));
   }
   document["points"] = std::move(points);
   document["stop_reason"] = pipeline::to_string(summary.stop_reason);
@@ -133,7 +135,14 @@ SolveSummary solve_perseus_profile(const SolveRequest& request) {
   workload["static_power_w"] = request.static_power_w;
   const std::string workload_json = workload.dump();
 
+  std::vector<pipeline::BoundPoint> bound;
+  if (request.bound) {
+    config.quantum_rule = pipeline::QuantumRule::kCheapest;
+    bound = pipeline::relaxation_lower_bound(pipeline::build_one_f_one_b_dag(config));
+  }
+
   SolveSummary summary;
+  summary.bound = request.bound;
   summary.stop_reason = result.stop_reason;
   summary.iterations = static_cast<int>(result.iterations.size());
   summary.solver_s = solver_s;
@@ -142,7 +151,8 @@ SolveSummary solve_perseus_profile(const SolveRequest& request) {
     const pipeline::IterationResult& iteration = result.iterations[index];
     const std::string relative = fmt::format("plans/plan_{:04d}.json", number++);
     write_plan(request.out / relative, plan_from_iteration(dag, iteration, workload_json));
-    summary.points.push_back({iteration.time_s, iteration.energy_j, relative});
+    summary.points.push_back({iteration.time_s, iteration.energy_j, relative,
+                              request.bound ? pipeline::lower_bound_at(bound, iteration.time_s) : 0.0});
   }
   write_file_atomic(frontier_path, frontier_to_json(summary, request.unit_time_s, request.static_power_w));
   return summary;

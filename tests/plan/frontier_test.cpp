@@ -54,6 +54,26 @@ TEST(SolvePerseusProfile, WritesSortedFrontierWithValidPlans) {
   EXPECT_FALSE(std::filesystem::exists(request.out / "frontier.json.tmp"));
 }
 
+TEST(SolvePerseusProfile, BoundIsBelowEveryPointAndTightAtTheFastest) {
+  SolveRequest request;
+  request.profile = std::string(KAREUS_TEST_DATA_DIR) + "/plan/perseus_csv/valid.csv";
+  request.stages = 2;
+  request.microbatches = 4;
+  request.static_power_w = 30;
+  request.bound = true;
+  request.out = fresh_dir("bound");
+  const SolveSummary summary = solve_perseus_profile(request);
+  for (const FrontierPoint& point : summary.points) {
+    EXPECT_GT(point.lower_bound_energy_j, 0);
+    EXPECT_LE(point.lower_bound_energy_j, point.energy_j + 1e-9);
+  }
+  // At 0.162 s the relaxation can do no better than the brute-force optimum of 73.76 J
+  // (frontier above); the bound must not exceed it.
+  EXPECT_LE(summary.points.front().lower_bound_energy_j, 73.76 + 1e-9);
+  const nlohmann::json frontier = read_json_file(request.out / "frontier.json");
+  EXPECT_TRUE(frontier["points"][0].contains("lower_bound_energy_j"));
+}
+
 TEST(SolvePerseusProfile, MaxPointsKeepsEnds) {
   SolveRequest request;
   request.profile = std::string(KAREUS_TEST_DATA_DIR) + "/plan/perseus_csv/valid.csv";

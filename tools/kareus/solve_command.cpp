@@ -1,4 +1,5 @@
 // kareus solve: the time-energy frontier of a pipeline from a Perseus profile CSV.
+#include <algorithm>
 #include <memory>
 
 #include <CLI/CLI.hpp>
@@ -17,6 +18,7 @@ struct SolveOptions {
   double unit_time_s = 0.001;
   double static_power_w = 0;
   int max_points = 0;
+  bool bound = false;
   std::string out;
 };
 
@@ -28,6 +30,7 @@ void run_solve(const SolveOptions& options) {
   request.unit_time_s = options.unit_time_s;
   request.static_power_w = options.static_power_w;
   request.max_points = options.max_points;
+  request.bound = options.bound;
   request.out = options.out;
   const plan::SolveSummary summary = plan::solve_perseus_profile(request);
   fmt::print("{} iterations ({}) in {:.3f} s, {} frontier points\n", summary.iterations,
@@ -35,6 +38,13 @@ void run_solve(const SolveOptions& options) {
   if (!summary.points.empty()) {
     fmt::print("fastest:      {:.6f} s  {:.3f} J\n", summary.points.front().time_s, summary.points.front().energy_j);
     fmt::print("least energy: {:.6f} s  {:.3f} J\n", summary.points.back().time_s, summary.points.back().energy_j);
+  }
+  if (summary.bound && !summary.points.empty()) {
+    double max_gap = 0;
+    for (const plan::FrontierPoint& point : summary.points) {
+      max_gap = std::max(max_gap, point.energy_j / point.lower_bound_energy_j - 1);
+    }
+    fmt::print("every point is within {:.3f}% of the lower bound at its time\n", 100 * max_gap);
   }
   fmt::print("wrote {}/frontier.json\n", options.out);
 }
@@ -54,6 +64,8 @@ void add_solve_command(CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   command->add_option("--max-points", options->max_points, "write at most N frontier points, evenly spread (default: all)")
       ->check(CLI::NonNegativeNumber);
+  command->add_flag("--bound", options->bound,
+                    "also solve the convex relaxation and give each point a certified lower_bound_energy_j");
   command->add_option("--out", options->out, "output folder for frontier.json and plans/")->required();
   command->callback([options] { run_solve(*options); });
 }
