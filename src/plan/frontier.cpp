@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <ctime>
 #include <system_error>
 
 #include <fmt/format.h>
@@ -110,7 +111,9 @@ SolveSummary solve_perseus_profile(const SolveRequest& request) {
   pipeline::PhillipsDessoukyOptions options;
   options.progress = request.progress;
   const auto started = std::chrono::steady_clock::now();
+  const std::clock_t cpu_started = std::clock();
   const pipeline::PhillipsDessoukyResult result = pipeline::PhillipsDessouky(dag, options).run();
+  const double solver_cpu_s = static_cast<double>(std::clock() - cpu_started) / CLOCKS_PER_SEC;
   const double solver_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
 
   const std::filesystem::path frontier_path = request.out / "frontier.json";
@@ -146,6 +149,7 @@ SolveSummary solve_perseus_profile(const SolveRequest& request) {
   summary.stop_reason = result.stop_reason;
   summary.iterations = static_cast<int>(result.iterations.size());
   summary.solver_s = solver_s;
+  summary.solver_cpu_s = solver_cpu_s;
   int number = 0;
   for (const int index : sample(result.frontier, request.max_points)) {
     const pipeline::IterationResult& iteration = result.iterations[index];

@@ -33,8 +33,8 @@ void run_solve(const SolveOptions& options) {
   request.bound = options.bound;
   request.out = options.out;
   const plan::SolveSummary summary = plan::solve_perseus_profile(request);
-  fmt::print("{} iterations ({}) in {:.3f} s, {} frontier points\n", summary.iterations,
-             pipeline::to_string(summary.stop_reason), summary.solver_s, summary.points.size());
+  fmt::print("{} iterations ({}) in {:.3f} s ({:.3f} s cpu), {} frontier points\n", summary.iterations,
+             pipeline::to_string(summary.stop_reason), summary.solver_s, summary.solver_cpu_s, summary.points.size());
   if (!summary.points.empty()) {
     fmt::print("fastest:      {:.6f} s  {:.3f} J\n", summary.points.front().time_s, summary.points.front().energy_j);
     fmt::print("least energy: {:.6f} s  {:.3f} J\n", summary.points.back().time_s, summary.points.back().energy_j);

@@ -53,7 +53,8 @@ struct SolveSummary {
   std::vector<FrontierPoint> points;
   pipeline::StopReason stop_reason = pipeline::StopReason::kMinimumTime;
   int iterations = 0;
-  double solver_s = 0;  ///< wall time of PhillipsDessouky::run alone
+  double solver_s = 0;      ///< wall time of PhillipsDessouky::run alone
+  double solver_cpu_s = 0;  ///< its CPU time (robust when the machine is shared)
   bool bound = false;   ///< points carry lower_bound_energy_j
 };
 
