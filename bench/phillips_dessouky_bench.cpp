@@ -56,6 +56,7 @@ void solve(benchmark::State& state, const std::string& file, int stages, int mic
   }
   state.counters["max_gap_to_bound_pct"] = 100 * max_gap;
   state.counters["mean_gap_to_bound_pct"] = 100 * sum_gap / static_cast<double>(result.frontier.size());
+  state.counters["reverted_iterations"] = result.reverted_iterations;
   state.counters["operations"] = static_cast<double>(dag.operations.size());
   state.counters["pd_iterations"] = static_cast<double>(iterations);
   state.counters["frontier_points"] = static_cast<double>(frontier);

@@ -11,7 +11,9 @@
 // option that fits its planned duration (then, by default, any real slack left is reclaimed by
 // slower, cheaper options); makespan from real times; energy = sum of effective
 // energies + static_power_w x makespan x GPUs (lowtime's convention; = the real energies plus
-// static power while a GPU idles). One iteration costs two O(V+E) passes and one max flow.
+// static power while a GPU idles). One iteration: a few O(V+E) passes and one max flow
+// (Dinic, src/pipeline/max_flow.h) on the critical sub-DAG; one iteration per unit_time_s of
+// makespan between the all-slowest and all-fastest plans.
 #pragma once
 
 #include <cstdint>
@@ -65,8 +67,9 @@ struct PhillipsDessoukyResult {
 
 class PhillipsDessouky {
  public:
-  /// Precondition: `dag` is acyclic (build_one_f_one_b_dag's are). Throws InputError if
-  /// options.gpus < 0 or options.max_iterations < 0.
+  /// Precondition: `dag` is acyclic (build_one_f_one_b_dag's are) and outlives this object.
+  /// Throws InputError if options.gpus < 0 or options.max_iterations < 0; run() throws Error
+  /// if the DAG has a cycle.
   PhillipsDessouky(const PipelineDag& dag, PhillipsDessoukyOptions options);
   [[nodiscard]] PhillipsDessoukyResult run() const;
 
