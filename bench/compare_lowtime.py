@@ -147,6 +147,8 @@ def main():
         kareus_s = time.perf_counter() - started
         with open(f"{out}/frontier.json") as file:
             document = json.load(file)
+        with open(f"{out}/solve.json") as file:
+            report = json.load(file)
     kareus = [(p["time_s"], p["energy_j"]) for p in document["points"]]
     match = re.search(r"in ([0-9.]+) s \(([0-9.]+) s cpu\)", output)
     kareus_solver_s, kareus_cpu_s = float(match.group(1)), float(match.group(2))
@@ -173,7 +175,7 @@ def main():
                 worst_kareus = max(worst_kareus, (k - l) / l)
     print(f"profile {profile}: {stages} stages x {microbatches} microbatches, unit {unit_time_s} s, static {static_power_w} W")
     print(f"kareus solve : {kareus_solver_s:8.3f} s solver wall, {kareus_cpu_s:.3f} s cpu ({kareus_s:.3f} s whole process incl. CSV, fsync'd "
-          f"writes of {len(kareus)} plans), {document['iterations']} PD iterations, {len(kareus)} frontier points")
+          f"writes of {len(kareus)} plans), {report['iterations']} PD iterations, {len(kareus)} frontier points")
     print(f"lowtime 0.3.0: {lowtime_s:8.3f} s solver wall, {lowtime_cpu_s:.3f} s cpu (+{lowtime_fit_s:.3f} s exponential fits; plan re-evaluation "
           f"excluded), {len(lowtime_points)} iterations, {len(lowtime)} frontier points")
     print(f"speed ratio  : {lowtime_cpu_s / max(kareus_cpu_s, 1e-3):8.1f}x solver cpu vs cpu, {lowtime_s / kareus_solver_s:.1f}x wall, "

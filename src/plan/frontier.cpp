@@ -57,20 +57,32 @@ Plan plan_from_iteration(const pipeline::PipelineDag& dag, const pipeline::Itera
   return plan;
 }
 
-std::string frontier_to_json(const SolveSummary& summary, double unit_time_s, double static_power_w) {
+std::string frontier_to_json(const SolveSummary& summary) {
   nlohmann::ordered_json document;
   document["schema"] = kFrontierSchema;
   nlohmann::ordered_json points = nlohmann::ordered_json::array();
   for (const FrontierPoint& point : summary.points) {
-    nlohmann::ordered_json entry = {{"time_s", point.time_s}, {"energy_j", point.energy_j}, {"plan", point.plan}};
-    if (summary.bound) entry["lower_bound_energy_j"] = point.lower_bound_energy_j;
-    points.push_back(std::move(entry));
+    points.push_back({{"time_s", point.time_s}, {"energy_j", point.energy_j}, {"plan", point.plan}});
   }
   document["points"] = std::move(points);
+  return document.dump(2) + "\n";
+}
+
+std::string solve_report_to_json(const SolveSummary& summary, double unit_time_s, double static_power_w) {
+  nlohmann::ordered_json document;
+  document["schema"] = kSolveSchema;
   document["stop_reason"] = pipeline::to_string(summary.stop_reason);
   document["iterations"] = summary.iterations;
   document["unit_time_s"] = unit_time_s;
   document["static_power_w"] = static_power_w;
+  document["solver_s"] = summary.solver_s;
+  nlohmann::ordered_json points = nlohmann::ordered_json::array();
+  for (const FrontierPoint& point : summary.points) {
+    nlohmann::ordered_json entry = {{"time_s", point.time_s}, {"energy_j", point.energy_j}};
+    if (summary.bound) entry["lower_bound_energy_j"] = point.lower_bound_energy_j;
+    points.push_back(std::move(entry));
+  }
+  document["points"] = std::move(points);
   return document.dump(2) + "\n";
 }
 
@@ -158,7 +170,8 @@ SolveSummary solve_perseus_profile(const SolveRequest& request) {
     summary.points.push_back({iteration.time_s, iteration.energy_j, relative,
                               request.bound ? pipeline::lower_bound_at(bound, iteration.time_s) : 0.0});
   }
-  write_file_atomic(frontier_path, frontier_to_json(summary, request.unit_time_s, request.static_power_w));
+  write_file_atomic(request.out / "solve.json", solve_report_to_json(summary, request.unit_time_s, request.static_power_w));
+  write_file_atomic(frontier_path, frontier_to_json(summary));
   return summary;
 }
 

@@ -28,6 +28,9 @@ TEST(SolvePerseusProfile, WritesSortedFrontierWithValidPlans) {
   const SolveSummary summary = solve_perseus_profile(request);
   const nlohmann::json frontier = read_json_file(request.out / "frontier.json");
   EXPECT_EQ(frontier["schema"], "kareus.frontier/1");
+  // Exactly DESIGN.md's keys: the runtime's frontier reader rejects any other.
+  EXPECT_EQ(frontier.size(), 2U);
+  for (const auto& point : frontier["points"]) EXPECT_EQ(point.size(), 3U);
   ASSERT_EQ(frontier["points"].size(), summary.points.size());
   ASSERT_GE(summary.points.size(), 2U);
   // Fastest plan: stage 0's critical F0 and B3 at 1410 MHz; slack reclaimed elsewhere.
@@ -70,8 +73,10 @@ TEST(SolvePerseusProfile, BoundIsBelowEveryPointAndTightAtTheFastest) {
   // At 0.162 s the relaxation can do no better than the brute-force optimum of 73.76 J
   // (frontier above); the bound must not exceed it.
   EXPECT_LE(summary.points.front().lower_bound_energy_j, 73.76 + 1e-9);
-  const nlohmann::json frontier = read_json_file(request.out / "frontier.json");
-  EXPECT_TRUE(frontier["points"][0].contains("lower_bound_energy_j"));
+  const nlohmann::json report = read_json_file(request.out / "solve.json");
+  EXPECT_EQ(report["schema"], "kareus.solve/1");
+  EXPECT_EQ(report["points"].size(), summary.points.size());
+  EXPECT_DOUBLE_EQ(report["points"][0]["lower_bound_energy_j"].get<double>(), summary.points.front().lower_bound_energy_j);
 }
 
 TEST(SolvePerseusProfile, MaxPointsKeepsEnds) {

@@ -65,7 +65,7 @@ void add_solve_command(CLI::App& app) {
   command->add_option("--max-points", options->max_points, "write at most N frontier points, evenly spread (default: all)")
       ->check(CLI::NonNegativeNumber);
   command->add_flag("--bound", options->bound,
-                    "also solve the convex relaxation and give each point a certified lower_bound_energy_j");
+                    "also solve the convex relaxation: a certified lower bound per point, in OUT/solve.json");
   command->add_option("--out", options->out, "output folder for frontier.json and plans/")->required();
   command->callback([options] { run_solve(*options); });
 }

@@ -23,6 +23,7 @@
 namespace kareus::plan {
 
 inline constexpr std::string_view kFrontierSchema = "kareus.frontier/1";
+inline constexpr std::string_view kSolveSchema = "kareus.solve/1";
 
 struct FrontierPoint {
   double time_s = 0;
@@ -58,14 +59,17 @@ struct SolveSummary {
   bool bound = false;   ///< points carry lower_bound_energy_j
 };
 
-/// Reads the profile, builds the 1F1B DAG, runs PhillipsDessouky and writes OUT/frontier.json
-/// and OUT/plans/plan_NNNN.json. A stale OUT/frontier.json is removed first, so a failed run
+/// Reads the profile, builds the 1F1B DAG, runs PhillipsDessouky and writes OUT/frontier.json,
+/// OUT/solve.json and OUT/plans/plan_NNNN.json. A stale OUT/frontier.json is removed first, so a failed run
 /// never leaves a frontier that looks complete. Throws InputError naming the flag or file:line
 /// for bad input (including an unwritable --out and a --unit-time so small that the solve
 /// would take more than 50 million operation-iterations), Error when writing fails.
 SolveSummary solve_perseus_profile(const SolveRequest& request);
 
-/// The frontier file's JSON text.
-[[nodiscard]] std::string frontier_to_json(const SolveSummary& summary, double unit_time_s, double static_power_w);
+/// The frontier file's JSON text (schema and points only).
+[[nodiscard]] std::string frontier_to_json(const SolveSummary& summary);
+
+/// solve.json's text: the solve's statistics and, with bounds, each point's lower bound.
+[[nodiscard]] std::string solve_report_to_json(const SolveSummary& summary, double unit_time_s, double static_power_w);
 
 }  // namespace kareus::plan
