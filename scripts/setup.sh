@@ -2,9 +2,10 @@
 # Installs what kareus needs to build and test from Debian's packages. Idempotent.
 set -euo pipefail
 packages=(
-  cmake ninja-build g++ python3 python3-venv
+  cmake ninja-build g++ python3 python3-venv python3-dev
   nlohmann-json3-dev libcli11-dev libfmt-dev libeigen3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  pybind11-dev clang libclang-rt-14-dev
 )
 missing=()
 for package in "${packages[@]}"; do
@@ -16,4 +17,8 @@ if ((${#missing[@]})); then
   [[ $(id -u) -ne 0 ]] && sudo_cmd=(sudo)
   "${sudo_cmd[@]}" apt-get update -qq
   "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+# The Python module's tests run under the python3 on PATH (ctest calls it); pytest from PyPI.
+if ! python3 -c "import pytest" 2>/dev/null; then
+  python3 -m pip install --quiet pytest
 fi

@@ -14,5 +14,7 @@ void add_solve_command(CLI::App& app);
 void add_models_command(CLI::App& app);
 void add_gpus_command(CLI::App& app);
 void add_partitions_command(CLI::App& app);
+void add_simulate_command(CLI::App& app);
+void add_plan_command(CLI::App& app);
 
 }  // namespace kareus::cli

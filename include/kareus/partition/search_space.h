@@ -1,0 +1,76 @@
+// kareus/partition/search_space.h - the knobs of one partition and their discrete space.
+//
+// A KnobConfig is what the search chooses per partition key: the GPU SM clock, the CTA
+// count of the overlapped collective, and its launch slot (REFERENCE.md section 3). The
+// space is clocks x CTA counts x slots, enumerated clock-major so an index is stable.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "kareus/partition/partition.h"
+
+namespace kareus::partition {
+
+struct KnobConfig {
+  int freq_mhz = 0;
+  int ctas = 0;      ///< CTAs of the collective; 0 when the partition has none
+  std::string slot;  ///< launch slot name; empty when the partition has no collective
+
+  friend bool operator==(const KnobConfig&, const KnobConfig&) = default;
+};
+
+/// An inclusive range of CTA counts.
+struct CtaRange {
+  int min = 1;
+  int max = 1;
+  int step = 1;
+  [[nodiscard]] std::vector<int> values() const;
+};
+
+/// "MIN:MAX:STEP" or "MIN:MAX" (step 1). Throws InputError naming `flag`.
+[[nodiscard]] CtaRange parse_cta_range(const std::string& text, const std::string& flag);
+
+enum class SlotPolicy {
+  kAll,       ///< every slot of the partition (default)
+  kArtifact,  ///< only the slots the Kareus artifact searched for this key
+};
+
+/// Parses "all" / "artifact"; throws InputError naming --slots.
+[[nodiscard]] SlotPolicy parse_slot_policy(const std::string& text);
+
+struct SpaceOptions {
+  SlotPolicy slots = SlotPolicy::kAll;
+  CtaRange tp_ctas{3, 30, 3};  ///< TP all-reduce (artifact: 3..30 step 3)
+  CtaRange cp_ctas{1, 20, 1};  ///< CP all-gather / reduce-scatter (artifact: 1..20)
+};
+
+/// The slots the artifact searched per key (REFERENCE.md section 2 table); empty if none.
+[[nodiscard]] std::vector<std::string> artifact_slots(const std::string& key);
+
+class SearchSpace {
+ public:
+  SearchSpace(std::vector<int> clocks_mhz, std::vector<int> ctas, std::vector<std::string> slots);
+
+  [[nodiscard]] std::size_t size() const { return clocks_mhz_.size() * ctas_.size() * slots_.size(); }
+  [[nodiscard]] KnobConfig at(std::size_t index) const;
+  /// Index of `config`, or size() if it is not in the space.
+  [[nodiscard]] std::size_t index_of(const KnobConfig& config) const;
+
+  [[nodiscard]] const std::vector<int>& clocks_mhz() const { return clocks_mhz_; }
+  [[nodiscard]] const std::vector<int>& ctas() const { return ctas_; }
+  [[nodiscard]] const std::vector<std::string>& slots() const { return slots_; }
+
+ private:
+  std::vector<int> clocks_mhz_;
+  std::vector<int> ctas_;
+  std::vector<std::string> slots_;
+};
+
+/// The space of `partition` over `clocks_mhz`. Partitions without a collective get one
+/// (ctas 0, slot "") per clock. Throws InputError if the options leave no slot or CTA count.
+[[nodiscard]] SearchSpace make_search_space(const Partition& partition, const std::vector<int>& clocks_mhz,
+                                            const SpaceOptions& options);
+
+}  // namespace kareus::partition

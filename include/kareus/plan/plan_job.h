@@ -1,0 +1,85 @@
+// kareus/plan/plan_job.h - `kareus plan`: from a workload to the time-energy frontier of plans.
+//
+// The main job, end to end on one device model: per-partition measurements (search), exact
+// per-instruction composition, the Phillips-Dessouky frontier over the 1F1B DAG, and the
+// baselines (REFERENCE.md section 6): megatron (default clock, no overlap), perseus
+// (per-instruction clocks, no overlap), nanobatch_perseus (overlap with default collective
+// resources launched at partition start, plus per-instruction clocks) and kareus (clocks +
+// per-partition CTA count and slot). Every method's plans are judged by the same plan simulator.
+// Units: seconds, joules (whole job, one iteration), watts, MHz.
+#pragma once
+
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kareus/compose/instruction_options.h"
+#include "kareus/device/gpu_spec.h"
+#include "kareus/plan/plan.h"
+#include "kareus/workload/workload.h"
+
+namespace kareus::plan {
+
+inline constexpr std::string_view kSummarySchema = "kareus.summary/1";
+inline const std::vector<std::string> kMethods = {"megatron", "perseus", "nanobatch_perseus", "kareus"};
+
+/// Per-partition measurements for the kareus method: given a key, its representative and the
+/// clocks, return measured configs. The default measures the whole space on the emulator.
+using MeasurePartitionFn = std::function<std::vector<compose::MeasuredConfig>(const std::string& key)>;
+
+struct PlanJobOptions {
+  std::vector<std::string> methods = kMethods;
+  std::vector<int> clocks_mhz;  ///< instruction clocks every method may use
+  partition::SpaceOptions space;
+  double unit_time_s = 0.001;
+  int max_plans = 10;  ///< frontier plans per method written and simulated (evenly spread in time)
+  compose::ComposeOptions compose;
+  MeasurePartitionFn measure;  ///< empty = exhaustive, noise-free emulator
+  std::function<void(const std::string&)> progress;  ///< one line per step, for stderr
+};
+
+struct MethodPoint {
+  double time_s = 0;    ///< achieved (plan simulator)
+  double energy_j = 0;  ///< achieved, whole job
+  double predicted_time_s = 0;
+  double predicted_energy_j = 0;
+  Plan plan;
+};
+
+struct MethodResult {
+  std::string name;
+  std::vector<MethodPoint> frontier;  ///< Pareto-optimal in achieved (time, energy), time ascending
+  std::vector<std::pair<double, double>> predicted_curve;  ///< the solver's whole frontier (time_s, energy_j)
+  int solver_iterations = 0;
+  double solver_s = 0;
+  int pruned_points = 0;  ///< composition pruning (kareus)
+};
+
+struct Comparison {
+  std::optional<double> max_throughput_time_reduction_pct;
+  std::optional<double> max_throughput_energy_reduction_pct;
+  std::optional<double> iso_time_energy_reduction_pct;
+  std::optional<double> iso_energy_time_reduction_pct;
+};
+
+struct PlanJobResult {
+  std::vector<MethodResult> methods;
+  std::vector<std::pair<std::string, Comparison>> comparison;
+  compose::PartitionMeasurements measurements;  ///< what the kareus method measured
+};
+
+/// Runs the job. Throws InputError for an unknown method or an empty clock list.
+[[nodiscard]] PlanJobResult run_plan_job(const device::GpuSpec& gpu, const workload::Workload& workload,
+                                         const PlanJobOptions& options);
+
+/// REFERENCE.md section 6: max throughput vs `megatron`, iso metrics vs `perseus`.
+[[nodiscard]] Comparison compare(const MethodResult& method, const MethodResult* megatron,
+                                 const MethodResult* perseus);
+
+/// Writes DIR/plans/<method>/plan_NN.json and DIR/summary.json (atomically, summary last).
+void write_plan_job(const std::filesystem::path& dir, const workload::Workload& workload,
+                    const PlanJobResult& result);
+
+}  // namespace kareus::plan

@@ -1,0 +1,143 @@
+// kareus/runtime/daemon.h - kareusd, the privileged clock daemon, as a library.
+//
+// Locking GPU clocks needs root or CAP_SYS_ADMIN. kareusd runs with that privilege and lets
+// allowed users (uids/gids in its JSON config, checked with SO_PEERCRED) lock and reset the
+// SM clock (MHz) of the GPUs, read clocks and energy (mJ) over a Unix socket, one JSON request per
+// line (daemon_protocol.h). A connection is a lease: a GPU locked by a client belongs to it until
+// it resets or disconnects (or dies), and then the daemon resets it; shutdown resets every clock it
+// changed. DaemonCore holds the logic (testable without sockets); DaemonServer adds the socket.
+// tools/kareusd/main.cpp is the executable, tools/kareusd/kareusd.service its systemd unit.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kareus/runtime/clock_backend.h"
+#include "kareus/runtime/daemon_protocol.h"
+
+namespace kareus::runtime {
+
+struct DaemonConfig {
+  std::string socket_path = "/run/kareusd/kareusd.sock";
+  std::string socket_group;  ///< group that owns the socket (mode 0660); empty: the daemon's group
+  std::vector<uid_t> allowed_uids;
+  std::vector<gid_t> allowed_gids;  ///< matched against the peer's primary and supplementary groups
+  std::size_t max_message_bytes = 4096;
+  double max_requests_per_second = 500;  ///< per client; bursts of the same size are allowed
+  std::size_t max_clients = 256;
+  std::string backend = "nvml";  ///< "nvml" or "fake" (tests: GPUs that only remember clocks)
+  std::string nvml_library = "libnvidia-ml.so.1";
+  int fake_gpu_count = 2;
+  std::vector<int> fake_clocks_mhz = {1980, 1410, 1200, 1005, 810, 510};
+};
+
+/// Parses a config file's text; `origin` names it in messages. Throws InputError naming the
+/// field ("kareusd.json: field 'max_message_bytes' must be an integer >= 64, found 3").
+[[nodiscard]] DaemonConfig parse_daemon_config(std::string_view text, std::string_view origin);
+[[nodiscard]] DaemonConfig read_daemon_config(const std::filesystem::path& path);
+
+/// One backend per GPU index for `config` (NVML: every GPU NVML sees; fake: recorders).
+[[nodiscard]] std::vector<std::unique_ptr<ClockBackend>> make_daemon_gpus(const DaemonConfig& config);
+
+/// Who is on the other end of a connection (SO_PEERCRED).
+struct PeerIdentity {
+  pid_t pid = 0;
+  uid_t uid = 0;
+  gid_t gid = 0;
+};
+
+/// Whether `peer` may use the daemon: its uid is allowed, or its primary gid, or a supplementary
+/// group of its account (getgrouplist). Returns the refusal message, or nullopt if allowed.
+[[nodiscard]] std::optional<std::string> check_peer(const PeerIdentity& peer, const DaemonConfig& config);
+
+/// The daemon's logic: clients, leases, validation, rate limits. Not thread-safe (the server
+/// calls it from one thread).
+class DaemonCore {
+ public:
+  using ClientId = std::uint64_t;
+
+  /// Queries each GPU's supported clocks once. Throws Error if a backend fails.
+  DaemonCore(std::vector<std::unique_ptr<ClockBackend>> gpus, double max_requests_per_second);
+  /// Resets every GPU a client still holds. Never throws.
+  ~DaemonCore();
+  DaemonCore(const DaemonCore&) = delete;
+  DaemonCore& operator=(const DaemonCore&) = delete;
+
+  ClientId connect(const PeerIdentity& peer);
+  /// Handles one request line (no newline) at time `now_s` (seconds, monotonic) and returns the
+  /// reply line (newline-terminated). Never throws: every failure is an {"ok": false} reply.
+  [[nodiscard]] std::string handle_line(ClientId client, std::string_view line, double now_s);
+  /// Forgets the client and resets the GPUs it held. Returns the GPUs reset.
+  std::vector<int> disconnect(ClientId client);
+  /// Resets every GPU any client holds (shutdown). Returns the GPUs reset.
+  std::vector<int> reset_all();
+
+  [[nodiscard]] int gpu_count() const { return static_cast<int>(gpus_.size()); }
+  /// The client holding `gpu`'s lock, if any.
+  [[nodiscard]] std::optional<ClientId> holder(int gpu) const;
+
+ private:
+  struct Client {
+    PeerIdentity peer;
+    double tokens = 0;
+    double last_refill_s = -1;
+  };
+  struct Gpu {
+    std::unique_ptr<ClockBackend> backend;
+    std::vector<int> supported_mhz;
+    std::optional<ClientId> holder;
+  };
+  DaemonReply handle(ClientId client, std::string_view line, double now_s);
+
+  std::vector<Gpu> gpus_;
+  std::map<ClientId, Client> clients_;
+  ClientId next_client_ = 1;
+  double max_requests_per_second_;
+};
+
+/// Serves a DaemonCore on the config's Unix socket until stop().
+class DaemonServer {
+ public:
+  using Log = std::function<void(std::string_view)>;
+
+  /// Creates the socket (replacing a stale one), mode 0660, owned by config.socket_group. Throws
+  /// InputError for a bad path or unknown group and Error when the socket cannot be created.
+  DaemonServer(DaemonConfig config, std::vector<std::unique_ptr<ClockBackend>> gpus, Log log = {});
+  /// Resets every clock still locked, closes and removes the socket.
+  ~DaemonServer();
+  DaemonServer(const DaemonServer&) = delete;
+  DaemonServer& operator=(const DaemonServer&) = delete;
+
+  /// Serves until stop() is called. Throws Error when poll fails.
+  void run();
+  /// Makes run() return; safe from any thread and from a signal handler.
+  void stop() noexcept;
+
+ private:
+  struct Connection;
+  void accept_client();
+  bool read_client(Connection& connection);  ///< false: close it
+  bool send_line(Connection& connection, const std::string& line);
+  void close_client(std::size_t index);
+  void log(std::string_view message) const;
+
+  DaemonConfig config_;
+  DaemonCore core_;
+  Log log_;
+  int listen_fd_ = -1;
+  int stop_read_fd_ = -1;
+  int stop_write_fd_ = -1;
+  std::vector<std::unique_ptr<Connection>> connections_;
+};
+
+}  // namespace kareus::runtime

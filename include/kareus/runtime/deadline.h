@@ -1,0 +1,40 @@
+// kareus/runtime/deadline.h - picking a plan from the iteration frontier for a deadline.
+//
+// When a straggler or a changed power budget moves the iteration-time target, the runtime
+// switches to the frontier point (time_s, energy_j: one iteration, whole job) with the least
+// energy that still meets the deadline, and, if none does, to the fastest point, flagged, so the
+// caller can report that the deadline is out of reach. Frontier files are "kareus.frontier/1"
+// (DESIGN.md): {"schema": ..., "points": [{"time_s", "energy_j", "plan"}]}.
+#pragma once
+
+#include <cstddef>
+#include <filesystem>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace kareus::runtime {
+
+struct FrontierPoint {
+  double time_s = 0;
+  double energy_j = 0;
+  std::string plan;  ///< path of the plan file
+
+  friend bool operator==(const FrontierPoint&, const FrontierPoint&) = default;
+};
+
+struct DeadlineChoice {
+  std::size_t index = 0;        ///< into the frontier
+  bool meets_deadline = false;  ///< false: no point meets it; index is the fastest point
+};
+
+/// The least-energy point with time_s <= deadline_s (ties: the faster), else the fastest point
+/// (ties: the lower energy) with meets_deadline = false. Throws InputError for an empty frontier
+/// or a deadline that is not a positive finite number of seconds.
+[[nodiscard]] DeadlineChoice choose_for_deadline(std::span<const FrontierPoint> frontier, double deadline_s);
+
+/// Reads a kareus.frontier/1 file; plan paths are made relative to the file's folder. Throws
+/// InputError naming the file and point on a bad schema or field.
+[[nodiscard]] std::vector<FrontierPoint> read_frontier(const std::filesystem::path& path);
+
+}  // namespace kareus::runtime

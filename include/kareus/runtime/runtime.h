@@ -1,0 +1,69 @@
+// kareus/runtime/runtime.h - what a training process links to follow a plan.
+//
+// Runtime ties one rank's PlanCursor (which instruction runs, its comm configs) to a
+// FrequencyController (the instruction's clock, applied asynchronously on the GPU this process
+// drives). The training loop calls on_step_begin / on_instruction_begin(type, microbatch) /
+// on_instruction_end / on_step_end and asks comm_config(partition_key) for each overlapped
+// collective; switch_plan moves to another frontier point between steps. The C API
+// (kareus_runtime.h) and the Python module wrap this class. Clocks in MHz.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kareus/plan/plan.h"
+#include "kareus/runtime/frequency_controller.h"
+#include "kareus/runtime/plan_cursor.h"
+#include "kareus/runtime/rank_mapping.h"
+
+namespace kareus::runtime {
+
+struct RuntimeOptions {
+  std::filesystem::path plan_path;
+  int rank = 0;                  ///< global rank
+  ParallelDegrees degrees;       ///< tp, cp, pp, dp; pp must equal the plan's stage count
+  int gpu_index = 0;             ///< the GPU this process drives (its local device index)
+  std::string clock_backend = "recorder";  ///< see make_clock_backend
+  bool install_signal_handlers = false;    ///< reset clocks on SIGINT/SIGTERM (one runtime per process)
+};
+
+class Runtime {
+ public:
+  /// Reads the plan, maps the rank to its stage and starts the clock backend. Throws InputError
+  /// for a bad plan, rank, degrees (pp must equal the plan's stage count) or backend spec, and
+  /// Error when the backend cannot start.
+  explicit Runtime(const RuntimeOptions& options);
+  /// For tests and embedders: an already-loaded plan and backend.
+  Runtime(std::shared_ptr<const plan::Plan> plan, int stage, std::unique_ptr<ClockBackend> backend,
+          bool install_signal_handlers = false);
+  ~Runtime();
+
+  void on_step_begin();
+  /// Starts the instruction and requests its clock. `microbatch` nullopt means "the next
+  /// microbatch of this type" (Zeus-style callers that only name the type).
+  void on_instruction_begin(pipeline::InstructionType type, std::optional<int> microbatch);
+  void on_instruction_end();
+  void on_step_end();
+  [[nodiscard]] const plan::CommConfig& comm_config(std::string_view partition_key) const;
+
+  /// Switches plans between steps (InputError mid-step or for a plan with another stage count).
+  void switch_plan(std::shared_ptr<const plan::Plan> plan);
+  void switch_plan(const std::filesystem::path& plan_path);
+
+  /// Waits until every requested clock is applied.
+  void flush() { controller_.flush(); }
+  [[nodiscard]] std::vector<ClockSample> timeline() const { return controller_.timeline(); }
+  [[nodiscard]] const PlanCursor& cursor() const { return cursor_; }
+  [[nodiscard]] int stage() const { return cursor_.stage(); }
+
+ private:
+  PlanCursor cursor_;
+  FrequencyController controller_;
+  std::unique_ptr<SignalResetGuard> signal_guard_;
+};
+
+}  // namespace kareus::runtime

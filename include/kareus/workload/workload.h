@@ -1,0 +1,56 @@
+// kareus/workload/workload.h - a model under a parallelism: the unit every later stage plans for.
+//
+// Parallelism follows Megatron: TP shards heads and the MLP, CP shards the sequence
+// (load-balanced causal), PP splits layers into stages, DP replicates. Each microbatch is
+// cut into `nanobatches` halves along the batch dimension for overlap (REFERENCE.md
+// section 2). make_workload validates every rule and names the flag that breaks it.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "kareus/workload/model.h"
+
+namespace kareus::workload {
+
+enum class Recompute { kFull, kNone };
+
+struct Parallelism {
+  int tp = 8;
+  int cp = 1;
+  int pp = 2;
+  int dp = 1;
+  int mbs = 8;  ///< microbatch size (sequences)
+  int seq = 4096;
+  int microbatches = 8;
+  int nanobatches = 2;
+  Recompute recompute = Recompute::kFull;
+  std::vector<int> layers_per_stage;  ///< empty = even split (earlier stages take the remainder)
+};
+
+struct Workload {
+  ModelSpec model;
+  Parallelism parallel;
+  std::vector<int> stage_layers;  ///< resolved layers per stage, size pp
+
+  [[nodiscard]] int gpus() const { return parallel.tp * parallel.cp * parallel.pp * parallel.dp; }
+  /// Sequences in one nanobatch.
+  [[nodiscard]] int nanobatch_size() const { return parallel.mbs / parallel.nanobatches; }
+  /// Tokens one GPU processes in one nanobatch (its CP shard of the sequence).
+  [[nodiscard]] double nanobatch_tokens_per_gpu() const {
+    return static_cast<double>(nanobatch_size()) * parallel.seq / parallel.cp;
+  }
+};
+
+/// Validates `parallel` against `model` and resolves the stage split. Throws InputError
+/// whose message names the flag and the rule, e.g.
+/// "--tp 6 must divide the 24 attention heads of llama3.2-3b".
+[[nodiscard]] Workload make_workload(ModelSpec model, Parallelism parallel);
+
+/// Parses "--layers-per-stage" text such as "15,13". Throws InputError on bad numbers.
+[[nodiscard]] std::vector<int> parse_layers_per_stage(const std::string& text);
+
+/// The workload as a JSON object (model name and shape, parallelism), for summaries and plans.
+[[nodiscard]] std::string workload_to_json(const Workload& workload);
+
+}  // namespace kareus::workload

@@ -1,0 +1,140 @@
+"""kareus: follow an energy-optimal kareus plan from a PyTorch (or any) training loop.
+
+``PipelineFrequencyOptimizer`` has the shape of Zeus's callback of the same name: call
+``on_step_begin`` / ``on_step_end`` around each iteration and ``on_instruction_begin`` /
+``on_instruction_end`` around each pipeline forward or backward. It applies the planned GPU clock
+(MHz) of each instruction off the training thread and answers ``comm_config(partition_key)``
+with the planned CTA count and launch slot of an overlapped collective. No torch import needed.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import List, NamedTuple, Optional, Sequence, Tuple
+
+from kareus._runtime import InputError, KareusError, Runtime, choose_for_deadline, map_rank, read_frontier
+
+__all__ = [
+    "ClockSample",
+    "CommConfig",
+    "InputError",
+    "KareusError",
+    "PipelineFrequencyOptimizer",
+    "choose_for_deadline",
+    "map_rank",
+    "read_frontier",
+]
+
+
+class CommConfig(NamedTuple):
+    """The collective knobs of one partition: CTA (SM) count and launch slot."""
+
+    ctas: int
+    slot: str
+
+
+class ClockSample(NamedTuple):
+    """One applied clock change; requested_mhz is 0 for a reset to the driver's default."""
+
+    time_s: float
+    requested_mhz: int
+    effective_mhz: int
+
+
+class PipelineFrequencyOptimizer:
+    """Follows one rank's stage of a kareus.plan/1 plan.
+
+    Args:
+        plan: path of the plan file.
+        rank: global rank; the stage is rank // (tp * cp * dp) (Megatron's order).
+        tp, cp, pp, dp: parallel degrees; pp must equal the plan's stage count.
+        device_id: local GPU index this process drives.
+        clock_backend: "recorder" (no GPU), "nvml", "nvml:LIBRARY_PATH" or "kareusd:SOCKET_PATH".
+        install_signal_handlers: reset clocks on SIGINT/SIGTERM (then re-raise: KeyboardInterrupt
+            still happens) and on std::terminate; one optimizer per process may install them.
+
+    Raises InputError (a ValueError) for the caller's mistakes and KareusError (a RuntimeError)
+    for device or daemon failures.
+    """
+
+    def __init__(
+        self,
+        plan: str,
+        rank: int = 0,
+        tp: int = 1,
+        cp: int = 1,
+        pp: int = 1,
+        dp: int = 1,
+        device_id: int = 0,
+        clock_backend: str = "recorder",
+        install_signal_handlers: bool = True,
+    ) -> None:
+        # The runtime lives in a holder the finalizer can empty at garbage collection or at
+        # interpreter exit, so clocks are reset even if close() is never called.
+        self._holder: List[Optional[Runtime]] = [
+            Runtime(str(plan), rank, tp, cp, pp, dp, device_id, clock_backend, install_signal_handlers)
+        ]
+        self._finalizer = weakref.finalize(self, self._holder.clear)
+        self._running: Optional[str] = None
+
+    @property
+    def stage(self) -> int:
+        return self._live().stage
+
+    def on_step_begin(self) -> None:
+        self._live().on_step_begin()
+
+    def on_step_end(self) -> None:
+        self._live().on_step_end()
+
+    def on_instruction_begin(self, name: str, microbatch: Optional[int] = None) -> None:
+        """Starts "forward" or "backward"; without ``microbatch``, the next one of that type."""
+        self._live().on_instruction_begin(name, microbatch)
+        self._running = name
+
+    def on_instruction_end(self, name: Optional[str] = None) -> None:
+        """Ends the running instruction; ``name``, if given, must match it (as Zeus passes it)."""
+        if name is not None and self._running is not None and name != self._running:
+            raise InputError(
+                f"stage {self.stage}: on_instruction_end('{name}') but the running instruction is '{self._running}'"
+            )
+        self._live().on_instruction_end()
+        self._running = None
+
+    def comm_config(self, partition_key: str) -> CommConfig:
+        ctas, slot = self._live().comm_config(partition_key)
+        return CommConfig(ctas, slot)
+
+    def switch_plan(self, plan: str) -> None:
+        """Moves to another plan (e.g. another frontier point); only between steps."""
+        self._live().switch_plan(str(plan))
+
+    def switch_for_deadline(self, frontier: str, deadline_s: float) -> Tuple[str, bool]:
+        """Switches to the least-energy point of a kareus.frontier/1 file that meets ``deadline_s``
+        (else the fastest); returns (plan path, whether the deadline is met)."""
+        points = read_frontier(str(frontier))
+        index, meets = choose_for_deadline(points, deadline_s)
+        self.switch_plan(points[index][2])
+        return points[index][2], meets
+
+    def flush(self) -> None:
+        """Waits until every requested clock is applied."""
+        self._live().flush()
+
+    def timeline(self) -> Sequence[ClockSample]:
+        return [ClockSample(*sample) for sample in self._live().timeline()]
+
+    def close(self) -> None:
+        """Resets the clocks and releases the GPU (also on garbage collection and at exit)."""
+        self._finalizer()
+
+    def __enter__(self) -> "PipelineFrequencyOptimizer":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    def _live(self) -> Runtime:
+        if not self._holder:
+            raise InputError("PipelineFrequencyOptimizer is closed")
+        return self._holder[0]

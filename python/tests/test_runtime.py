@@ -1,0 +1,197 @@
+"""Acceptance test of the kareus Python module: a fake 1F1B training loop on the CPU follows a
+plan with the recorder clock backend; the applied clocks and every comm_config answer must equal
+the plan, and any deviation from the plan must raise a clear kareus.InputError."""
+
+import json
+import os
+import signal
+import time
+
+import pytest
+
+import kareus
+
+STAGES = 2
+MICROBATCHES = 4
+TP = 2
+DP = 2
+
+
+def one_f_one_b(stage, stages, microbatches):
+    """Megatron's synchronous 1F1B order, written independently of the C++ one."""
+    warmup = min(stages - stage - 1, microbatches)
+    order = [("forward", m) for m in range(warmup)]
+    forward, backward = warmup, 0
+    while forward < microbatches:
+        order += [("forward", forward), ("backward", backward)]
+        forward += 1
+        backward += 1
+    order += [("backward", m) for m in range(backward, microbatches)]
+    return order
+
+
+def make_plan(path, clock_offset_mhz=0):
+    """A plan whose clocks and comm configs differ per stage, type and microbatch."""
+    stages = []
+    for stage in range(STAGES):
+        instructions = []
+        for kind, microbatch in one_f_one_b(stage, STAGES, MICROBATCHES):
+            backward = kind == "backward"
+            # Consecutive microbatches share clocks sometimes, so set-only-on-change is exercised.
+            clock = 1980 - 15 * (20 * stage + (10 if backward else 0) + microbatch // 2) - clock_offset_mhz
+            partitions = {"fwd_attn": {"slot": "linear_0", "ctas": 4 + microbatch + 8 * stage}}
+            if backward:
+                partitions = {
+                    "bwd_attn": {"slot": "linear_1", "ctas": 6 + microbatch},
+                    # the recompute forward inside the backward has its own config here
+                    "fwd_attn": {"slot": "mlp_0", "ctas": 20 + microbatch},
+                }
+            instructions.append(
+                {"type": kind, "microbatch": microbatch, "freq_mhz": clock, "partitions": partitions}
+            )
+        stages.append({"stage": stage, "instructions": instructions})
+    document = {
+        "schema": "kareus.plan/1",
+        "workload": {"model": "test"},
+        "predicted": {"time_s": 1.0, "energy_j": 100.0},
+        "stages": stages,
+    }
+    path.write_text(json.dumps(document))
+    return document
+
+
+def make_optimizer(*args, install_signal_handlers=False, **kwargs):
+    """Most tests hold several optimizers; only one per process may install signal handlers."""
+    return kareus.PipelineFrequencyOptimizer(*args, install_signal_handlers=install_signal_handlers, **kwargs)
+
+
+def deduplicated(values):
+    result = []
+    for value in values:
+        if not result or result[-1] != value:
+            result.append(value)
+    return result
+
+
+def run_step(optimizer, stage, zeus_style=False):
+    """One training iteration; returns every comm_config answer as {(kind, mb, key): CommConfig}."""
+    answers = {}
+    optimizer.on_step_begin()
+    for kind, microbatch in one_f_one_b(stage, STAGES, MICROBATCHES):
+        if zeus_style:
+            optimizer.on_instruction_begin(kind)
+        else:
+            optimizer.on_instruction_begin(kind, microbatch)
+        keys = ["fwd_attn"] if kind == "forward" else ["bwd_attn", "fwd_attn"]
+        for key in keys:
+            answers[(kind, microbatch, key)] = optimizer.comm_config(key)
+        optimizer.on_instruction_end(kind)
+    optimizer.on_step_end()
+    return answers
+
+
+@pytest.mark.parametrize("zeus_style", [False, True])
+def test_every_rank_follows_the_plan(tmp_path, zeus_style):
+    plan = make_plan(tmp_path / "plan.json")
+    for rank in range(TP * DP * STAGES):
+        stage = rank // (TP * DP)
+        with make_optimizer(
+            tmp_path / "plan.json", rank=rank, tp=TP, dp=DP, pp=STAGES
+        ) as optimizer:
+            assert optimizer.stage == stage
+            planned = plan["stages"][stage]["instructions"]
+            for _ in range(2):
+                answers = run_step(optimizer, stage, zeus_style)
+                for instruction in planned:
+                    for key, config in instruction["partitions"].items():
+                        answer = answers[(instruction["type"], instruction["microbatch"], key)]
+                        assert answer == kareus.CommConfig(config["ctas"], config["slot"])
+            optimizer.flush()
+            timeline = optimizer.timeline()
+            clocks = [instruction["freq_mhz"] for instruction in planned]
+            # Two steps; the clock of step 2's first instruction differs from step 1's last.
+            assert clocks[0] != clocks[-1]
+            assert [sample.requested_mhz for sample in timeline] == deduplicated(clocks * 2)
+            assert all(sample.effective_mhz == sample.requested_mhz for sample in timeline)
+            assert [sample.time_s for sample in timeline] == sorted(sample.time_s for sample in timeline)
+
+
+def test_out_of_order_instruction_raises_a_clear_error(tmp_path):
+    make_plan(tmp_path / "plan.json")
+    optimizer = make_optimizer(tmp_path / "plan.json", rank=4, tp=TP, dp=DP, pp=STAGES)
+    optimizer.on_step_begin()
+    optimizer.on_instruction_begin("forward", 0)
+    optimizer.on_instruction_end("forward")
+    with pytest.raises(kareus.InputError, match="^stage 1: expected backward microbatch 0, got forward microbatch 1$"):
+        optimizer.on_instruction_begin("forward", 1)
+    assert issubclass(kareus.InputError, ValueError)
+    optimizer.on_instruction_begin("backward", 0)
+    with pytest.raises(kareus.InputError, match="has no comm config for partition 'fwd_mlp'"):
+        optimizer.comm_config("fwd_mlp")
+    with pytest.raises(kareus.InputError, match="on_instruction_end\\('forward'\\) but the running instruction"):
+        optimizer.on_instruction_end("forward")
+    optimizer.on_instruction_end()
+    with pytest.raises(kareus.InputError, match="step ended after 2 of 8 instructions, expected forward microbatch 1"):
+        optimizer.on_step_end()
+    with pytest.raises(kareus.InputError, match="instruction type must be \"forward\" or \"backward\""):
+        optimizer.on_instruction_begin("fwd")
+
+
+def test_bad_setup_is_named(tmp_path):
+    make_plan(tmp_path / "plan.json")
+    with pytest.raises(kareus.InputError, match="rank 8 is out of range: world size is 8"):
+        make_optimizer(tmp_path / "plan.json", rank=8, tp=TP, dp=DP, pp=STAGES)
+    with pytest.raises(kareus.InputError, match="cannot read .*missing.json"):
+        make_optimizer(tmp_path / "missing.json", pp=STAGES)
+    with pytest.raises(kareus.KareusError, match="no NVIDIA driver found"):
+        make_optimizer(
+            tmp_path / "plan.json", pp=STAGES, clock_backend="nvml:/nonexistent/libnvidia-ml.so.1"
+        )
+
+
+def test_switch_for_deadline_between_steps(tmp_path):
+    make_plan(tmp_path / "fast.json")
+    make_plan(tmp_path / "slow.json", clock_offset_mhz=300)
+    (tmp_path / "frontier.json").write_text(json.dumps({
+        "schema": "kareus.frontier/1",
+        "points": [
+            {"time_s": 1.0, "energy_j": 120.0, "plan": "fast.json"},
+            {"time_s": 1.4, "energy_j": 90.0, "plan": "slow.json"},
+        ],
+    }))
+    optimizer = make_optimizer(tmp_path / "fast.json", rank=0, pp=STAGES)
+    optimizer.on_step_begin()
+    with pytest.raises(kareus.InputError, match="mid-step"):
+        optimizer.switch_for_deadline(tmp_path / "frontier.json", 1.5)
+    optimizer.close()
+
+    optimizer = make_optimizer(tmp_path / "fast.json", rank=0, pp=STAGES)
+    run_step(optimizer, 0)
+    plan, meets = optimizer.switch_for_deadline(tmp_path / "frontier.json", 1.5)
+    assert (os.path.basename(plan), meets) == ("slow.json", True)
+    run_step(optimizer, 0)
+    optimizer.flush()
+    assert optimizer.timeline()[-1].requested_mhz == 1980 - 15 * (10 + 1) - 300  # last: B3 of the slow plan
+    assert kareus.choose_for_deadline([(1.0, 120.0, "a"), (1.4, 90.0, "b")], 0.5) == (0, False)
+
+
+def test_sigint_resets_clocks_then_raises_keyboard_interrupt(tmp_path):
+    make_plan(tmp_path / "plan.json")
+    optimizer = kareus.PipelineFrequencyOptimizer(tmp_path / "plan.json", rank=0, pp=STAGES)  # handlers by default
+    with pytest.raises(kareus.KareusError, match="signal handlers are already installed by another kareus runtime"):
+        kareus.PipelineFrequencyOptimizer(tmp_path / "plan.json", rank=0, pp=STAGES)
+    optimizer.on_step_begin()
+    optimizer.on_instruction_begin("forward", 0)
+    optimizer.flush()
+    with pytest.raises(KeyboardInterrupt):
+        os.kill(os.getpid(), signal.SIGINT)
+        for _ in range(500):
+            time.sleep(0.01)
+    timeline = optimizer.timeline()
+    assert timeline[0].requested_mhz == 1980
+    assert timeline[-1].requested_mhz == 0  # the reset, before Python saw the interrupt
+    optimizer.close()
+    with pytest.raises(kareus.InputError, match="closed"):
+        optimizer.on_step_begin()
+    # Closed: its handlers are gone, so a new optimizer may install them.
+    kareus.PipelineFrequencyOptimizer(tmp_path / "plan.json", rank=0, pp=STAGES).close()

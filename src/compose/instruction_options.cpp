@@ -1,0 +1,145 @@
+#include "kareus/compose/instruction_options.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "kareus/device/emulator.h"
+#include "kareus/partition/partition.h"
+
+namespace kareus::compose {
+namespace {
+
+using workload::Direction;
+
+struct SumPoint {
+  double time_s = 0;
+  double energy_j = 0;
+  device::CommChoices choices;
+};
+
+/// Keeps points not dominated in (time, effective energy), time ascending.
+std::vector<SumPoint> pareto(std::vector<SumPoint> points, double static_power_w) {
+  std::sort(points.begin(), points.end(), [](const SumPoint& a, const SumPoint& b) {
+    return a.time_s != b.time_s ? a.time_s < b.time_s : a.energy_j < b.energy_j;
+  });
+  std::vector<SumPoint> front;
+  double best_effective = INFINITY;
+  for (SumPoint& point : points) {
+    const double effective = point.energy_j - static_power_w * point.time_s;
+    if (effective < best_effective) {
+      best_effective = effective;
+      front.push_back(std::move(point));
+    }
+  }
+  return front;
+}
+
+/// Bounds a front to `limit` points spread evenly in time (first and last kept).
+std::vector<SumPoint> prune(std::vector<SumPoint> front, int limit, int& pruned) {
+  if (limit <= 0 || static_cast<int>(front.size()) <= limit) return front;
+  std::vector<SumPoint> kept;
+  const double first = front.front().time_s;
+  const double span = front.back().time_s - first;
+  std::size_t cursor = 0;
+  for (int index = 0; index < limit; ++index) {
+    const double target = first + span * index / (limit - 1);
+    while (cursor + 1 < front.size() && std::fabs(front[cursor + 1].time_s - target) <= std::fabs(front[cursor].time_s - target)) {
+      ++cursor;
+    }
+    if (kept.empty() || kept.back().time_s != front[cursor].time_s) kept.push_back(front[cursor]);
+  }
+  pruned += static_cast<int>(front.size() - kept.size());
+  return kept;
+}
+
+std::vector<Direction> passes_of(const workload::Workload& workload, Direction direction) {
+  if (direction == Direction::kBackward && workload.parallel.recompute == workload::Recompute::kFull) {
+    return {Direction::kForward, Direction::kBackward};
+  }
+  return {direction};
+}
+
+}  // namespace
+
+std::map<std::string, int, std::less<>> key_instance_counts(const workload::Workload& workload, int stage,
+                                                            Direction direction) {
+  std::map<std::string, int, std::less<>> counts;
+  for (Direction pass : passes_of(workload, direction)) {
+    for (const partition::Partition& partition : partition::build_partitions(workload, stage, pass)) {
+      if (partition.searchable()) ++counts[partition.key];
+    }
+  }
+  return counts;
+}
+
+InstructionComposition compose_instruction(const device::GpuSpec& gpu, const workload::Workload& workload, int stage,
+                                           Direction direction, const PartitionMeasurements& measurements,
+                                           const std::vector<int>& clocks_mhz, const ComposeOptions& options) {
+  const auto counts = key_instance_counts(workload, stage, direction);
+  // Fixed work at every clock: partitions whose config is not searched run at the default,
+  // plus the nonpartition ops of both nanobatches.
+  std::vector<partition::Partition> fixed;
+  for (Direction pass : passes_of(workload, direction)) {
+    for (partition::Partition& partition : partition::build_partitions(workload, stage, pass)) {
+      if (!partition.searchable()) fixed.push_back(std::move(partition));
+    }
+  }
+  const workload::NonpartitionWork nonpartition = workload::build_nonpartition_work(workload, stage);
+  const auto& nonpartition_ops = direction == Direction::kForward ? nonpartition.forward : nonpartition.backward;
+
+  InstructionComposition composition;
+  for (int clock : clocks_mhz) {
+    SumPoint base;
+    for (const partition::Partition& partition : fixed) {
+      const partition::KnobConfig config = partition.collective
+                                               ? partition::KnobConfig{clock, gpu.default_comm_ctas, partition.slots.front().name}
+                                               : partition::KnobConfig{clock, 0, ""};
+      const device::PartitionRun run = device::run_partition(gpu, partition, config);
+      base.time_s += run.time_s;
+      base.energy_j += run.energy_j;
+    }
+    const device::PartitionRun serial = device::run_serial(gpu, nonpartition_ops, clock, gpu.default_comm_ctas);
+    base.time_s += workload.parallel.nanobatches * serial.time_s;
+    base.energy_j += workload.parallel.nanobatches * serial.energy_j;
+
+    std::vector<SumPoint> front{base};
+    bool complete = true;
+    for (const auto& [key, count] : counts) {
+      std::vector<SumPoint> key_points;
+      if (auto found = measurements.find(key); found != measurements.end()) {
+        for (const MeasuredConfig& measured : found->second) {
+          if (measured.config.freq_mhz != clock) continue;
+          SumPoint point{count * measured.time_s, count * measured.energy_j, {}};
+          point.choices[key] = {measured.config.ctas, measured.config.slot};
+          key_points.push_back(std::move(point));
+        }
+      }
+      if (key_points.empty()) {
+        complete = false;
+        break;
+      }
+      key_points = pareto(std::move(key_points), gpu.static_power_w);
+      std::vector<SumPoint> sums;
+      sums.reserve(front.size() * key_points.size());
+      for (const SumPoint& left : front) {
+        for (const SumPoint& right : key_points) {
+          SumPoint sum{left.time_s + right.time_s, left.energy_j + right.energy_j, left.choices};
+          sum.choices.insert(right.choices.begin(), right.choices.end());
+          sums.push_back(std::move(sum));
+        }
+      }
+      front = prune(pareto(std::move(sums), gpu.static_power_w), options.max_options_per_clock,
+                    composition.pruned_points);
+    }
+    if (!complete) {
+      composition.skipped_clocks_mhz.push_back(clock);
+      continue;
+    }
+    for (SumPoint& point : front) {
+      composition.options.push_back({clock, point.time_s, point.energy_j, std::move(point.choices)});
+    }
+  }
+  return composition;
+}
+
+}  // namespace kareus::compose

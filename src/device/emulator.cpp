@@ -1,0 +1,192 @@
+#include "kareus/device/emulator.h"
+
+#include <algorithm>
+#include <functional>
+#include <random>
+
+#include <fmt/format.h>
+
+#include "kareus/common/error.h"
+
+namespace kareus::device {
+namespace {
+
+/// The highest clock <= `freq_mhz` (in the GPU's steps) at which `power_at` stays within the
+/// power limit: what the GPU's power management does to a locked clock under load.
+double throttled_clock(const GpuSpec& gpu, double freq_mhz, const std::function<double(double)>& power_at) {
+  double clock = freq_mhz;
+  while (clock - gpu.clock_step_mhz >= gpu.clock_min_mhz && power_at(clock) > gpu.power_limit_w) {
+    clock -= gpu.clock_step_mhz;
+  }
+  return clock;
+}
+
+class TimelineBuilder {
+ public:
+  void add(double duration_s, double power_w, double freq_mhz, std::string op, bool comm_active) {
+    run_.timeline.push_back({now_, now_ + duration_s, power_w, freq_mhz, std::move(op), comm_active});
+    run_.energy_j += power_w * duration_s;
+    now_ += duration_s;
+  }
+  [[nodiscard]] double now() const { return now_; }
+  PartitionRun finish() {
+    run_.time_s = now_;
+    return std::move(run_);
+  }
+  PartitionRun& run() { return run_; }
+
+ private:
+  double now_ = 0;
+  PartitionRun run_;
+};
+
+std::uint64_t mix(std::uint64_t value) {  // splitmix64 finalizer
+  value += 0x9e3779b97f4a7c15ULL;
+  value = (value ^ (value >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  value = (value ^ (value >> 27)) * 0x94d049bb133111ebULL;
+  return value ^ (value >> 31);
+}
+
+}  // namespace
+
+void validate_config(const GpuSpec& gpu, const partition::Partition& partition, const partition::KnobConfig& config) {
+  require_supported_clock(gpu, config.freq_mhz, "freq_mhz");
+  if (!partition.collective) return;
+  if (config.ctas < 1 || config.ctas > gpu.sm_count) {
+    throw InputError(fmt::format("ctas {} for partition {}: {} allows 1..{} CTAs (one per SM)", config.ctas,
+                                 partition.key, gpu.name, gpu.sm_count));
+  }
+  if (!partition.find_slot(config.slot)) {
+    std::vector<std::string> names;
+    for (const partition::Slot& slot : partition.slots) names.push_back(slot.name);
+    throw InputError(fmt::format("slot \"{}\" is not a slot of partition {} (slots: {})", config.slot, partition.key,
+                                 fmt::join(names, ", ")));
+  }
+}
+
+PartitionRun run_partition(const GpuSpec& gpu, const partition::Partition& partition,
+                           const partition::KnobConfig& config) {
+  const double freq = config.freq_mhz;
+  const ComputeResources full = full_resources(gpu);
+  TimelineBuilder timeline;
+  if (!partition.collective) {
+    for (const workload::Op& op : partition.compute_ops) {
+      auto power_at = [&](double clock) {
+        const KernelRun kernel = compute_kernel(gpu, op, clock, full);
+        return power_w(gpu, clock, &kernel, nullptr, 0);
+      };
+      const double clock = throttled_clock(gpu, freq, power_at);
+      const KernelRun kernel = compute_kernel(gpu, op, clock, full);
+      timeline.add(kernel.time_s, power_w(gpu, clock, &kernel, nullptr, 0), clock, op.name, false);
+    }
+    timeline.run().compute_end_s = timeline.now();
+    return timeline.finish();
+  }
+
+  // Two streams, advanced event by event: the next event is the end of the current compute op
+  // or of the collective. While both run, compute has the resources the collective leaves and
+  // the collective slows by comm_overlap_slowdown (they contend for HBM and L2).
+  const std::size_t slot_op = partition.slots.at(*partition.find_slot(config.slot)).first_op;
+  const CollectiveRun comm = collective_kernel(gpu, *partition.collective, config.ctas, freq);
+  const ComputeResources shared{std::max(full.sms - comm.sms, 1.0),
+                                std::max(full.hbm_bytes_per_s - comm.hbm_bytes_per_s, 0.1 * full.hbm_bytes_per_s)};
+  const std::vector<workload::Op>& ops = partition.compute_ops;
+  // The streams meet at the partition's start: an event record and wait, idle in between.
+  timeline.add(gpu.partition_sync_us * 1e-6, gpu.static_power_w, freq, "", false);
+  std::size_t op_index = 0;
+  double op_remaining = 1;    // fraction of the current compute op left
+  double comm_remaining = 1;  // fraction of the collective left
+  bool comm_started = false;
+  constexpr double kDone = 1e-12;
+  while (op_index < ops.size() || comm_remaining > kDone) {
+    if (!comm_started && (op_index == slot_op || op_index == ops.size())) {
+      comm_started = true;
+      timeline.run().comm_start_s = timeline.now();
+    }
+    const bool computing = op_index < ops.size();
+    const bool communicating = comm_started && comm_remaining > kDone;
+    const CollectiveRun* active = communicating ? &comm : nullptr;
+    const double comm_time_s = comm.time_s * (computing ? 1 + gpu.comm_overlap_slowdown : 1);
+    if (!computing) {
+      const double duration = comm_remaining * comm_time_s;
+      timeline.add(duration, power_w(gpu, freq, nullptr, &comm, config.ctas), freq, "", true);
+      comm_remaining = 0;
+      timeline.run().comm_end_s = timeline.now();
+      break;
+    }
+    const workload::Op& op = ops[op_index];
+    const ComputeResources& resources = communicating ? shared : full;
+    auto power_at = [&](double clock) {
+      const KernelRun kernel = compute_kernel(gpu, op, clock, resources);
+      return power_w(gpu, clock, &kernel, active, config.ctas);
+    };
+    const double clock = throttled_clock(gpu, freq, power_at);
+    const KernelRun kernel = compute_kernel(gpu, op, clock, resources);
+    double duration = op_remaining * kernel.time_s;
+    if (communicating) duration = std::min(duration, comm_remaining * comm_time_s);
+    timeline.add(duration, power_w(gpu, clock, &kernel, active, config.ctas), clock, op.name, communicating);
+    op_remaining -= duration / kernel.time_s;
+    if (communicating) {
+      comm_remaining -= duration / comm_time_s;
+      if (comm_remaining <= kDone) timeline.run().comm_end_s = timeline.now();
+    }
+    if (op_remaining <= kDone) {
+      ++op_index;
+      op_remaining = 1;
+      if (op_index == ops.size()) timeline.run().compute_end_s = timeline.now();
+    }
+  }
+  return timeline.finish();
+}
+
+PartitionRun run_serial(const GpuSpec& gpu, const std::vector<workload::Op>& ops, int freq_mhz, int ctas) {
+  const ComputeResources full = full_resources(gpu);
+  TimelineBuilder timeline;
+  for (const workload::Op& op : ops) {
+    if (op.is_collective()) {
+      const CollectiveRun comm = collective_kernel(gpu, op, ctas, freq_mhz);
+      timeline.add(comm.time_s, power_w(gpu, freq_mhz, nullptr, &comm, ctas), freq_mhz, "", true);
+      continue;
+    }
+    auto power_at = [&](double clock) {
+      const KernelRun kernel = compute_kernel(gpu, op, clock, full);
+      return power_w(gpu, clock, &kernel, nullptr, 0);
+    };
+    const double clock = throttled_clock(gpu, freq_mhz, power_at);
+    const KernelRun kernel = compute_kernel(gpu, op, clock, full);
+    timeline.add(kernel.time_s, power_w(gpu, clock, &kernel, nullptr, 0), clock, op.name, false);
+  }
+  timeline.run().compute_end_s = timeline.now();
+  return timeline.finish();
+}
+
+EmulatedDevice::EmulatedDevice(GpuSpec gpu, EmulatorOptions options) : gpu_(std::move(gpu)), options_(options) {}
+
+Measurement EmulatedDevice::measure(const partition::Partition& partition, const partition::KnobConfig& config) {
+  validate_config(gpu_, partition, config);
+  const PartitionRun run = run_partition(gpu_, partition, config);
+  Measurement measurement{run.time_s, run.energy_j};
+  if (!options_.noise) return measurement;
+  // Seeded per (seed, partition, config): the same measurement repeats exactly, so a search
+  // is reproducible, while different configs see independent noise.
+  std::uint64_t state = mix(options_.seed);
+  for (const std::string& text : {partition.key, config.slot}) state = mix(state ^ std::hash<std::string>{}(text));
+  state = mix(state ^ static_cast<std::uint64_t>(partition.nanobatch));
+  state = mix(state ^ (static_cast<std::uint64_t>(config.freq_mhz) << 20) ^ static_cast<std::uint64_t>(config.ctas));
+  std::mt19937_64 random(state);
+  std::normal_distribution<double> normal(0, 1);
+  std::uniform_real_distribution<double> uniform(0, 1);
+  measurement.time_s *= std::max(0.5, 1 + gpu_.noise_time_fraction * normal(random));
+  // The energy counter updates every period: both ends of the window are read up to one
+  // period late, and the reading is in whole counter units.
+  const double average_power_w = run.energy_j / run.time_s;
+  const double counter_skew_s = (uniform(random) - uniform(random)) * gpu_.energy_counter_period_ms * 1e-3;
+  const double window_energy_j = average_power_w * (options_.window_s + counter_skew_s);
+  const double resolution_j = gpu_.energy_counter_resolution_mj * 1e-3;
+  const double counted_j = std::floor(window_energy_j / resolution_j) * resolution_j;
+  measurement.energy_j = counted_j / options_.window_s * measurement.time_s *
+                         std::max(0.5, 1 + gpu_.noise_energy_fraction * normal(random));
+  return measurement;
+}
+
+}  // namespace kareus::device

@@ -1,0 +1,109 @@
+#include "kareus/pipeline/iteration_simulator.h"
+
+#include <algorithm>
+#include <cassert>
+#include <map>
+
+#include <nlohmann/json.hpp>
+
+namespace kareus::pipeline {
+
+IterationRun simulate_one_f_one_b(int stages, int microbatches, const InstructionCostFn& cost, double static_power_w,
+                                  int gpus_per_stage, const std::vector<InstructionCost>& tail) {
+  assert(stages >= 1 && microbatches >= 1);
+  std::vector<std::vector<Instruction>> orders;
+  for (int stage = 0; stage < stages; ++stage) orders.push_back(one_f_one_b(stage, stages, microbatches));
+  // End times by (stage, microbatch) per type; -1 = not yet run.
+  std::vector<std::vector<double>> forward_end(stages, std::vector<double>(microbatches, -1));
+  std::vector<std::vector<double>> backward_end = forward_end;
+  std::vector<std::size_t> next(stages, 0);
+  IterationRun run;
+  run.stages.resize(stages);
+  std::size_t remaining = static_cast<std::size_t>(stages) * 2 * microbatches;
+  while (remaining > 0) {
+    bool progressed = false;
+    for (int stage = 0; stage < stages; ++stage) {
+      while (next[stage] < orders[stage].size()) {
+        const Instruction& instruction = orders[stage][next[stage]];
+        const bool forward = instruction.type == InstructionType::kForward;
+        double dependency_end = 0;
+        if (forward && stage > 0) dependency_end = forward_end[stage - 1][instruction.microbatch];
+        if (!forward && stage + 1 < stages) dependency_end = backward_end[stage + 1][instruction.microbatch];
+        if (dependency_end < 0) break;  // its producer has not run yet
+        StageRun& stage_run = run.stages[stage];
+        const double previous_end = stage_run.instructions.empty() ? 0 : stage_run.instructions.back().end_s;
+        const InstructionCost instruction_cost = cost(instruction);
+        const double start = std::max(previous_end, dependency_end);
+        stage_run.instructions.push_back({instruction, start, start + instruction_cost.time_s, instruction_cost.energy_j});
+        stage_run.busy_s += instruction_cost.time_s;
+        stage_run.energy_j += instruction_cost.energy_j;
+        (forward ? forward_end : backward_end)[stage][instruction.microbatch] = start + instruction_cost.time_s;
+        ++next[stage];
+        --remaining;
+        progressed = true;
+      }
+    }
+    assert(progressed && "1F1B schedule deadlocked");
+    if (!progressed) break;
+  }
+  for (int stage = 0; stage < stages; ++stage) {
+    StageRun& stage_run = run.stages[stage];
+    stage_run.stage = stage;
+    double end = stage_run.instructions.back().end_s;
+    if (stage < static_cast<int>(tail.size())) {
+      end += tail[stage].time_s;
+      stage_run.busy_s += tail[stage].time_s;
+      stage_run.energy_j += tail[stage].energy_j;
+    }
+    run.time_s = std::max(run.time_s, end);
+  }
+  for (StageRun& stage_run : run.stages) {
+    stage_run.energy_j += static_power_w * (run.time_s - stage_run.busy_s);  // waiting in P2P receives
+    run.energy_j += stage_run.energy_j * gpus_per_stage;
+  }
+  run.avg_power_w = run.energy_j / (run.time_s * gpus_per_stage * stages);
+  return run;
+}
+
+IterationRun simulate_locked_clock(const device::GpuSpec& gpu, const workload::Workload& workload, int freq_mhz,
+                                   device::OverlapMode overlap) {
+  // At a locked clock every forward (backward) of a stage costs the same: run each once.
+  std::map<std::pair<int, InstructionType>, InstructionCost> costs;
+  auto cost = [&](const Instruction& instruction) {
+    auto [entry, inserted] = costs.try_emplace({instruction.stage, instruction.type});
+    if (inserted) {
+      const auto direction = instruction.type == InstructionType::kForward ? workload::Direction::kForward
+                                                                           : workload::Direction::kBackward;
+      const device::InstructionRun run =
+          device::run_instruction(gpu, workload, instruction.stage, direction, freq_mhz, overlap);
+      entry->second = {run.time_s, run.energy_j};
+    }
+    return entry->second;
+  };
+  std::vector<InstructionCost> tail;
+  for (int stage = 0; stage < workload.parallel.pp; ++stage) {
+    const device::InstructionRun reduction = device::run_gradient_reduction(gpu, workload, stage, freq_mhz);
+    tail.push_back({reduction.time_s, reduction.energy_j});
+  }
+  const int gpus_per_stage = workload.parallel.tp * workload.parallel.cp * workload.parallel.dp;
+  return simulate_one_f_one_b(workload.parallel.pp, workload.parallel.microbatches, cost, gpu.static_power_w,
+                              gpus_per_stage, tail);
+}
+
+std::string iteration_to_json(const IterationRun& run) {
+  nlohmann::ordered_json stages = nlohmann::ordered_json::array();
+  for (const StageRun& stage : run.stages) {
+    stages.push_back({{"stage", stage.stage},
+                      {"busy_s", stage.busy_s},
+                      {"idle_s", run.time_s - stage.busy_s},
+                      {"energy_j_per_gpu", stage.energy_j},
+                      {"instructions", stage.instructions.size()}});
+  }
+  nlohmann::ordered_json document = {{"time_s", run.time_s},
+                                     {"energy_j", run.energy_j},
+                                     {"avg_power_w", run.avg_power_w},
+                                     {"stages", std::move(stages)}};
+  return document.dump(2);
+}
+
+}  // namespace kareus::pipeline

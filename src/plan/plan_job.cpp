@@ -1,0 +1,342 @@
+#include "kareus/plan/plan_job.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "kareus/common/error.h"
+#include "kareus/common/file_io.h"
+#include "kareus/device/emulator.h"
+#include "kareus/partition/partition.h"
+#include "kareus/pipeline/phillips_dessouky.h"
+#include "kareus/plan/frontier.h"
+#include "kareus/plan/plan_simulator.h"
+
+namespace kareus::plan {
+namespace {
+
+using workload::Direction;
+
+int gpus_per_stage(const workload::Workload& workload) {
+  return workload.parallel.tp * workload.parallel.cp * workload.parallel.dp;
+}
+
+/// What one option of a stage's forward or backward applies: a clock and comm configs.
+struct Knob {
+  int freq_mhz = 0;
+  device::CommChoices choices;
+};
+
+struct StageKnobs {
+  std::vector<Knob> forward;
+  std::vector<Knob> backward;
+};
+
+/// Per-instruction options of one method, before solving.
+struct MethodOptions {
+  std::vector<pipeline::StageOptions> stages;
+  std::vector<StageKnobs> knobs;  ///< ExecutionOption::knob indexes these
+  device::OverlapMode overlap = device::OverlapMode::kNone;
+  int pruned_points = 0;
+};
+
+MethodOptions clock_options(const device::GpuSpec& gpu, const workload::Workload& workload,
+                            const std::vector<int>& clocks, device::OverlapMode overlap) {
+  MethodOptions method;
+  method.overlap = overlap;
+  for (int stage = 0; stage < workload.parallel.pp; ++stage) {
+    pipeline::StageOptions options;
+    StageKnobs knobs;
+    for (int clock : clocks) {
+      for (Direction direction : {Direction::kForward, Direction::kBackward}) {
+        const device::InstructionRun run = device::run_instruction(gpu, workload, stage, direction, clock, overlap);
+        auto& list = direction == Direction::kForward ? options.forward : options.backward;
+        auto& knob_list = direction == Direction::kForward ? knobs.forward : knobs.backward;
+        list.push_back(pipeline::make_execution_option(run.time_s, run.energy_j, static_cast<int>(knob_list.size()),
+                                                       gpu.static_power_w));
+        knob_list.push_back({clock, {}});
+      }
+    }
+    method.stages.push_back(std::move(options));
+    method.knobs.push_back(std::move(knobs));
+  }
+  return method;
+}
+
+compose::PartitionMeasurements measure_partitions(const device::GpuSpec& gpu, const workload::Workload& workload,
+                                                  const PlanJobOptions& options) {
+  compose::PartitionMeasurements measurements;
+  for (const std::string& key : partition::searchable_keys(workload)) {
+    if (options.progress) options.progress(fmt::format("measuring partition {}", key));
+    if (options.measure) {
+      measurements[key] = options.measure(key);
+      continue;
+    }
+    const partition::Partition representative = partition::representative_partition(workload, key);
+    const partition::SearchSpace space = partition::make_search_space(representative, options.clocks_mhz, options.space);
+    for (std::size_t index = 0; index < space.size(); ++index) {
+      const device::PartitionRun run = device::run_partition(gpu, representative, space.at(index));
+      measurements[key].push_back({space.at(index), run.time_s, run.energy_j});
+    }
+  }
+  return measurements;
+}
+
+MethodOptions composed_options(const device::GpuSpec& gpu, const workload::Workload& workload,
+                               const compose::PartitionMeasurements& measurements, const PlanJobOptions& options) {
+  MethodOptions method;
+  method.overlap = device::OverlapMode::kNanobatch;
+  for (int stage = 0; stage < workload.parallel.pp; ++stage) {
+    pipeline::StageOptions stage_options;
+    StageKnobs knobs;
+    for (Direction direction : {Direction::kForward, Direction::kBackward}) {
+      const compose::InstructionComposition composition = compose::compose_instruction(
+          gpu, workload, stage, direction, measurements, options.clocks_mhz, options.compose);
+      if (composition.options.empty()) {
+        throw Error(fmt::format("stage {}: no clock has measurements for every partition key", stage));
+      }
+      method.pruned_points += composition.pruned_points;
+      auto& list = direction == Direction::kForward ? stage_options.forward : stage_options.backward;
+      auto& knob_list = direction == Direction::kForward ? knobs.forward : knobs.backward;
+      for (const compose::ComposedOption& option : composition.options) {
+        list.push_back(pipeline::make_execution_option(option.time_s, option.energy_j,
+                                                       static_cast<int>(knob_list.size()), gpu.static_power_w));
+        knob_list.push_back({option.freq_mhz, option.choices});
+      }
+    }
+    method.stages.push_back(std::move(stage_options));
+    method.knobs.push_back(std::move(knobs));
+  }
+  return method;
+}
+
+/// The plan of a solved iteration: every instruction's knob turned into clock and comm configs.
+Plan make_plan(const pipeline::PipelineDag& dag, const pipeline::IterationResult& iteration, const MethodOptions& method,
+               const std::string& workload_json) {
+  Plan plan = plan_from_iteration(dag, iteration, workload_json);
+  for (StagePlan& stage : plan.stages) {
+    for (PlannedInstruction& instruction : stage.instructions) {
+      const StageKnobs& knobs = method.knobs[stage.stage];
+      const Knob& knob = (instruction.type == pipeline::InstructionType::kForward ? knobs.forward
+                                                                                 : knobs.backward)[instruction.freq_mhz];
+      instruction.freq_mhz = knob.freq_mhz;
+      for (const auto& [key, choice] : knob.choices) instruction.partitions[key] = {choice.slot, choice.ctas};
+    }
+  }
+  return plan;
+}
+
+Plan uniform_plan(const workload::Workload& workload, int freq_mhz, const std::string& workload_json) {
+  Plan plan;
+  plan.workload_json = workload_json;
+  for (int stage = 0; stage < workload.parallel.pp; ++stage) {
+    StagePlan stage_plan{stage, {}};
+    for (const pipeline::Instruction& instruction :
+         pipeline::one_f_one_b(stage, workload.parallel.pp, workload.parallel.microbatches)) {
+      stage_plan.instructions.push_back({instruction.type, instruction.microbatch, freq_mhz, {}});
+    }
+    plan.stages.push_back(std::move(stage_plan));
+  }
+  return plan;
+}
+
+MethodPoint evaluate(const device::GpuSpec& gpu, const workload::Workload& workload, Plan plan,
+                     device::OverlapMode overlap) {
+  const pipeline::IterationRun run = simulate_plan(gpu, workload, plan, overlap);
+  MethodPoint point{run.time_s, run.energy_j, plan.predicted_time_s, plan.predicted_energy_j, std::move(plan)};
+  point.plan.predicted_time_s = point.predicted_time_s;
+  point.plan.predicted_energy_j = point.predicted_energy_j;
+  return point;
+}
+
+std::vector<MethodPoint> pareto_points(std::vector<MethodPoint> points) {
+  std::sort(points.begin(), points.end(), [](const MethodPoint& a, const MethodPoint& b) {
+    return a.time_s != b.time_s ? a.time_s < b.time_s : a.energy_j < b.energy_j;
+  });
+  std::vector<MethodPoint> front;
+  for (MethodPoint& point : points) {
+    if (front.empty() || point.energy_j < front.back().energy_j) front.push_back(std::move(point));
+  }
+  return front;
+}
+
+MethodResult solve_method(const std::string& name, const device::GpuSpec& gpu, const workload::Workload& workload,
+                          const MethodOptions& method, const PlanJobOptions& options,
+                          const std::string& workload_json) {
+  pipeline::OneFOneBConfig config;
+  config.microbatches = workload.parallel.microbatches;
+  config.unit_time_s = options.unit_time_s;
+  config.static_power_w = gpu.static_power_w;
+  config.stages = method.stages;
+  const pipeline::PipelineDag dag = pipeline::build_one_f_one_b_dag(config);
+  pipeline::PhillipsDessoukyOptions solver_options;
+  solver_options.gpus = workload.parallel.pp;
+  const auto started = std::chrono::steady_clock::now();
+  const pipeline::PhillipsDessoukyResult solved = pipeline::PhillipsDessouky(dag, solver_options).run();
+  MethodResult result;
+  result.name = name;
+  result.solver_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  result.solver_iterations = static_cast<int>(solved.iterations.size());
+  result.pruned_points = method.pruned_points;
+  const double scale = gpus_per_stage(workload);  // solver energies are for one GPU per stage
+  for (int index : solved.frontier) {
+    result.predicted_curve.emplace_back(solved.iterations[index].time_s, solved.iterations[index].energy_j * scale);
+  }
+  // Simulate an evenly spread sample of the frontier (the fastest and slowest always).
+  const int count = static_cast<int>(solved.frontier.size());
+  const int samples = std::min(count, std::max(options.max_plans, 2));
+  std::vector<int> chosen;
+  for (int sample = 0; sample < samples; ++sample) {
+    const int position = samples == 1 ? 0 : static_cast<int>(std::lround(static_cast<double>(sample) * (count - 1) / (samples - 1)));
+    if (chosen.empty() || chosen.back() != position) chosen.push_back(position);
+  }
+  std::vector<MethodPoint> points;
+  for (int position : chosen) {
+    const pipeline::IterationResult& iteration = solved.iterations[solved.frontier[position]];
+    Plan plan = make_plan(dag, iteration, method, workload_json);
+    plan.predicted_time_s = iteration.time_s;
+    plan.predicted_energy_j = iteration.energy_j * scale;
+    points.push_back(evaluate(gpu, workload, std::move(plan), method.overlap));
+  }
+  result.frontier = pareto_points(std::move(points));
+  return result;
+}
+
+const MethodResult* find_method(const std::vector<MethodResult>& methods, std::string_view name) {
+  for (const MethodResult& method : methods) {
+    if (method.name == name) return &method;
+  }
+  return nullptr;
+}
+
+nlohmann::ordered_json optional_number(const std::optional<double>& value) {
+  return value ? nlohmann::ordered_json(*value) : nlohmann::ordered_json(nullptr);
+}
+
+}  // namespace
+
+Comparison compare(const MethodResult& method, const MethodResult* megatron, const MethodResult* perseus) {
+  Comparison comparison;
+  if (method.frontier.empty()) return comparison;
+  const MethodPoint& fastest = method.frontier.front();
+  if (megatron != nullptr && !megatron->frontier.empty()) {
+    const MethodPoint& base = megatron->frontier.front();
+    comparison.max_throughput_time_reduction_pct = (base.time_s - fastest.time_s) / base.time_s * 100;
+    comparison.max_throughput_energy_reduction_pct = (base.energy_j - fastest.energy_j) / base.energy_j * 100;
+  }
+  if (perseus != nullptr && !perseus->frontier.empty()) {
+    const MethodPoint& perseus_fastest = perseus->frontier.front();
+    const MethodPoint& perseus_least_energy = perseus->frontier.back();
+    std::optional<double> least_energy, least_time;
+    for (const MethodPoint& point : method.frontier) {
+      if (point.time_s <= perseus_fastest.time_s * (1 + 1e-9)) {
+        least_energy = std::min(least_energy.value_or(point.energy_j), point.energy_j);
+      }
+      if (point.energy_j <= perseus_least_energy.energy_j * (1 + 1e-9)) {
+        least_time = std::min(least_time.value_or(point.time_s), point.time_s);
+      }
+    }
+    if (least_energy) {
+      comparison.iso_time_energy_reduction_pct = (perseus_fastest.energy_j - *least_energy) / perseus_fastest.energy_j * 100;
+    }
+    if (least_time) {
+      comparison.iso_energy_time_reduction_pct = (perseus_least_energy.time_s - *least_time) / perseus_least_energy.time_s * 100;
+    }
+  }
+  return comparison;
+}
+
+PlanJobResult run_plan_job(const device::GpuSpec& gpu, const workload::Workload& workload,
+                           const PlanJobOptions& options) {
+  for (const std::string& method : options.methods) {
+    if (std::find(kMethods.begin(), kMethods.end(), method) == kMethods.end()) {
+      throw InputError(fmt::format("--methods: unknown method \"{}\" (methods: {})", method, fmt::join(kMethods, ", ")));
+    }
+  }
+  if (options.clocks_mhz.empty()) throw InputError("--clocks: no clock to plan with");
+  for (int clock : options.clocks_mhz) device::require_supported_clock(gpu, clock, "--clocks");
+  const std::string workload_json = workload::workload_to_json(workload);
+  auto progress = [&](const std::string& line) {
+    if (options.progress) options.progress(line);
+  };
+  PlanJobResult result;
+  for (const std::string& name : options.methods) {
+    if (name == "megatron") {
+      progress("megatron: default clock, no overlap");
+      MethodResult megatron;
+      megatron.name = name;
+      Plan plan = uniform_plan(workload, gpu.clock_default_mhz, workload_json);
+      MethodPoint point = evaluate(gpu, workload, std::move(plan), device::OverlapMode::kNone);
+      point.predicted_time_s = point.plan.predicted_time_s = point.time_s;
+      point.predicted_energy_j = point.plan.predicted_energy_j = point.energy_j;
+      megatron.predicted_curve.emplace_back(point.time_s, point.energy_j);
+      megatron.frontier.push_back(std::move(point));
+      result.methods.push_back(std::move(megatron));
+      continue;
+    }
+    MethodOptions method;
+    if (name == "kareus") {
+      result.measurements = measure_partitions(gpu, workload, options);
+      progress("kareus: composing per-instruction options");
+      method = composed_options(gpu, workload, result.measurements, options);
+    } else {
+      progress(fmt::format("{}: per-instruction options at {} clocks", name, options.clocks_mhz.size()));
+      method = clock_options(gpu, workload, options.clocks_mhz,
+                             name == "perseus" ? device::OverlapMode::kNone : device::OverlapMode::kNanobatch);
+    }
+    progress(fmt::format("{}: solving the pipeline frontier", name));
+    result.methods.push_back(solve_method(name, gpu, workload, method, options, workload_json));
+    progress(fmt::format("{}: {} solver iterations in {:.2f} s", name, result.methods.back().solver_iterations,
+                         result.methods.back().solver_s));
+  }
+  const MethodResult* megatron = find_method(result.methods, "megatron");
+  const MethodResult* perseus = find_method(result.methods, "perseus");
+  for (const MethodResult& method : result.methods) {
+    result.comparison.emplace_back(method.name, compare(method, megatron, perseus));
+  }
+  return result;
+}
+
+void write_plan_job(const std::filesystem::path& dir, const workload::Workload& workload, const PlanJobResult& result) {
+  ensure_writable_directory(dir, "--out");
+  const std::filesystem::path summary_path = dir / "summary.json";
+  std::error_code ignored;
+  std::filesystem::remove(summary_path, ignored);  // a stale summary must not look current
+  nlohmann::ordered_json methods = nlohmann::ordered_json::object();
+  for (const MethodResult& method : result.methods) {
+    ensure_writable_directory(dir / "plans" / method.name, "--out");
+    nlohmann::ordered_json frontier = nlohmann::ordered_json::array();
+    for (std::size_t index = 0; index < method.frontier.size(); ++index) {
+      const MethodPoint& point = method.frontier[index];
+      const std::string relative = fmt::format("plans/{}/plan_{:02}.json", method.name, index);
+      write_plan(dir / relative, point.plan);
+      frontier.push_back({{"time_s", point.time_s},
+                          {"energy_j", point.energy_j},
+                          {"plan", relative},
+                          {"predicted_time_s", point.predicted_time_s},
+                          {"predicted_energy_j", point.predicted_energy_j}});
+    }
+    methods[method.name] = {{"frontier", std::move(frontier)},
+                            {"solver_iterations", method.solver_iterations},
+                            {"solver_s", method.solver_s},
+                            {"composition_pruned_points", method.pruned_points}};
+  }
+  nlohmann::ordered_json comparison = nlohmann::ordered_json::object();
+  for (const auto& [name, metrics] : result.comparison) {
+    comparison[name] = {{"max_throughput_time_reduction_pct", optional_number(metrics.max_throughput_time_reduction_pct)},
+                        {"max_throughput_energy_reduction_pct", optional_number(metrics.max_throughput_energy_reduction_pct)},
+                        {"iso_time_energy_reduction_pct", optional_number(metrics.iso_time_energy_reduction_pct)},
+                        {"iso_energy_time_reduction_pct", optional_number(metrics.iso_energy_time_reduction_pct)}};
+  }
+  nlohmann::ordered_json summary;
+  summary["schema"] = kSummarySchema;
+  summary["workload"] = nlohmann::ordered_json::parse(workload::workload_to_json(workload));
+  summary["methods"] = std::move(methods);
+  summary["comparison"] = std::move(comparison);
+  write_file_atomic(summary_path, summary.dump(2) + "\n");
+}
+
+}  // namespace kareus::plan

@@ -1,0 +1,90 @@
+#include "kareus/plan/plan_simulator.h"
+
+#include <algorithm>
+#include <map>
+#include <tuple>
+
+#include <fmt/format.h>
+
+#include "kareus/common/error.h"
+#include "kareus/partition/partition.h"
+
+namespace kareus::plan {
+
+void check_plan_fits(const Plan& plan, const workload::Workload& workload, const device::GpuSpec& gpu,
+                     std::string_view origin) {
+  if (static_cast<int>(plan.stages.size()) != workload.parallel.pp) {
+    throw InputError(fmt::format("{}: plan has {} stages, the workload has --pp {}", origin, plan.stages.size(),
+                                 workload.parallel.pp));
+  }
+  if (microbatch_count(plan) != workload.parallel.microbatches) {
+    throw InputError(fmt::format("{}: plan has {} microbatches, the workload has --microbatches {}", origin,
+                                 microbatch_count(plan), workload.parallel.microbatches));
+  }
+  const std::vector<std::string> keys =
+      workload.parallel.nanobatches == 2 ? partition::searchable_keys(workload) : std::vector<std::string>{};
+  for (const StagePlan& stage : plan.stages) {
+    for (const PlannedInstruction& instruction : stage.instructions) {
+      device::require_supported_clock(gpu, instruction.freq_mhz,
+                                      fmt::format("{}: stage {} freq_mhz", origin, stage.stage));
+      for (const auto& [key, config] : instruction.partitions) {
+        if (std::find(keys.begin(), keys.end(), key) == keys.end()) {
+          throw InputError(fmt::format("{}: stage {}: partition key {} is not a key of this workload ({})", origin,
+                                       stage.stage, key, fmt::join(keys, ", ")));
+        }
+      }
+    }
+  }
+}
+
+pipeline::IterationRun simulate_plan(const device::GpuSpec& gpu, const workload::Workload& workload, const Plan& plan,
+                                     device::OverlapMode overlap) {
+  using Key = std::tuple<int, int, int, std::string>;  // stage, type, clock, configs
+  std::map<Key, pipeline::InstructionCost> cache;
+  auto run_at = [&](int stage, const PlannedInstruction& instruction, int freq_mhz) {
+    device::CommChoices choices;
+    std::string signature;
+    for (const auto& [key, config] : instruction.partitions) {
+      choices[key] = {config.ctas, config.slot};
+      signature += fmt::format("{}:{}:{};", key, config.ctas, config.slot);
+    }
+    const Key key{stage, static_cast<int>(instruction.type), freq_mhz, signature};
+    auto [entry, inserted] = cache.try_emplace(key);
+    if (inserted) {
+      const auto direction = instruction.type == pipeline::InstructionType::kForward ? workload::Direction::kForward
+                                                                                    : workload::Direction::kBackward;
+      const device::InstructionRun run =
+          device::run_instruction(gpu, workload, stage, direction, freq_mhz, overlap, choices);
+      entry->second = {run.time_s, run.energy_j};
+    }
+    return entry->second;
+  };
+  std::vector<int> previous_clock(plan.stages.size(), 0);
+  std::vector<std::size_t> position(plan.stages.size(), 0);
+  const double switch_s = gpu.clock_switch_latency_ms * 1e-3;
+  auto cost = [&](const pipeline::Instruction& instruction) {
+    // The simulator asks for each stage's instructions in order.
+    const PlannedInstruction& planned = plan.stages[instruction.stage].instructions[position[instruction.stage]++];
+    pipeline::InstructionCost now = run_at(instruction.stage, planned, planned.freq_mhz);
+    int& previous = previous_clock[instruction.stage];
+    if (previous != 0 && previous != planned.freq_mhz) {
+      // The first switch_s of the instruction still runs at the old clock.
+      const pipeline::InstructionCost old = run_at(instruction.stage, planned, previous);
+      const double fraction = std::min(1.0, switch_s / old.time_s);
+      now = {fraction * old.time_s + (1 - fraction) * now.time_s, fraction * old.energy_j + (1 - fraction) * now.energy_j};
+    }
+    previous = planned.freq_mhz;
+    return now;
+  };
+  std::vector<pipeline::InstructionCost> tail;
+  for (int stage = 0; stage < workload.parallel.pp; ++stage) {
+    const int last_clock = plan.stages[stage].instructions.back().freq_mhz;
+    const device::InstructionRun reduction = device::run_gradient_reduction(gpu, workload, stage, last_clock);
+    tail.push_back({reduction.time_s, reduction.energy_j});
+  }
+  const int gpus_per_stage = workload.parallel.tp * workload.parallel.cp * workload.parallel.dp;
+  return pipeline::simulate_one_f_one_b(workload.parallel.pp, workload.parallel.microbatches, cost,
+                                        gpu.static_power_w, gpus_per_stage, tail);
+}
+
+}  // namespace kareus::plan

@@ -1,0 +1,147 @@
+#include "kareus/report/report.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "kareus/common/file_io.h"
+#include "kareus/plan/plan_simulator.h"
+#include "kareus/report/svg_plot.h"
+
+namespace kareus::report {
+namespace {
+
+const char* method_color(const std::string& name) {
+  if (name == "megatron") return "#555555";
+  if (name == "perseus") return "#1f77b4";
+  if (name == "nanobatch_perseus") return "#ff7f0e";
+  return "#2ca02c";
+}
+
+std::string percent(const std::optional<double>& value) {
+  return value ? fmt::format("{:+.1f}%", *value) : "&ndash;";
+}
+
+std::string comparison_table(const plan::PlanJobResult& result, int gpus) {
+  std::string html =
+      "<table><tr><th>method</th><th>fastest time (s)</th><th>its energy (J)</th><th>avg power (W/GPU)</th>"
+      "<th>max-throughput time</th><th>max-throughput energy</th><th>iso-time energy</th><th>iso-energy time</th>"
+      "<th>frontier plans</th></tr>\n";
+  for (std::size_t index = 0; index < result.methods.size(); ++index) {
+    const plan::MethodResult& method = result.methods[index];
+    const plan::Comparison& metrics = result.comparison[index].second;
+    const plan::MethodPoint& fastest = method.frontier.front();
+    html += fmt::format("<tr><td>{}</td><td>{:.3f}</td><td>{:.0f}</td><td>{:.1f}</td><td>{}</td><td>{}</td><td>{}</td>"
+                        "<td>{}</td><td>{}</td></tr>\n",
+                        method.name, fastest.time_s, fastest.energy_j, fastest.energy_j / (fastest.time_s * gpus),
+                        percent(metrics.max_throughput_time_reduction_pct),
+                        percent(metrics.max_throughput_energy_reduction_pct),
+                        percent(metrics.iso_time_energy_reduction_pct), percent(metrics.iso_energy_time_reduction_pct),
+                        method.frontier.size());
+  }
+  return html + "</table>\n";
+}
+
+std::string frontier_plot(const plan::PlanJobResult& result) {
+  std::vector<Series> series;
+  for (const plan::MethodResult& method : result.methods) {
+    Series achieved{method.name + " (achieved)", method_color(method.name), {}, true, true};
+    for (const plan::MethodPoint& point : method.frontier) achieved.points.emplace_back(point.time_s, point.energy_j / 1e3);
+    series.push_back(std::move(achieved));
+  }
+  return line_chart(series, {"Iteration time-energy frontiers", "iteration time (s)", "energy per iteration, all GPUs (kJ)"});
+}
+
+std::string timeline_plot(const device::GpuSpec& gpu, const workload::Workload& workload,
+                          const plan::PlanJobResult& result) {
+  const plan::MethodResult* chosen = nullptr;
+  for (const plan::MethodResult& method : result.methods) {
+    if (method.name == "kareus" || (chosen == nullptr && !method.frontier.empty())) chosen = &method;
+  }
+  if (chosen == nullptr || chosen->frontier.empty()) return "<p>no plan to show</p>";
+  const plan::Plan& plan = chosen->frontier.front().plan;
+  const auto overlap = chosen->name == "megatron" || chosen->name == "perseus" ? device::OverlapMode::kNone
+                                                                             : device::OverlapMode::kNanobatch;
+  const pipeline::IterationRun run = plan::simulate_plan(gpu, workload, plan, overlap);
+  int low = gpu.clock_max_mhz, high = gpu.clock_min_mhz;
+  for (const plan::StagePlan& stage : plan.stages) {
+    for (const plan::PlannedInstruction& instruction : stage.instructions) {
+      low = std::min(low, instruction.freq_mhz);
+      high = std::max(high, instruction.freq_mhz);
+    }
+  }
+  std::vector<TimelineBar> bars;
+  std::vector<std::string> rows;
+  for (const pipeline::StageRun& stage : run.stages) {
+    rows.push_back(fmt::format("stage {}", stage.stage));
+    for (std::size_t index = 0; index < stage.instructions.size(); ++index) {
+      const pipeline::ScheduledInstruction& scheduled = stage.instructions[index];
+      const int clock = plan.stages[stage.stage].instructions[index].freq_mhz;
+      const bool forward = scheduled.instruction.type == pipeline::InstructionType::kForward;
+      const std::string label = fmt::format("{}{}", forward ? "F" : "B", scheduled.instruction.microbatch);
+      bars.push_back({stage.stage, scheduled.start_s, scheduled.end_s, label, heat_color(clock, low, high),
+                      fmt::format("{} {:.3f}-{:.3f} s at {} MHz, {:.1f} J/GPU", label, scheduled.start_s,
+                                  scheduled.end_s, clock, scheduled.energy_j)});
+    }
+  }
+  ChartOptions options{fmt::format("Pipeline timeline: {} fastest plan ({:.3f} s), colour = clock {}..{} MHz",
+                                   chosen->name, run.time_s, low, high),
+                       "time (s)", "", 900, 80 + 44 * static_cast<int>(rows.size())};
+  return timeline_chart(bars, rows, options);
+}
+
+std::string partition_plots(const device::GpuSpec& gpu, const plan::PlanJobResult& result) {
+  std::string html;
+  for (const auto& [key, measured] : result.measurements) {
+    // Every config as a dot (thinned to ~600), and the (time, effective energy) front.
+    Series all{"configs", "#bbbbbb", {}, false, true};
+    const std::size_t stride = std::max<std::size_t>(1, measured.size() / 600);
+    for (std::size_t index = 0; index < measured.size(); index += stride) {
+      all.points.emplace_back(measured[index].time_s * 1e3, measured[index].energy_j);
+    }
+    std::vector<compose::MeasuredConfig> sorted = measured;
+    std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) { return a.time_s < b.time_s; });
+    Series front{"Pareto front (t, E)", "#2ca02c", {}, true, true};
+    double best = INFINITY;
+    for (const compose::MeasuredConfig& point : sorted) {
+      if (point.energy_j < best) {
+        best = point.energy_j;
+        front.points.emplace_back(point.time_s * 1e3, point.energy_j);
+      }
+    }
+    html += line_chart({all, front}, {fmt::format("{} ({} configs, static power {} W)", key, measured.size(),
+                                                  gpu.static_power_w),
+                                      "time (ms)", "energy (J, one GPU)", 560, 340});
+  }
+  return html;
+}
+
+}  // namespace
+
+std::string render_report(const device::GpuSpec& gpu, const workload::Workload& workload,
+                          const plan::PlanJobResult& result) {
+  const workload::Parallelism& p = workload.parallel;
+  std::string html = fmt::format(
+      "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>kareus plan: {0}</title>\n"
+      "<style>body{{font-family:sans-serif;margin:24px;max-width:1200px}}table{{border-collapse:collapse}}"
+      "td,th{{border:1px solid #ccc;padding:4px 8px;text-align:right}}td:first-child{{text-align:left}}"
+      "svg{{margin:8px 8px 8px 0}}</style></head><body>\n"
+      "<h1>kareus plan: {0}</h1>\n<p>{1}: TP {2}, CP {3}, PP {4}, DP {5}, microbatch {6}, sequence {7}, {8} "
+      "microbatches, {9} GPUs. Time is the iteration time; energy is the whole job's for one iteration. "
+      "Max-throughput metrics are against megatron, iso metrics against perseus (REFERENCE.md section 6).</p>\n",
+      escape_xml(workload.model.name), escape_xml(gpu.name), p.tp, p.cp, p.pp, p.dp, p.mbs, p.seq, p.microbatches,
+      workload.gpus());
+  html += "<h2>Comparison</h2>\n" + comparison_table(result, workload.gpus());
+  html += "<h2>Frontiers</h2>\n" + frontier_plot(result);
+  html += "<h2>Pipeline timeline</h2>\n" + timeline_plot(gpu, workload, result);
+  if (!result.measurements.empty()) html += "<h2>Partition fronts</h2>\n" + partition_plots(gpu, result);
+  return html + "</body></html>\n";
+}
+
+void write_report(const std::filesystem::path& dir, const device::GpuSpec& gpu, const workload::Workload& workload,
+                  const plan::PlanJobResult& result) {
+  write_file_atomic(dir / "report.html", render_report(gpu, workload, result));
+}
+
+}  // namespace kareus::report

@@ -1,0 +1,300 @@
+#include "kareus/runtime/daemon.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+#include <grp.h>
+#include <nlohmann/json.hpp>
+#include <pwd.h>
+
+#include "kareus/common/error.h"
+#include "kareus/common/file_io.h"
+#include "kareus/common/json_fields.h"
+#include "kareus/runtime/daemon_protocol.h"
+#include "kareus/runtime/nvml.h"
+
+namespace kareus::runtime {
+namespace {
+
+using nlohmann::json;
+namespace jf = json_fields;
+
+long long require_integer(const json& object, const char* key, long long minimum, long long maximum,
+                          std::string_view origin) {
+  const json& value = jf::require(object, key, origin);
+  if (!value.is_number_integer() || value.get<long long>() < minimum || value.get<long long>() > maximum) {
+    throw InputError(fmt::format("{}: field '{}' must be an integer in [{}, {}], found {}", origin, key, minimum,
+                                 maximum, value.dump()));
+  }
+  return value.get<long long>();
+}
+
+template <typename Id>
+std::vector<Id> require_ids(const json& object, const char* key, std::string_view origin) {
+  std::vector<Id> ids;
+  auto found = object.find(key);
+  if (found == object.end()) return ids;
+  if (!found->is_array()) throw InputError(fmt::format("{}: field '{}' must be an array of integers", origin, key));
+  for (const json& value : *found) {
+    if (!value.is_number_integer() || value.get<long long>() < 0 || value.get<long long>() > 0xFFFFFFFELL) {
+      throw InputError(fmt::format("{}: field '{}' must hold ids >= 0, found {}", origin, key, value.dump()));
+    }
+    ids.push_back(static_cast<Id>(value.get<long long>()));
+  }
+  return ids;
+}
+
+/// "1980, 1410, ... 510" with at most a dozen values shown.
+std::string list_clocks(const std::vector<int>& clocks) {
+  if (clocks.size() <= 12) return fmt::format("{}", fmt::join(clocks, ", "));
+  return fmt::format("{} values from {} down to {}", clocks.size(), clocks.front(), clocks.back());
+}
+
+DaemonReply failure(std::string message) {
+  DaemonReply reply;
+  reply.ok = false;
+  reply.error = std::move(message);
+  return reply;
+}
+
+}  // namespace
+
+DaemonConfig parse_daemon_config(std::string_view text, std::string_view origin_view) {
+  const std::string origin(origin_view);
+  const json document = parse_json(text, origin);
+  jf::reject_unknown(document,
+                     {"socket_path", "socket_group", "allowed_uids", "allowed_gids", "max_message_bytes",
+                      "max_requests_per_second", "max_clients", "backend", "nvml_library", "fake_gpu_count",
+                      "fake_clocks_mhz"},
+                     origin);
+  DaemonConfig config;
+  config.socket_path = jf::require_string(document, "socket_path", origin);
+  if (document.contains("socket_group")) config.socket_group = jf::require_string(document, "socket_group", origin);
+  config.allowed_uids = require_ids<uid_t>(document, "allowed_uids", origin);
+  config.allowed_gids = require_ids<gid_t>(document, "allowed_gids", origin);
+  if (config.allowed_uids.empty() && config.allowed_gids.empty()) {
+    throw InputError(fmt::format("{}: allowed_uids and allowed_gids are both empty: nobody could use the daemon",
+                                 origin));
+  }
+  if (document.contains("max_message_bytes")) {
+    config.max_message_bytes =
+        static_cast<std::size_t>(require_integer(document, "max_message_bytes", 64, 1 << 20, origin));
+  }
+  if (document.contains("max_requests_per_second")) {
+    config.max_requests_per_second = jf::require_positive(document, "max_requests_per_second", origin);
+  }
+  if (document.contains("max_clients")) {
+    config.max_clients = static_cast<std::size_t>(require_integer(document, "max_clients", 1, 65536, origin));
+  }
+  if (document.contains("backend")) config.backend = jf::require_string(document, "backend", origin);
+  if (config.backend != "nvml" && config.backend != "fake") {
+    throw InputError(fmt::format("{}: field 'backend' must be \"nvml\" or \"fake\", found \"{}\"", origin, config.backend));
+  }
+  if (document.contains("nvml_library")) config.nvml_library = jf::require_string(document, "nvml_library", origin);
+  if (document.contains("fake_gpu_count")) {
+    config.fake_gpu_count = static_cast<int>(require_integer(document, "fake_gpu_count", 1, 64, origin));
+  }
+  if (auto clocks = document.find("fake_clocks_mhz"); clocks != document.end()) {
+    config.fake_clocks_mhz.clear();
+    if (!clocks->is_array() || clocks->empty()) {
+      throw InputError(fmt::format("{}: field 'fake_clocks_mhz' must be a non-empty array", origin));
+    }
+    for (const json& clock : *clocks) {
+      if (!clock.is_number_integer() || clock.get<long long>() <= 0 || clock.get<long long>() > 100000) {
+        throw InputError(fmt::format("{}: fake_clocks_mhz must hold positive clocks, found {}", origin, clock.dump()));
+      }
+      config.fake_clocks_mhz.push_back(clock.get<int>());
+    }
+  }
+  return config;
+}
+
+DaemonConfig read_daemon_config(const std::filesystem::path& path) {
+  return parse_daemon_config(read_text_file(path), path.string());
+}
+
+std::vector<std::unique_ptr<ClockBackend>> make_daemon_gpus(const DaemonConfig& config) {
+  std::vector<std::unique_ptr<ClockBackend>> gpus;
+  if (config.backend == "fake") {
+    for (int gpu = 0; gpu < config.fake_gpu_count; ++gpu) {
+      gpus.push_back(std::make_unique<RecorderClockBackend>(config.fake_clocks_mhz));
+    }
+    return gpus;
+  }
+  auto library = std::make_shared<NvmlLibrary>(config.nvml_library);
+  const int count = library->device_count();
+  for (int gpu = 0; gpu < count; ++gpu) gpus.push_back(std::make_unique<NvmlClockBackend>(library, gpu));
+  return gpus;
+}
+
+std::optional<std::string> check_peer(const PeerIdentity& peer, const DaemonConfig& config) {
+  const auto& uids = config.allowed_uids;
+  const auto& gids = config.allowed_gids;
+  if (std::find(uids.begin(), uids.end(), peer.uid) != uids.end()) return std::nullopt;
+  if (std::find(gids.begin(), gids.end(), peer.gid) != gids.end()) return std::nullopt;
+  // Supplementary groups of the peer's account.
+  std::vector<char> buffer(16384);
+  passwd entry{};
+  passwd* found = nullptr;
+  if (::getpwuid_r(peer.uid, &entry, buffer.data(), buffer.size(), &found) == 0 && found != nullptr) {
+    int count = 64;
+    std::vector<gid_t> groups(static_cast<std::size_t>(count));
+    if (::getgrouplist(found->pw_name, peer.gid, groups.data(), &count) < 0) {
+      groups.resize(static_cast<std::size_t>(count));
+      (void)::getgrouplist(found->pw_name, peer.gid, groups.data(), &count);
+    }
+    groups.resize(static_cast<std::size_t>(std::max(count, 0)));
+    for (gid_t group : groups) {
+      if (std::find(gids.begin(), gids.end(), group) != gids.end()) return std::nullopt;
+    }
+  }
+  return fmt::format("uid {} (gid {}, pid {}) is not allowed to use kareusd: add it to allowed_uids or a group "
+                     "of it to allowed_gids in the daemon's config",
+                     peer.uid, peer.gid, peer.pid);
+}
+
+// --- DaemonCore --------------------------------------------------------------------------------
+
+DaemonCore::DaemonCore(std::vector<std::unique_ptr<ClockBackend>> gpus, double max_requests_per_second)
+    : max_requests_per_second_(max_requests_per_second) {
+  for (auto& backend : gpus) {
+    Gpu gpu;
+    gpu.supported_mhz = backend->supported_clocks_mhz();
+    gpu.backend = std::move(backend);
+    gpus_.push_back(std::move(gpu));
+  }
+}
+
+DaemonCore::~DaemonCore() { (void)reset_all(); }
+
+DaemonCore::ClientId DaemonCore::connect(const PeerIdentity& peer) {
+  const ClientId id = next_client_++;
+  clients_[id] = Client{peer, max_requests_per_second_, -1};
+  return id;
+}
+
+std::optional<DaemonCore::ClientId> DaemonCore::holder(int gpu) const {
+  if (gpu < 0 || gpu >= gpu_count()) return std::nullopt;
+  return gpus_[static_cast<std::size_t>(gpu)].holder;
+}
+
+std::string DaemonCore::handle_line(ClientId client, std::string_view line, double now_s) {
+  DaemonReply reply;
+  try {
+    reply = handle(client, line, now_s);
+  } catch (const std::exception& error) {
+    reply = failure(error.what());
+  }
+  return format_daemon_reply(reply);
+}
+
+DaemonReply DaemonCore::handle(ClientId client_id, std::string_view line, double now_s) {
+  auto found = clients_.find(client_id);
+  if (found == clients_.end()) return failure("unknown client");
+  Client& client = found->second;
+  // Token bucket: max_requests_per_second per second, bursts up to the same number.
+  if (client.last_refill_s >= 0) {
+    client.tokens = std::min(max_requests_per_second_,
+                             client.tokens + (now_s - client.last_refill_s) * max_requests_per_second_);
+  }
+  client.last_refill_s = now_s;
+  if (client.tokens < 1) {
+    return failure(fmt::format("rate limit: at most {} requests per second per client", max_requests_per_second_));
+  }
+  client.tokens -= 1;
+
+  DaemonRequest request;
+  try {
+    request = parse_daemon_request(line);
+  } catch (const InputError& error) {
+    return failure(error.what());
+  }
+  DaemonReply reply;
+  reply.id = request.id;
+  if (request.gpu >= gpu_count()) {
+    reply.ok = false;
+    reply.error = fmt::format("gpu {} does not exist: this machine has {} GPUs (0..{})", request.gpu, gpu_count(),
+                              gpu_count() - 1);
+    return reply;
+  }
+  Gpu& gpu = gpus_[static_cast<std::size_t>(request.gpu)];
+  const auto refuse = [&](std::string message) {
+    reply.ok = false;
+    reply.error = std::move(message);
+    return reply;
+  };
+  const auto held_by_other = [&] { return gpu.holder && *gpu.holder != client_id; };
+  const auto holder_text = [&] {
+    const auto other = clients_.find(*gpu.holder);
+    return other == clients_.end() ? std::string("another client")
+                                   : fmt::format("another client (pid {}, uid {})", other->second.peer.pid,
+                                                 other->second.peer.uid);
+  };
+  try {
+    switch (request.op) {
+      case DaemonOp::kSet: {
+        if (std::find(gpu.supported_mhz.begin(), gpu.supported_mhz.end(), request.freq_mhz) == gpu.supported_mhz.end()) {
+          return refuse(fmt::format("gpu {} does not support {} MHz (supported: {})", request.gpu, request.freq_mhz,
+                                    list_clocks(gpu.supported_mhz)));
+        }
+        if (held_by_other()) return refuse(fmt::format("gpu {} is locked by {}", request.gpu, holder_text()));
+        gpu.backend->set_locked_clock(request.freq_mhz);
+        gpu.holder = client_id;
+        break;
+      }
+      case DaemonOp::kReset: {
+        if (held_by_other()) return refuse(fmt::format("gpu {} is locked by {}", request.gpu, holder_text()));
+        if (gpu.holder) {
+          gpu.backend->reset();
+          gpu.holder.reset();
+        }
+        break;
+      }
+      case DaemonOp::kGet: reply.freq_mhz = gpu.backend->read_clock_mhz(); break;
+      case DaemonOp::kSupported: reply.clocks_mhz = gpu.supported_mhz; break;
+      case DaemonOp::kEnergy: {
+        reply.energy_mj = gpu.backend->read_energy_mj();
+        if (!reply.energy_mj) return refuse(fmt::format("gpu {} has no energy counter", request.gpu));
+        break;
+      }
+    }
+  } catch (const std::exception& error) {
+    return refuse(fmt::format("gpu {}: {}", request.gpu, error.what()));
+  }
+  return reply;
+}
+
+std::vector<int> DaemonCore::disconnect(ClientId client) {
+  std::vector<int> reset;
+  for (std::size_t index = 0; index < gpus_.size(); ++index) {
+    if (gpus_[index].holder != client) continue;
+    try {
+      gpus_[index].backend->reset();
+    } catch (...) {
+      // The lease is gone either way; the server logs the GPUs it reset.
+      continue;
+    }
+    gpus_[index].holder.reset();
+    reset.push_back(static_cast<int>(index));
+  }
+  clients_.erase(client);
+  return reset;
+}
+
+std::vector<int> DaemonCore::reset_all() {
+  std::vector<int> reset;
+  for (std::size_t index = 0; index < gpus_.size(); ++index) {
+    if (!gpus_[index].holder) continue;
+    try {
+      gpus_[index].backend->reset();
+      reset.push_back(static_cast<int>(index));
+    } catch (...) {
+      // Shutdown must go on for the other GPUs.
+    }
+    gpus_[index].holder.reset();
+  }
+  return reset;
+}
+
+}  // namespace kareus::runtime

@@ -1,0 +1,115 @@
+#include "kareus/runtime/daemon_protocol.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "kareus/common/error.h"
+#include "kareus/common/json_fields.h"
+
+namespace kareus::runtime {
+namespace {
+
+using nlohmann::json;
+
+int require_int(const json& object, const char* key, long long minimum) {
+  auto found = object.find(key);
+  if (found == object.end()) throw InputError(fmt::format("request: missing field '{}'", key));
+  if (!found->is_number_integer() || found->get<long long>() < minimum || found->get<long long>() > 1'000'000) {
+    throw InputError(fmt::format("request: field '{}' must be an integer >= {}, found {}", key, minimum,
+                                 found->dump(-1, ' ', false, json::error_handler_t::replace)));
+  }
+  return static_cast<int>(found->get<long long>());
+}
+
+}  // namespace
+
+std::string_view to_string(DaemonOp op) {
+  switch (op) {
+    case DaemonOp::kSet: return "set";
+    case DaemonOp::kReset: return "reset";
+    case DaemonOp::kGet: return "get";
+    case DaemonOp::kSupported: return "supported";
+    case DaemonOp::kEnergy: return "energy";
+  }
+  return "?";
+}
+
+DaemonRequest parse_daemon_request(std::string_view line) {
+  json document;
+  try {
+    document = json::parse(line);
+  } catch (const json::exception& error) {
+    throw InputError(fmt::format("request: invalid JSON ({})", error.what()));
+  }
+  if (!document.is_object()) throw InputError("request: expected a JSON object");
+  DaemonRequest request;
+  auto op = document.find("op");
+  if (op == document.end() || !op->is_string()) throw InputError("request: field 'op' must be a string");
+  const std::string name = op->get<std::string>();
+  if (name == "set") {
+    request.op = DaemonOp::kSet;
+  } else if (name == "reset") {
+    request.op = DaemonOp::kReset;
+  } else if (name == "get") {
+    request.op = DaemonOp::kGet;
+  } else if (name == "supported") {
+    request.op = DaemonOp::kSupported;
+  } else if (name == "energy") {
+    request.op = DaemonOp::kEnergy;
+  } else {
+    throw InputError(fmt::format("request: unknown op {} (expected set, reset, get, supported or energy)",
+                                 json(name).dump(-1, ' ', false, json::error_handler_t::replace)));
+  }
+  if (request.op == DaemonOp::kSet) {
+    json_fields::reject_unknown(document, {"op", "gpu", "freq_mhz", "id"}, "request");
+    request.freq_mhz = require_int(document, "freq_mhz", 1);
+  } else {
+    json_fields::reject_unknown(document, {"op", "gpu", "id"}, "request");
+  }
+  request.gpu = require_int(document, "gpu", 0);
+  if (auto id = document.find("id"); id != document.end()) {
+    if (!id->is_number_integer()) throw InputError("request: field 'id' must be an integer");
+    request.id = id->get<long long>();
+  }
+  return request;
+}
+
+std::string format_daemon_request(const DaemonRequest& request) {
+  json document = {{"op", to_string(request.op)}, {"gpu", request.gpu}};
+  if (request.op == DaemonOp::kSet) document["freq_mhz"] = request.freq_mhz;
+  if (request.id) document["id"] = *request.id;
+  return document.dump() + "\n";
+}
+
+DaemonReply parse_daemon_reply(std::string_view line) {
+  json document;
+  try {
+    document = json::parse(line);
+  } catch (const json::exception& error) {
+    throw Error(fmt::format("kareusd reply: invalid JSON ({})", error.what()));
+  }
+  try {
+    DaemonReply reply;
+    reply.ok = document.at("ok").get<bool>();
+    if (!reply.ok) reply.error = document.at("error").get<std::string>();
+    if (document.contains("freq_mhz")) reply.freq_mhz = document["freq_mhz"].get<int>();
+    if (document.contains("clocks_mhz")) reply.clocks_mhz = document["clocks_mhz"].get<std::vector<int>>();
+    if (document.contains("energy_mj")) reply.energy_mj = document["energy_mj"].get<std::uint64_t>();
+    if (document.contains("id")) reply.id = document["id"].get<long long>();
+    return reply;
+  } catch (const json::exception& error) {
+    throw Error(fmt::format("kareusd reply: unexpected shape ({}): {}", error.what(), line));
+  }
+}
+
+std::string format_daemon_reply(const DaemonReply& reply) {
+  json document = {{"ok", reply.ok}};
+  if (!reply.ok) document["error"] = reply.error;
+  if (reply.freq_mhz) document["freq_mhz"] = *reply.freq_mhz;
+  if (!reply.clocks_mhz.empty()) document["clocks_mhz"] = reply.clocks_mhz;
+  if (reply.energy_mj) document["energy_mj"] = *reply.energy_mj;
+  if (reply.id) document["id"] = *reply.id;
+  return document.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
+}
+
+}  // namespace kareus::runtime

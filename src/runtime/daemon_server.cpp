@@ -1,0 +1,230 @@
+// The socket side of kareusd: accept with SO_PEERCRED checks, split lines, enforce the message
+// size, and turn a closed connection into a lease release. One thread, poll(2).
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <grp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "kareus/common/error.h"
+#include "kareus/runtime/daemon.h"
+#include "kareus/runtime/daemon_protocol.h"
+
+namespace kareus::runtime {
+
+struct DaemonServer::Connection {
+  int fd = -1;
+  DaemonCore::ClientId client = 0;
+  PeerIdentity peer;
+  std::string buffer;
+  bool discarding = false;  ///< skipping the rest of an oversized message up to its newline
+};
+
+namespace {
+
+double monotonic_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+std::string error_line(const std::string& message) {
+  DaemonReply reply;
+  reply.ok = false;
+  reply.error = message;
+  return format_daemon_reply(reply);
+}
+
+}  // namespace
+
+DaemonServer::DaemonServer(DaemonConfig config, std::vector<std::unique_ptr<ClockBackend>> gpus, Log log)
+    : config_(std::move(config)), core_(std::move(gpus), config_.max_requests_per_second), log_(std::move(log)) {
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  if (config_.socket_path.empty() || config_.socket_path.size() >= sizeof(address.sun_path)) {
+    throw InputError(fmt::format("socket_path \"{}\" must be 1..{} characters", config_.socket_path,
+                                 sizeof(address.sun_path) - 1));
+  }
+  std::optional<gid_t> group;
+  if (!config_.socket_group.empty()) {
+    std::vector<char> buffer(16384);
+    ::group entry{};
+    ::group* found = nullptr;
+    if (::getgrnam_r(config_.socket_group.c_str(), &entry, buffer.data(), buffer.size(), &found) != 0 ||
+        found == nullptr) {
+      throw InputError(fmt::format("socket_group \"{}\" does not exist", config_.socket_group));
+    }
+    group = found->gr_gid;
+  }
+  std::memcpy(address.sun_path, config_.socket_path.c_str(), config_.socket_path.size() + 1);
+  // A socket left by a daemon that died is replaced; any other file is not ours to remove.
+  struct stat existing {};
+  if (::lstat(config_.socket_path.c_str(), &existing) == 0) {
+    if (!S_ISSOCK(existing.st_mode)) {
+      throw InputError(fmt::format("socket_path {} exists and is not a socket", config_.socket_path));
+    }
+    ::unlink(config_.socket_path.c_str());
+  }
+  int pipe_fds[2];
+  if (::pipe2(pipe_fds, O_CLOEXEC | O_NONBLOCK) != 0) throw Error(fmt::format("pipe: {}", std::strerror(errno)));
+  stop_read_fd_ = pipe_fds[0];
+  stop_write_fd_ = pipe_fds[1];
+  listen_fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  const mode_t previous_umask = ::umask(0117);  // the socket is born 0660, never wider
+  const bool bound = listen_fd_ >= 0 && ::bind(listen_fd_, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) == 0;
+  const int bind_errno = errno;
+  ::umask(previous_umask);
+  const auto fail = [&](const std::string& what, int code) {
+    if (listen_fd_ >= 0) ::close(listen_fd_);
+    ::close(stop_read_fd_);
+    ::close(stop_write_fd_);
+    throw Error(fmt::format("{} {}: {}", what, config_.socket_path, std::strerror(code)));
+  };
+  if (!bound) fail("cannot bind", bind_errno);
+  if (::chmod(config_.socket_path.c_str(), 0660) != 0) fail("cannot chmod", errno);
+  if (group && ::chown(config_.socket_path.c_str(), static_cast<uid_t>(-1), *group) != 0) fail("cannot chown", errno);
+  if (::listen(listen_fd_, 64) != 0) fail("cannot listen on", errno);
+}
+
+DaemonServer::~DaemonServer() {
+  for (int gpu : core_.reset_all()) log(fmt::format("shutdown: reset gpu {}", gpu));
+  for (auto& connection : connections_) ::close(connection->fd);
+  ::close(listen_fd_);
+  ::unlink(config_.socket_path.c_str());
+  ::close(stop_read_fd_);
+  ::close(stop_write_fd_);
+}
+
+void DaemonServer::stop() noexcept {
+  const char byte = 1;
+  [[maybe_unused]] const ssize_t written = ::write(stop_write_fd_, &byte, 1);
+}
+
+void DaemonServer::log(std::string_view message) const {
+  if (log_) log_(message);
+}
+
+void DaemonServer::run() {
+  log(fmt::format("serving {} GPUs on {}", core_.gpu_count(), config_.socket_path));
+  while (true) {
+    std::vector<pollfd> fds;
+    fds.push_back({stop_read_fd_, POLLIN, 0});
+    fds.push_back({listen_fd_, POLLIN, 0});
+    for (const auto& connection : connections_) fds.push_back({connection->fd, POLLIN, 0});
+    if (::poll(fds.data(), fds.size(), -1) < 0) {
+      if (errno == EINTR) continue;
+      throw Error(fmt::format("poll: {}", std::strerror(errno)));
+    }
+    if (fds[0].revents != 0) return;
+    // Connections first, by index from the back, so closing one does not shift the rest.
+    for (std::size_t index = fds.size() - 1; index >= 2; --index) {
+      if (fds[index].revents == 0) continue;
+      if (!read_client(*connections_[index - 2])) close_client(index - 2);
+    }
+    if (fds[1].revents & POLLIN) accept_client();
+  }
+}
+
+void DaemonServer::accept_client() {
+  while (true) {
+    const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0) return;  // EAGAIN: no more pending
+    ucred credentials{};
+    socklen_t length = sizeof(credentials);
+    auto connection = std::make_unique<Connection>();
+    connection->fd = fd;
+    if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &credentials, &length) != 0) {
+      log(fmt::format("refused a client: SO_PEERCRED failed: {}", std::strerror(errno)));
+      ::close(fd);
+      continue;
+    }
+    connection->peer = {credentials.pid, credentials.uid, credentials.gid};
+    std::optional<std::string> refusal = check_peer(connection->peer, config_);
+    if (!refusal && connections_.size() >= config_.max_clients) {
+      refusal = fmt::format("too many clients (max_clients {})", config_.max_clients);
+    }
+    if (refusal) {
+      log(fmt::format("refused pid {} uid {}: {}", credentials.pid, credentials.uid, *refusal));
+      (void)send_line(*connection, error_line(*refusal));
+      ::close(fd);
+      continue;
+    }
+    connection->client = core_.connect(connection->peer);
+    log(fmt::format("client pid {} uid {} connected", credentials.pid, credentials.uid));
+    connections_.push_back(std::move(connection));
+  }
+}
+
+bool DaemonServer::send_line(Connection& connection, const std::string& line) {
+  // Replies are small; a client that does not read them until the socket buffer is full is
+  // dropped rather than allowed to block the daemon.
+  std::size_t sent = 0;
+  while (sent < line.size()) {
+    const ssize_t count = ::send(connection.fd, line.data() + sent, line.size() - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (count < 0 && errno == EINTR) continue;
+    if (count <= 0) return false;
+    sent += static_cast<std::size_t>(count);
+  }
+  return true;
+}
+
+bool DaemonServer::read_client(Connection& connection) {
+  char chunk[4096];
+  const ssize_t count = ::recv(connection.fd, chunk, sizeof(chunk), 0);
+  if (count < 0 && (errno == EINTR || errno == EAGAIN)) return true;
+  if (count <= 0) {
+    if (!connection.buffer.empty() && !connection.discarding) {
+      // The peer may have shut down only its writing side and still read the answer.
+      (void)send_line(connection, error_line(fmt::format("truncated message: the connection closed after {} bytes "
+                                                         "without a newline",
+                                                         connection.buffer.size())));
+    }
+    return false;
+  }
+  const double now_s = monotonic_s();
+  std::string_view data(chunk, static_cast<std::size_t>(count));
+  while (!data.empty()) {
+    const std::size_t newline = data.find('\n');
+    if (connection.discarding) {
+      if (newline == std::string_view::npos) return true;
+      connection.discarding = false;
+      data.remove_prefix(newline + 1);
+      continue;
+    }
+    const std::size_t take = newline == std::string_view::npos ? data.size() : newline;
+    if (connection.buffer.size() + take > config_.max_message_bytes) {
+      if (!send_line(connection, error_line(fmt::format("message exceeds {} bytes; skipped up to its newline",
+                                                        config_.max_message_bytes)))) {
+        return false;
+      }
+      connection.buffer.clear();
+      connection.discarding = newline == std::string_view::npos;
+      data.remove_prefix(newline == std::string_view::npos ? data.size() : newline + 1);
+      continue;
+    }
+    connection.buffer.append(data.substr(0, take));
+    if (newline == std::string_view::npos) return true;
+    data.remove_prefix(newline + 1);
+    std::string line = std::move(connection.buffer);
+    connection.buffer.clear();
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (!send_line(connection, core_.handle_line(connection.client, line, now_s))) return false;
+  }
+  return true;
+}
+
+void DaemonServer::close_client(std::size_t index) {
+  Connection& connection = *connections_[index];
+  const std::vector<int> reset = core_.disconnect(connection.client);
+  log(fmt::format("client pid {} uid {} disconnected{}", connection.peer.pid, connection.peer.uid,
+                  reset.empty() ? "" : fmt::format("; reset gpus {}", fmt::join(reset, ", "))));
+  ::close(connection.fd);
+  connections_.erase(connections_.begin() + static_cast<std::ptrdiff_t>(index));
+}
+
+}  // namespace kareus::runtime

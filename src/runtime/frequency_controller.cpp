@@ -1,0 +1,256 @@
+#include "kareus/runtime/frequency_controller.h"
+
+#include <atomic>
+#include <cerrno>
+#include <csignal>
+#include <cstdlib>
+#include <exception>
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include "kareus/common/error.h"
+
+namespace kareus::runtime {
+
+FrequencyController::FrequencyController(std::unique_ptr<ClockBackend> backend)
+    : backend_(std::move(backend)), start_(std::chrono::steady_clock::now()) {
+  if (!backend_) throw InputError("frequency controller: no clock backend given");
+  description_ = backend_->describe();
+  worker_ = std::thread([this] { run(); });
+}
+
+FrequencyController::~FrequencyController() {
+  {
+    std::lock_guard lock(mutex_);
+    stop_ = true;
+    queue_.clear();
+  }
+  changed_.notify_all();
+  worker_.join();
+  if (ever_locked_) {
+    try {
+      std::lock_guard backend_lock(backend_mutex_);
+      backend_->reset();
+    } catch (...) {
+      // Nothing sensible is left to do in a destructor; the daemon (if used) resets on disconnect.
+    }
+  }
+}
+
+void FrequencyController::throw_pending_error() {
+  if (!error_.empty()) {
+    std::string message = std::move(error_);
+    error_.clear();
+    throw Error(fmt::format("frequency controller ({}): {}", description_, message));
+  }
+}
+
+void FrequencyController::request_clock(int freq_mhz) {
+  if (freq_mhz <= 0) throw InputError(fmt::format("frequency controller: clock must be > 0 MHz, found {}", freq_mhz));
+  {
+    std::lock_guard lock(mutex_);
+    throw_pending_error();
+    if (last_requested_mhz_ == freq_mhz) return;
+    last_requested_mhz_ = freq_mhz;
+    queue_.push_back(freq_mhz);
+  }
+  changed_.notify_all();
+}
+
+void FrequencyController::request_reset() {
+  {
+    std::lock_guard lock(mutex_);
+    throw_pending_error();
+    if (!last_requested_mhz_) return;
+    last_requested_mhz_.reset();
+    queue_.push_back(0);
+  }
+  changed_.notify_all();
+}
+
+void FrequencyController::flush() {
+  std::unique_lock lock(mutex_);
+  changed_.wait(lock, [this] { return queue_.empty() && !busy_; });
+  throw_pending_error();
+}
+
+void FrequencyController::reset_now() noexcept {
+  {
+    std::lock_guard lock(mutex_);
+    queue_.clear();
+    last_requested_mhz_.reset();
+    ++reset_generation_;
+  }
+  try {
+    std::lock_guard backend_lock(backend_mutex_);
+    backend_->reset();
+    const ClockSample sample{std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count(), 0,
+                             backend_->read_clock_mhz()};
+    std::lock_guard lock(mutex_);
+    timeline_.push_back(sample);
+  } catch (...) {
+    // Called on the way out of the process; the caller re-raises the signal regardless.
+  }
+}
+
+std::vector<ClockSample> FrequencyController::timeline() const {
+  std::lock_guard lock(mutex_);
+  return timeline_;
+}
+
+void FrequencyController::run() {
+  std::unique_lock lock(mutex_);
+  while (true) {
+    changed_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+    if (stop_) return;
+    const int requested_mhz = queue_.front();
+    queue_.pop_front();
+    busy_ = true;
+    const unsigned generation = reset_generation_;
+    lock.unlock();
+    ClockSample sample{0, requested_mhz, 0};
+    std::string failure;
+    bool stale = false;
+    try {
+      std::lock_guard backend_lock(backend_mutex_);
+      std::unique_lock check(mutex_);
+      stale = generation != reset_generation_;  // reset_now ran since the pop: drop the request
+      check.unlock();
+      if (!stale) {
+        if (requested_mhz > 0) {
+          backend_->set_locked_clock(requested_mhz);
+          ever_locked_ = true;
+        } else {
+          backend_->reset();
+        }
+        sample.effective_mhz = backend_->read_clock_mhz();
+      }
+    } catch (const std::exception& error) {
+      failure = error.what();
+    } catch (...) {
+      failure = "unknown failure in the clock backend";
+    }
+    sample.time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    lock.lock();
+    busy_ = false;
+    if (!failure.empty()) {
+      // Keep the first failure; forget the request so a retry of the same clock is not dropped.
+      if (error_.empty()) error_ = failure;
+      last_requested_mhz_.reset();
+    } else if (!stale) {
+      timeline_.push_back(sample);
+    }
+    changed_.notify_all();
+  }
+}
+
+// --- SignalResetGuard -------------------------------------------------------------------------
+
+namespace {
+// The process-wide values a signal or terminate handler can reach (nothing else can be passed to
+// them): the write end of the installed guard's self-pipe (-1 when none; writing one byte is
+// async-signal-safe) and the guard itself, for std::terminate.
+std::atomic<int> signal_pipe_write_fd{-1};
+std::atomic<SignalResetGuard*> installed_guard{nullptr};
+std::terminate_handler previous_terminate = nullptr;
+
+[[noreturn]] void reset_then_terminate() {
+  if (SignalResetGuard* guard = installed_guard.exchange(nullptr)) guard->run_on_signal();
+  if (previous_terminate != nullptr) previous_terminate();
+  std::abort();
+}
+
+extern "C" void kareus_signal_to_pipe(int signal_number) {
+  const int saved_errno = errno;
+  const int fd = signal_pipe_write_fd.load();
+  if (fd >= 0) {
+    const unsigned char byte = static_cast<unsigned char>(signal_number);
+    [[maybe_unused]] const ssize_t written = ::write(fd, &byte, 1);
+  }
+  errno = saved_errno;
+}
+}  // namespace
+
+std::vector<int> SignalResetGuard::default_signals() { return {SIGINT, SIGTERM}; }
+
+SignalResetGuard::SignalResetGuard(std::function<void()> on_signal, std::vector<int> signals)
+    : on_signal_(std::move(on_signal)), signals_(std::move(signals)) {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) throw Error(fmt::format("signal guard: cannot create a pipe (errno {})", errno));
+  read_fd_ = fds[0];
+  write_fd_ = fds[1];
+  int expected = -1;
+  if (!signal_pipe_write_fd.compare_exchange_strong(expected, write_fd_)) {
+    ::close(read_fd_);
+    ::close(write_fd_);
+    throw Error("signal handlers are already installed by another kareus runtime in this process; create the "
+                "others without them (install_signal_handlers = false)");
+  }
+  for (int signal_number : signals_) install(signal_number);
+  // An exception nobody catches ends in std::terminate without unwinding: reset there too.
+  installed_guard.store(this);
+  previous_terminate = std::set_terminate(reset_then_terminate);
+  watcher_ = std::thread([this] { watch(); });
+}
+
+void SignalResetGuard::run_on_signal() {
+  std::lock_guard lock(on_signal_mutex_);
+  on_signal_();
+}
+
+void SignalResetGuard::install(int signal_number) {
+  struct sigaction action {};
+  action.sa_handler = kareus_signal_to_pipe;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESTART;
+  auto previous = std::make_unique<struct sigaction>();
+  ::sigaction(signal_number, &action, previous.get());
+  // Keep the first disposition seen: reinstalling after a re-raise must not save our own handler.
+  for (const auto& [number, saved] : previous_) {
+    if (number == signal_number) return;
+  }
+  previous_.emplace_back(signal_number, std::move(previous));
+}
+
+void SignalResetGuard::watch() {
+  sigset_t unblock;
+  sigemptyset(&unblock);
+  for (int signal_number : signals_) sigaddset(&unblock, signal_number);
+  pthread_sigmask(SIG_UNBLOCK, &unblock, nullptr);
+  while (true) {
+    unsigned char byte = 0;
+    const ssize_t got = ::read(read_fd_, &byte, 1);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0 || byte == 0) return;  // 0 is the destructor's stop byte
+    const int signal_number = byte;
+    run_on_signal();
+    for (const auto& [number, saved] : previous_) {
+      if (number != signal_number) continue;
+      ::sigaction(signal_number, saved.get(), nullptr);
+      // raise() on this thread runs the previous handler before it returns (or ends the process).
+      ::raise(signal_number);
+      install(signal_number);
+    }
+  }
+}
+
+SignalResetGuard::~SignalResetGuard() {
+  for (const auto& [number, saved] : previous_) {
+    // Put the previous handler back only if nobody replaced ours in the meantime.
+    struct sigaction current {};
+    ::sigaction(number, nullptr, &current);
+    if (current.sa_handler == kareus_signal_to_pipe) ::sigaction(number, saved.get(), nullptr);
+  }
+  std::set_terminate(previous_terminate);
+  installed_guard.store(nullptr);
+  signal_pipe_write_fd.store(-1);
+  const unsigned char stop = 0;
+  [[maybe_unused]] const ssize_t written = ::write(write_fd_, &stop, 1);
+  watcher_.join();
+  ::close(read_fd_);
+  ::close(write_fd_);
+}
+
+}  // namespace kareus::runtime

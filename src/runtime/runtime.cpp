@@ -1,0 +1,65 @@
+#include "kareus/runtime/runtime.h"
+
+#include <fmt/format.h>
+
+#include "kareus/common/error.h"
+
+namespace kareus::runtime {
+namespace {
+
+std::shared_ptr<const plan::Plan> load_plan(const RuntimeOptions& options) {
+  auto loaded = std::make_shared<const plan::Plan>(plan::read_plan(options.plan_path));
+  const int stages = static_cast<int>(loaded->stages.size());
+  if (options.degrees.pp != stages) {
+    throw InputError(fmt::format("pp {} does not match the {} stages of plan {}", options.degrees.pp, stages,
+                                 options.plan_path.string()));
+  }
+  return loaded;
+}
+
+}  // namespace
+
+Runtime::Runtime(const RuntimeOptions& options)
+    : Runtime(load_plan(options), map_rank(options.rank, options.degrees).stage,
+              make_clock_backend(options.clock_backend, options.gpu_index), options.install_signal_handlers) {}
+
+Runtime::Runtime(std::shared_ptr<const plan::Plan> plan, int stage, std::unique_ptr<ClockBackend> backend,
+                 bool install_signal_handlers)
+    : cursor_(std::move(plan), stage), controller_(std::move(backend)) {
+  if (install_signal_handlers) {
+    signal_guard_ = std::make_unique<SignalResetGuard>([this] { controller_.reset_now(); });
+  }
+}
+
+Runtime::~Runtime() { signal_guard_.reset(); }
+
+void Runtime::on_step_begin() { cursor_.on_step_begin(); }
+
+void Runtime::on_instruction_begin(pipeline::InstructionType type, std::optional<int> microbatch) {
+  // Zeus-style callers name only the type: take the next microbatch of that type.
+  if (!microbatch) microbatch = cursor_.started_of_type(type);
+  const plan::PlannedInstruction& planned = cursor_.on_instruction_begin(type, *microbatch);
+  controller_.request_clock(planned.freq_mhz);
+}
+
+void Runtime::on_instruction_end() { cursor_.on_instruction_end(); }
+
+void Runtime::on_step_end() { cursor_.on_step_end(); }
+
+const plan::CommConfig& Runtime::comm_config(std::string_view partition_key) const {
+  return cursor_.comm_config(partition_key);
+}
+
+void Runtime::switch_plan(std::shared_ptr<const plan::Plan> plan) {
+  if (plan && plan->stages.size() != cursor_.plan().stages.size()) {
+    throw InputError(fmt::format("switch_plan: the new plan has {} stages, the running one {}", plan->stages.size(),
+                                 cursor_.plan().stages.size()));
+  }
+  cursor_.switch_plan(std::move(plan));
+}
+
+void Runtime::switch_plan(const std::filesystem::path& plan_path) {
+  switch_plan(std::make_shared<const plan::Plan>(plan::read_plan(plan_path)));
+}
+
+}  // namespace kareus::runtime

@@ -1,0 +1,290 @@
+#include "kareus/workload/op_graph.h"
+
+#include <algorithm>
+
+namespace kareus::workload {
+namespace {
+
+constexpr double kBf16Bytes = 2;
+
+struct Shapes {
+  double tokens;       // tokens of one nanobatch on one GPU (its CP shard)
+  double batch;        // sequences in one nanobatch
+  double seq_full;     // full sequence (keys/values after the CP all-gather)
+  double hidden;
+  double q_width;      // query heads x head_dim on one TP rank
+  double kv_width;     // key/value heads x head_dim on one TP rank (K or V alone)
+  double heads_local;  // query heads on one TP rank
+  double ffn_local;    // MLP width on one TP rank
+  double fc1_out;      // FC1 outputs on one TP rank (2 x ffn for SwiGLU)
+};
+
+Shapes shapes_of(const Workload& workload) {
+  const ModelSpec& model = workload.model;
+  const Parallelism& p = workload.parallel;
+  Shapes s{};
+  s.batch = workload.nanobatch_size();
+  s.tokens = workload.nanobatch_tokens_per_gpu();
+  s.seq_full = p.seq;
+  s.hidden = model.hidden;
+  s.heads_local = static_cast<double>(model.heads) / p.tp;
+  s.q_width = s.heads_local * model.head_dim;
+  s.kv_width = static_cast<double>(model.kv_groups) / p.tp * model.head_dim;
+  s.ffn_local = static_cast<double>(model.ffn) / p.tp;
+  s.fc1_out = (model.mlp == MlpKind::kSwiGlu ? 2 : 1) * s.ffn_local;
+  return s;
+}
+
+Op new_op(std::string name, OpKind kind, OpRole role) {
+  Op op;
+  op.name = std::move(name);
+  op.kind = kind;
+  op.role = role;
+  return op;
+}
+
+Op gemm(std::string name, OpRole role, double m, double n, double k) {
+  Op op = new_op(std::move(name), OpKind::kGemm, role);
+  op.flops = 2 * m * n * k;
+  op.bytes_read = (m * k + k * n) * kBf16Bytes;
+  op.bytes_written = m * n * kBf16Bytes;
+  op.gemm = {m, n, k};
+  return op;
+}
+
+/// A memory-bound op over `elements` outputs reading `inputs` tensors of that size.
+Op memory_op(std::string name, OpKind kind, OpRole role, double elements, double inputs, double flops_per_element) {
+  Op op = new_op(std::move(name), kind, role);
+  op.flops = elements * flops_per_element;
+  op.bytes_read = elements * inputs * kBf16Bytes;
+  op.bytes_written = elements * kBf16Bytes;
+  return op;
+}
+
+Op collective(std::string name, OpRole role, CollectiveKind kind, CommGroup group, int group_size, double bytes) {
+  Op op = new_op(std::move(name), OpKind::kCollective, role);
+  op.collective = Collective{kind, group, group_size, bytes};
+  // An all-reduce reads its input and writes its output once in HBM; the link traffic is
+  // the device model's business.
+  op.bytes_read = bytes;
+  op.bytes_written = bytes;
+  return op;
+}
+
+/// The backward of a compute op: twice the FLOPs (input and weight gradients), reading
+/// the output gradient and the saved input, writing the input gradient.
+Op backward_of(const Op& forward) {
+  Op op = forward;
+  op.name += "_bwd";
+  op.direction = Direction::kBackward;
+  op.flops = 2 * forward.flops;
+  op.bytes_read = forward.bytes_read + forward.bytes_written;
+  op.bytes_written = forward.bytes_read;
+  return op;
+}
+
+}  // namespace
+
+bool Op::is_memory_bound() const {
+  return kind == OpKind::kNorm || kind == OpKind::kRope || kind == OpKind::kActivation || kind == OpKind::kElementwise;
+}
+
+std::string_view to_string(OpKind kind) {
+  switch (kind) {
+    case OpKind::kGemm: return "gemm";
+    case OpKind::kAttention: return "attention";
+    case OpKind::kNorm: return "norm";
+    case OpKind::kRope: return "rope";
+    case OpKind::kActivation: return "activation";
+    case OpKind::kElementwise: return "elementwise";
+    case OpKind::kEmbedding: return "embedding";
+    case OpKind::kLoss: return "loss";
+    case OpKind::kCollective: return "collective";
+  }
+  return "?";
+}
+
+std::string_view to_string(CommGroup group) {
+  switch (group) {
+    case CommGroup::kTp: return "tp";
+    case CommGroup::kCp: return "cp";
+    case CommGroup::kDp: return "dp";
+    case CommGroup::kPp: return "pp";
+  }
+  return "?";
+}
+
+std::string_view to_string(CollectiveKind kind) {
+  switch (kind) {
+    case CollectiveKind::kAllReduce: return "all_reduce";
+    case CollectiveKind::kAllGather: return "all_gather";
+    case CollectiveKind::kReduceScatter: return "reduce_scatter";
+    case CollectiveKind::kSendRecv: return "send_recv";
+  }
+  return "?";
+}
+
+std::string_view short_name(CollectiveKind kind) {
+  switch (kind) {
+    case CollectiveKind::kAllReduce: return "ar";
+    case CollectiveKind::kAllGather: return "ag";
+    case CollectiveKind::kReduceScatter: return "rs";
+    case CollectiveKind::kSendRecv: return "p2p";
+  }
+  return "?";
+}
+
+LayerGraph build_layer_graph(const Workload& workload) {
+  const Shapes s = shapes_of(workload);
+  const ModelSpec& model = workload.model;
+  const int tp = workload.parallel.tp;
+  const int cp = workload.parallel.cp;
+  const double activation_bytes = s.tokens * s.hidden * kBf16Bytes;
+  // K and V of every CP rank: what the all-gather outputs and the reduce-scatter reduces.
+  const double kv_gathered_bytes = 2 * s.batch * s.seq_full * s.kv_width * kBf16Bytes;
+
+  LayerGraph graph;
+  std::vector<Op>& fwd = graph.forward;
+  fwd.push_back(memory_op("input_norm", OpKind::kNorm, OpRole::kInputNorm, s.tokens * s.hidden, 1, 4));
+  fwd.push_back(gemm("qkv", OpRole::kQkv, s.tokens, s.q_width + 2 * s.kv_width, s.hidden));
+  if (model.qk_norm) {
+    fwd.push_back(memory_op("qkv_post", OpKind::kNorm, OpRole::kQkvPost, s.tokens * (s.q_width + s.kv_width), 1, 4));
+  }
+  fwd.push_back(memory_op("rope", OpKind::kRope, OpRole::kRope, s.tokens * (s.q_width + s.kv_width), 1, 3));
+  if (cp > 1) {
+    fwd.push_back(collective("kv_all_gather", OpRole::kKvGather, CollectiveKind::kAllGather, CommGroup::kCp, cp,
+                             kv_gathered_bytes));
+  }
+  {
+    // Causal attention of this rank's queries against all keys: half the score matrix.
+    Op attention = new_op("attention", OpKind::kAttention, OpRole::kAttention);
+    attention.flops = 4 * s.batch * (s.seq_full / cp) * s.seq_full * model.head_dim * s.heads_local / 2;
+    attention.bytes_read = (s.tokens * s.q_width + 2 * s.batch * s.seq_full * s.kv_width) * kBf16Bytes;
+    attention.bytes_written = s.tokens * s.q_width * kBf16Bytes;
+    fwd.push_back(attention);
+  }
+  fwd.push_back(gemm("out_proj", OpRole::kOutProj, s.tokens, s.hidden, s.q_width));
+  if (tp > 1) {
+    fwd.push_back(collective("attn_all_reduce", OpRole::kAttnReduce, CollectiveKind::kAllReduce, CommGroup::kTp, tp,
+                             activation_bytes));
+  }
+  fwd.push_back(memory_op("attn_bda", OpKind::kElementwise, OpRole::kAttnBda, s.tokens * s.hidden, 2, 1));
+  fwd.push_back(memory_op("mlp_norm", OpKind::kNorm, OpRole::kMlpNorm, s.tokens * s.hidden, 1, 4));
+  fwd.push_back(gemm("fc1", OpRole::kFc1, s.tokens, s.fc1_out, s.hidden));
+  if (model.mlp == MlpKind::kSwiGlu) {
+    fwd.push_back(memory_op("swiglu", OpKind::kActivation, OpRole::kActivation, s.tokens * s.ffn_local, 2, 5));
+  } else {
+    fwd.push_back(memory_op("gelu", OpKind::kActivation, OpRole::kActivation, s.tokens * s.ffn_local, 1, 8));
+  }
+  fwd.push_back(gemm("fc2", OpRole::kFc2, s.tokens, s.hidden, s.ffn_local));
+  if (tp > 1) {
+    fwd.push_back(collective("mlp_all_reduce", OpRole::kMlpReduce, CollectiveKind::kAllReduce, CommGroup::kTp, tp,
+                             activation_bytes));
+  }
+  fwd.push_back(memory_op("mlp_bda", OpKind::kElementwise, OpRole::kMlpBda, s.tokens * s.hidden, 2, 1));
+
+  // Backward: reverse order; the forward's row-parallel all-reduces need nothing in backward,
+  // column-parallel linears (QKV, FC1) all-reduce their input gradient over TP.
+  std::vector<Op>& bwd = graph.backward;
+  for (auto op = fwd.rbegin(); op != fwd.rend(); ++op) {
+    if (op->is_collective()) continue;
+    if (op->role == OpRole::kAttention && cp > 1) {
+      bwd.push_back(collective("kv_regather", OpRole::kKvGather, CollectiveKind::kAllGather, CommGroup::kCp, cp,
+                               kv_gathered_bytes));
+    }
+    bwd.push_back(backward_of(*op));
+    if (op->role == OpRole::kAttention && cp > 1) {
+      bwd.push_back(collective("dkv_reduce_scatter", OpRole::kDkvScatter, CollectiveKind::kReduceScatter,
+                               CommGroup::kCp, cp, kv_gathered_bytes));
+    }
+    if (tp > 1 && (op->role == OpRole::kFc1 || op->role == OpRole::kQkv)) {
+      const bool is_fc1 = op->role == OpRole::kFc1;
+      bwd.push_back(collective(is_fc1 ? "fc1_grad_all_reduce" : "qkv_grad_all_reduce",
+                               is_fc1 ? OpRole::kFc1GradReduce : OpRole::kQkvGradReduce, CollectiveKind::kAllReduce,
+                               CommGroup::kTp, tp, activation_bytes));
+    }
+  }
+  for (Op& op : bwd) op.direction = Direction::kBackward;
+  return graph;
+}
+
+NonpartitionWork build_nonpartition_work(const Workload& workload, int stage) {
+  const Shapes s = shapes_of(workload);
+  const int tp = workload.parallel.tp;
+  const int stages = workload.parallel.pp;
+  const double activation_bytes = s.tokens * s.hidden * kBf16Bytes;
+  const double vocab_local = static_cast<double>(workload.model.vocab) / tp;
+  NonpartitionWork work;
+  if (stage == 0) {
+    Op embedding = new_op("embedding", OpKind::kEmbedding, OpRole::kEmbedding);
+    embedding.bytes_read = activation_bytes;
+    embedding.bytes_written = activation_bytes;
+    work.forward.push_back(embedding);
+    if (tp > 1) {
+      // Vocab-parallel embedding: each rank holds part of the table, the rows are summed.
+      work.forward.push_back(collective("embedding_all_reduce", OpRole::kEmbeddingReduce, CollectiveKind::kAllReduce,
+                                        CommGroup::kTp, tp, activation_bytes));
+    }
+    Op embedding_backward = backward_of(embedding);
+    embedding_backward.bytes_written = activation_bytes;
+    work.backward.push_back(embedding_backward);
+  }
+  if (stage == stages - 1) {
+    const Op final_norm = memory_op("final_norm", OpKind::kNorm, OpRole::kFinalNorm, s.tokens * s.hidden, 1, 4);
+    const Op output = gemm("output_layer", OpRole::kOutputLayer, s.tokens, vocab_local, s.hidden);
+    // Vocab-parallel cross entropy: a few passes over this rank's logits, plus tiny all-reduces.
+    Op loss = memory_op("cross_entropy", OpKind::kLoss, OpRole::kLoss, s.tokens * vocab_local, 2, 6);
+    work.forward = {final_norm, output, loss};
+    if (tp > 1) {
+      work.forward.push_back(collective("loss_all_reduce", OpRole::kLoss, CollectiveKind::kAllReduce, CommGroup::kTp,
+                                        tp, 3 * s.tokens * 4));
+    }
+    work.backward = {backward_of(loss), backward_of(output)};
+    if (tp > 1) {
+      work.backward.push_back(collective("output_grad_all_reduce", OpRole::kOutputReduce, CollectiveKind::kAllReduce,
+                                         CommGroup::kTp, tp, activation_bytes));
+    }
+    work.backward.push_back(backward_of(final_norm));
+  }
+  if (stage + 1 < stages) {
+    work.forward.push_back(collective("send_activations", OpRole::kPipelineSend, CollectiveKind::kSendRecv,
+                                      CommGroup::kPp, 2, activation_bytes));
+  }
+  if (stage > 0) {
+    work.backward.push_back(collective("send_gradients", OpRole::kPipelineSend, CollectiveKind::kSendRecv,
+                                       CommGroup::kPp, 2, activation_bytes));
+  }
+  for (Op& op : work.backward) op.direction = Direction::kBackward;
+  return work;
+}
+
+std::optional<Op> gradient_reduction(const Workload& workload, int stage) {
+  const int dp = workload.parallel.dp;
+  if (dp == 1) return std::nullopt;
+  const ModelSpec& model = workload.model;
+  double parameters = workload.stage_layers[stage] * model.layer_parameters();
+  if (stage == 0 || stage == workload.parallel.pp - 1) parameters += static_cast<double>(model.vocab) * model.hidden;
+  const double local_parameters = parameters / workload.parallel.tp;
+  return collective("gradient_all_reduce", OpRole::kGradientReduce, CollectiveKind::kAllReduce, CommGroup::kDp, dp,
+                    local_parameters * kBf16Bytes);
+}
+
+double iteration_flops(const Workload& workload) {
+  const LayerGraph graph = build_layer_graph(workload);
+  auto sum = [](const std::vector<Op>& ops) {
+    double flops = 0;
+    for (const Op& op : ops) flops += op.flops;
+    return flops;
+  };
+  const double recompute = workload.parallel.recompute == Recompute::kFull ? 1 : 0;
+  const double layer_flops = (1 + recompute) * sum(graph.forward) + sum(graph.backward);
+  double per_nanobatch = 0;
+  for (int stage = 0; stage < workload.parallel.pp; ++stage) {
+    const NonpartitionWork work = build_nonpartition_work(workload, stage);
+    per_nanobatch += workload.stage_layers[stage] * layer_flops + sum(work.forward) + sum(work.backward);
+  }
+  const Parallelism& p = workload.parallel;
+  return per_nanobatch * p.nanobatches * p.microbatches * p.tp * p.cp * p.dp;
+}
+
+}  // namespace kareus::workload

@@ -1,0 +1,110 @@
+#include "kareus/workload/workload.h"
+
+#include <charconv>
+#include <numeric>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "kareus/common/error.h"
+
+namespace kareus::workload {
+namespace {
+
+void require_positive(int value, std::string_view flag) {
+  if (value < 1) throw InputError(fmt::format("{} {} must be >= 1", flag, value));
+}
+
+}  // namespace
+
+Workload make_workload(ModelSpec model, Parallelism parallel) {
+  const Parallelism& p = parallel;
+  require_positive(p.tp, "--tp");
+  require_positive(p.cp, "--cp");
+  require_positive(p.pp, "--pp");
+  require_positive(p.dp, "--dp");
+  require_positive(p.mbs, "--mbs");
+  require_positive(p.seq, "--seq");
+  require_positive(p.microbatches, "--microbatches");
+  require_positive(p.nanobatches, "--nanobatches");
+  const std::string& name = model.name;
+  if (model.heads % p.tp != 0) {
+    throw InputError(fmt::format("--tp {} must divide the {} attention heads of {}", p.tp, model.heads, name));
+  }
+  if (model.kv_groups % p.tp != 0) {
+    throw InputError(fmt::format("--tp {} must divide the {} key/value groups of {}", p.tp, model.kv_groups, name));
+  }
+  if (model.ffn % p.tp != 0) {
+    throw InputError(fmt::format("--tp {} must divide the MLP width {} of {}", p.tp, model.ffn, name));
+  }
+  // Load-balanced causal CP gives every rank two chunks of the sequence.
+  if (p.cp > 1 && p.seq % (2 * p.cp) != 0) {
+    throw InputError(fmt::format("--cp {} needs --seq divisible by 2 x cp = {} (load-balanced causal chunks), found {}",
+                                 p.cp, 2 * p.cp, p.seq));
+  }
+  if (p.nanobatches != 1 && p.nanobatches != 2) {
+    throw InputError(fmt::format("--nanobatches {} must be 1 (no overlap) or 2 (partitioned overlap)", p.nanobatches));
+  }
+  if (p.mbs % p.nanobatches != 0) {
+    throw InputError(fmt::format("--mbs {} must split evenly into {} nanobatches", p.mbs, p.nanobatches));
+  }
+  if (p.pp > model.layers) {
+    throw InputError(fmt::format("--pp {} must not exceed the {} layers of {}", p.pp, model.layers, name));
+  }
+  Workload workload{std::move(model), std::move(parallel), {}};
+  const Parallelism& resolved = workload.parallel;
+  const int layers = workload.model.layers;
+  if (resolved.layers_per_stage.empty()) {
+    for (int stage = 0; stage < resolved.pp; ++stage) {
+      workload.stage_layers.push_back(layers / resolved.pp + (stage < layers % resolved.pp ? 1 : 0));
+    }
+  } else {
+    const auto& split = resolved.layers_per_stage;
+    const int total = std::accumulate(split.begin(), split.end(), 0);
+    if (static_cast<int>(split.size()) != resolved.pp || total != layers) {
+      throw InputError(fmt::format("--layers-per-stage {} must list --pp {} stages summing to the {} layers of {}",
+                                   fmt::join(split, ","), resolved.pp, layers, workload.model.name));
+    }
+    for (int count : split) {
+      if (count < 1) throw InputError(fmt::format("--layers-per-stage {}: every stage needs >= 1 layer", fmt::join(split, ",")));
+    }
+    workload.stage_layers = split;
+  }
+  return workload;
+}
+
+std::vector<int> parse_layers_per_stage(const std::string& text) {
+  std::vector<int> layers;
+  std::size_t begin = 0;
+  while (begin <= text.size()) {
+    std::size_t end = text.find(',', begin);
+    if (end == std::string::npos) end = text.size();
+    int value = 0;
+    const auto [ptr, error] = std::from_chars(text.data() + begin, text.data() + end, value);
+    if (error != std::errc() || ptr != text.data() + end || value < 1) {
+      throw InputError(fmt::format("--layers-per-stage {}: expected positive integers separated by commas, e.g. 15,13", text));
+    }
+    layers.push_back(value);
+    begin = end + 1;
+  }
+  return layers;
+}
+
+std::string workload_to_json(const Workload& workload) {
+  const ModelSpec& model = workload.model;
+  const Parallelism& p = workload.parallel;
+  nlohmann::ordered_json document = {
+      {"model", model.name},
+      {"shape", {{"hidden", model.hidden}, {"heads", model.heads}, {"kv_groups", model.kv_groups},
+                 {"head_dim", model.head_dim}, {"ffn", model.ffn}, {"layers", model.layers},
+                 {"vocab", model.vocab}, {"qk_norm", model.qk_norm},
+                 {"mlp", model.mlp == MlpKind::kSwiGlu ? "swiglu" : "gelu"}}},
+      {"tp", p.tp}, {"cp", p.cp}, {"pp", p.pp}, {"dp", p.dp}, {"mbs", p.mbs}, {"seq", p.seq},
+      {"microbatches", p.microbatches}, {"nanobatches", p.nanobatches},
+      {"recompute", p.recompute == Recompute::kFull ? "full" : "none"},
+      {"layers_per_stage", workload.stage_layers},
+  };
+  return document.dump();
+}
+
+}  // namespace kareus::workload

@@ -1,0 +1,162 @@
+#include "kareus/compose/instruction_options.h"
+
+#include <cmath>
+
+#include <gtest/gtest.h>
+
+#include "kareus/device/emulator.h"
+#include "kareus/partition/partition.h"
+#include "kareus/workload/model.h"
+
+namespace kareus::compose {
+namespace {
+
+using workload::Direction;
+
+workload::Workload small_workload(int cp, int tp) {
+  workload::Parallelism parallel;
+  parallel.cp = cp;
+  parallel.tp = tp;
+  parallel.layers_per_stage = {15, 13};
+  return workload::make_workload(workload::load_model("llama3.2-3b"), parallel);
+}
+
+/// Every config of every searchable key at `clocks`, noise-free (exhaustive ground truth).
+PartitionMeasurements exhaustive(const device::GpuSpec& gpu, const workload::Workload& workload,
+                                 const std::vector<int>& clocks) {
+  PartitionMeasurements measurements;
+  partition::SpaceOptions space_options;
+  space_options.tp_ctas = {6, 30, 6};
+  space_options.cp_ctas = {2, 20, 6};
+  for (const std::string& key : partition::searchable_keys(workload)) {
+    const partition::Partition partition = partition::representative_partition(workload, key);
+    const partition::SearchSpace space = partition::make_search_space(partition, clocks, space_options);
+    for (std::size_t index = 0; index < space.size(); ++index) {
+      const device::PartitionRun run = device::run_partition(gpu, partition, space.at(index));
+      measurements[key].push_back({space.at(index), run.time_s, run.energy_j});
+    }
+  }
+  return measurements;
+}
+
+TEST(ComposeInstruction, CountsEveryKeyInstanceOfTheStage) {
+  const workload::Workload workload = small_workload(1, 8);
+  // 15 layers x 2 nanobatches per key; layer 0's first partition has no collective.
+  const auto forward = key_instance_counts(workload, 0, Direction::kForward);
+  EXPECT_EQ(forward.at("fwd_attn"), 29);
+  EXPECT_EQ(forward.at("fwd_mlp"), 30);
+  const auto backward = key_instance_counts(workload, 1, Direction::kBackward);  // recompute + backward
+  EXPECT_EQ(backward.at("fwd_attn"), 25);
+  EXPECT_EQ(backward.at("bwd_mlp"), 25);
+  EXPECT_EQ(backward.at("bwd_attn"), 26);
+}
+
+TEST(ComposeInstruction, PredictionMatchesTheSimulatedInstruction) {
+  const device::GpuSpec gpu = device::load_gpu("a100-40gb");
+  for (const auto& [cp, tp] : {std::pair{1, 8}, std::pair{2, 4}}) {
+    const workload::Workload workload = small_workload(cp, tp);
+    const std::vector<int> clocks = {1110, 1410};
+    const PartitionMeasurements measurements = exhaustive(gpu, workload, clocks);
+    for (Direction direction : {Direction::kForward, Direction::kBackward}) {
+      for (int stage : {0, 1}) {
+        SCOPED_TRACE(testing::Message() << "cp" << cp << " stage " << stage << " dir " << static_cast<int>(direction));
+        const InstructionComposition composition =
+            compose_instruction(gpu, workload, stage, direction, measurements, clocks, {0});
+        ASSERT_GT(composition.options.size(), 2u);
+        EXPECT_EQ(composition.pruned_points, 0);
+        for (std::size_t index = 0; index < composition.options.size(); index += 3) {
+          const ComposedOption& option = composition.options[index];
+          const device::InstructionRun run = device::run_instruction(
+              gpu, workload, stage, direction, option.freq_mhz, device::OverlapMode::kNanobatch, option.choices);
+          // Not bit-exact: layer 0's NB1 partition lacks the previous layer's residual add that
+          // the representative (a steady-state layer's) carries, ~0.1% of an instruction.
+          EXPECT_NEAR(option.time_s / run.time_s, 1, 0.005);
+          EXPECT_NEAR(option.energy_j / run.energy_j, 1, 0.005);
+        }
+      }
+    }
+  }
+}
+
+TEST(ComposeInstruction, ExactParetoSumMatchesBruteForceOverAllChoices) {
+  // CP1: two forward keys; brute force every (fwd_attn, fwd_mlp) config pair at one clock.
+  const device::GpuSpec gpu = device::load_gpu("a100-40gb");
+  const workload::Workload workload = small_workload(1, 8);
+  const std::vector<int> clocks = {1260};
+  const PartitionMeasurements measurements = exhaustive(gpu, workload, clocks);
+  const InstructionComposition composition =
+      compose_instruction(gpu, workload, 0, Direction::kForward, measurements, clocks, {0});
+  const auto counts = key_instance_counts(workload, 0, Direction::kForward);
+  const ComposedOption& any = composition.options.front();
+  const double base_time = any.time_s - [&] {
+    double sum = 0;
+    for (const auto& [key, choice] : any.choices) {
+      for (const MeasuredConfig& measured : measurements.at(key)) {
+        if (measured.config.ctas == choice.ctas && measured.config.slot == choice.slot) sum += counts.at(key) * measured.time_s;
+      }
+    }
+    return sum;
+  }();
+  // Every brute-force pair is weakly dominated in (t, E_eff) by some composed option.
+  const double base_energy = any.energy_j - [&] {
+    double sum = 0;
+    for (const auto& [key, choice] : any.choices) {
+      for (const MeasuredConfig& measured : measurements.at(key)) {
+        if (measured.config.ctas == choice.ctas && measured.config.slot == choice.slot) sum += counts.at(key) * measured.energy_j;
+      }
+    }
+    return sum;
+  }();
+  const double static_w = gpu.static_power_w;
+  for (const MeasuredConfig& attn : measurements.at("fwd_attn")) {
+    for (const MeasuredConfig& mlp : measurements.at("fwd_mlp")) {
+      const double time = base_time + counts.at("fwd_attn") * attn.time_s + counts.at("fwd_mlp") * mlp.time_s;
+      const double energy = base_energy + counts.at("fwd_attn") * attn.energy_j + counts.at("fwd_mlp") * mlp.energy_j;
+      bool dominated = false;
+      for (const ComposedOption& option : composition.options) {
+        dominated |= option.time_s <= time * (1 + 1e-12) &&
+                     option.energy_j - static_w * option.time_s <= (energy - static_w * time) + 1e-9 * energy;
+      }
+      ASSERT_TRUE(dominated) << attn.config.ctas << attn.config.slot << " " << mlp.config.ctas << mlp.config.slot;
+    }
+  }
+  // The fastest composed option is the fastest pair; fronts are strictly improving in E_eff.
+  double fastest = INFINITY;
+  for (const MeasuredConfig& attn : measurements.at("fwd_attn")) {
+    for (const MeasuredConfig& mlp : measurements.at("fwd_mlp")) {
+      fastest = std::min(fastest, base_time + counts.at("fwd_attn") * attn.time_s + counts.at("fwd_mlp") * mlp.time_s);
+    }
+  }
+  EXPECT_NEAR(composition.options.front().time_s, fastest, 1e-12 * fastest);
+  for (std::size_t index = 1; index < composition.options.size(); ++index) {
+    const auto effective = [&](const ComposedOption& option) { return option.energy_j - gpu.static_power_w * option.time_s; };
+    EXPECT_GT(composition.options[index].time_s, composition.options[index - 1].time_s);
+    EXPECT_LT(effective(composition.options[index]), effective(composition.options[index - 1]));
+  }
+}
+
+TEST(ComposeInstruction, PruningBoundsOptionsPerClockAndCountsWhatItDropped) {
+  const device::GpuSpec gpu = device::load_gpu("a100-40gb");
+  const workload::Workload workload = small_workload(1, 8);
+  const std::vector<int> clocks = {1410};
+  const PartitionMeasurements measurements = exhaustive(gpu, workload, clocks);
+  const InstructionComposition exact = compose_instruction(gpu, workload, 0, Direction::kBackward, measurements, clocks, {0});
+  const InstructionComposition pruned = compose_instruction(gpu, workload, 0, Direction::kBackward, measurements, clocks, {4});
+  ASSERT_GT(exact.options.size(), 4u);
+  EXPECT_LE(pruned.options.size(), 4u);
+  EXPECT_GT(pruned.pruned_points, 0);
+  EXPECT_NEAR(pruned.options.front().time_s, exact.options.front().time_s, 1e-9);
+}
+
+TEST(ComposeInstruction, ClockWithoutMeasurementsIsSkippedAndReported) {
+  const device::GpuSpec gpu = device::load_gpu("a100-40gb");
+  const workload::Workload workload = small_workload(1, 8);
+  const PartitionMeasurements measurements = exhaustive(gpu, workload, {1410});
+  const InstructionComposition composition =
+      compose_instruction(gpu, workload, 0, Direction::kForward, measurements, {1200, 1410});
+  EXPECT_EQ(composition.skipped_clocks_mhz, std::vector<int>{1200});
+  for (const ComposedOption& option : composition.options) EXPECT_EQ(option.freq_mhz, 1410);
+}
+
+}  // namespace
+}  // namespace kareus::compose

@@ -1,0 +1,187 @@
+#include "kareus/device/emulator.h"
+
+#include <algorithm>
+#include <random>
+
+#include <gtest/gtest.h>
+
+#include "kareus/common/error.h"
+#include "kareus/device/kernel_model.h"
+#include "kareus/partition/partition.h"
+#include "kareus/workload/model.h"
+
+namespace kareus::device {
+namespace {
+
+using workload::Direction;
+
+workload::Workload llama_cp1_tp8() {
+  workload::Parallelism parallel;
+  parallel.layers_per_stage = {15, 13};
+  return workload::make_workload(workload::load_model("llama3.2-3b"), parallel);
+}
+
+workload::Op tp8_all_reduce_96mib() {
+  const workload::LayerGraph graph = workload::build_layer_graph(llama_cp1_tp8());
+  for (const workload::Op& op : graph.forward) {
+    if (op.name == "attn_all_reduce") return op;
+  }
+  throw std::logic_error("no all-reduce");
+}
+
+TEST(Emulator, AllReduceFlattensBeyondAKneeInCtaCount) {
+  const GpuSpec gpu = load_gpu("a100-40gb");
+  const workload::Op all_reduce = tp8_all_reduce_96mib();
+  ASSERT_DOUBLE_EQ(all_reduce.collective->bytes, 96.0 * 1024 * 1024);
+  const double asymptote = collective_kernel(gpu, all_reduce, gpu.sm_count, gpu.clock_max_mhz).time_s;
+  int knee = 0;
+  double previous = 1e9;
+  for (int ctas = 1; ctas <= gpu.sm_count; ++ctas) {
+    const double time = collective_kernel(gpu, all_reduce, ctas, gpu.clock_max_mhz).time_s;
+    EXPECT_LE(time, previous) << ctas;  // more CTAs never hurt the collective itself
+    previous = time;
+    if (knee == 0 && time <= 1.05 * asymptote) knee = ctas;
+  }
+  EXPECT_GE(knee, 15);
+  EXPECT_LE(knee, 40);
+  // Below the knee the collective is CTA-bound: 3 CTAs are several times slower.
+  EXPECT_GT(collective_kernel(gpu, all_reduce, 3, gpu.clock_max_mhz).time_s, 4 * asymptote);
+  // The knee moves with the clock: per-CTA copy rate scales with f.
+  EXPECT_GT(collective_kernel(gpu, all_reduce, 12, 900).time_s, collective_kernel(gpu, all_reduce, 12, 1410).time_s * 1.3);
+}
+
+TEST(Emulator, MemoryBoundKernelEnergyOptimalClockIsWellBelowMax) {
+  const GpuSpec gpu = load_gpu("a100-40gb");
+  const workload::LayerGraph graph = workload::build_layer_graph(llama_cp1_tp8());
+  const workload::Op& norm = graph.forward.front();
+  ASSERT_EQ(norm.kind, workload::OpKind::kNorm);
+  int best_clock = 0;
+  double best_energy = 1e30;
+  for (int clock : gpu.supported_clocks_mhz()) {
+    const KernelRun run = compute_kernel(gpu, norm, clock, full_resources(gpu));
+    const double energy = power_w(gpu, clock, &run, nullptr, 0) * run.time_s;
+    if (energy < best_energy) {
+      best_energy = energy;
+      best_clock = clock;
+    }
+  }
+  EXPECT_LT(best_clock, 0.75 * gpu.clock_max_mhz);
+  // A GEMM, by contrast, is compute-bound: its time scales with 1/f.
+  const workload::Op& qkv = graph.forward[1];
+  ASSERT_EQ(qkv.name, "qkv");
+  const double slow = compute_kernel(gpu, qkv, 705, full_resources(gpu)).time_s;
+  const double fast = compute_kernel(gpu, qkv, 1410, full_resources(gpu)).time_s;
+  EXPECT_NEAR(slow / fast, 2.0, 0.1);
+}
+
+TEST(Emulator, LockingAtTheAverageClockNeverUsesMoreEnergy) {
+  // Theorem 1: same cycles, same time; convex dynamic power => the locked clock wins.
+  const GpuSpec gpu = load_gpu("a100-40gb");
+  const workload::LayerGraph graph = workload::build_layer_graph(llama_cp1_tp8());
+  const workload::Op& fc1 = *std::find_if(graph.forward.begin(), graph.forward.end(),
+                                          [](const workload::Op& op) { return op.name == "fc1"; });
+  // Per-cycle activity and HBM traffic of a compute-bound kernel do not depend on the clock.
+  const KernelRun reference = compute_kernel(gpu, fc1, gpu.clock_max_mhz, full_resources(gpu));
+  auto power_at = [&](double clock) {
+    KernelRun run = reference;
+    run.hbm_bytes_per_s = reference.hbm_bytes_per_s * clock / gpu.clock_max_mhz;
+    return power_w(gpu, clock, &run, nullptr, 0);
+  };
+  std::mt19937_64 random(7);
+  std::uniform_int_distribution<int> pieces(2, 8);
+  std::uniform_real_distribution<double> clock(gpu.clock_min_mhz, gpu.clock_max_mhz);
+  std::uniform_real_distribution<double> cycles(1e6, 1e9);
+  for (int trial = 0; trial < 1000; ++trial) {
+    double total_cycles = 0, total_time = 0, fluctuating_energy = 0;
+    for (int piece = pieces(random); piece > 0; --piece) {
+      const double f_mhz = clock(random);
+      const double piece_cycles = cycles(random);
+      const double time_s = piece_cycles / (f_mhz * 1e6);
+      total_cycles += piece_cycles;
+      total_time += time_s;
+      fluctuating_energy += power_at(f_mhz) * time_s;
+    }
+    const double average_mhz = total_cycles / total_time / 1e6;
+    const double locked_energy = power_at(average_mhz) * total_time;
+    ASSERT_LE(locked_energy, fluctuating_energy * (1 + 1e-12)) << "trial " << trial;
+  }
+}
+
+TEST(Emulator, EnergyIsTheIntegralOfThePowerTimeline) {
+  const GpuSpec gpu = load_gpu("a100-40gb");
+  for (const partition::Partition& partition : partition::layer_partitions(llama_cp1_tp8(), Direction::kForward)) {
+    const partition::KnobConfig config{1200, 12, partition.slots[1].name};
+    const PartitionRun run = run_partition(gpu, partition, config);
+    double energy = 0;
+    double covered = 0;
+    for (const PowerInterval& interval : run.timeline) {
+      ASSERT_GE(interval.end_s, interval.start_s);
+      energy += interval.power_w * (interval.end_s - interval.start_s);
+      covered += interval.end_s - interval.start_s;
+    }
+    EXPECT_NEAR(energy, run.energy_j, 1e-9 * run.energy_j);
+    EXPECT_NEAR(covered, run.time_s, 1e-12);
+    EXPECT_NEAR(run.time_s, std::max(run.compute_end_s, run.comm_end_s), 1e-12);
+  }
+}
+
+TEST(Emulator, OverlapBeatsComputeThenCommunicateAndMoreCtasSlowCompute) {
+  const GpuSpec gpu = load_gpu("a100-40gb");
+  const partition::Partition partition = partition::representative_partition(llama_cp1_tp8(), "fwd_mlp");
+  ASSERT_TRUE(partition.collective.has_value());
+  const PartitionRun overlapped = run_partition(gpu, partition, {1410, 24, "norm_0"});
+  std::vector<workload::Op> serial = partition.compute_ops;
+  serial.push_back(*partition.collective);
+  const PartitionRun sequential = run_serial(gpu, serial, 1410, 24);
+  EXPECT_LT(overlapped.time_s, 0.9 * sequential.time_s);
+  double previous_compute = 0;
+  for (int ctas : {3, 12, 24, 48}) {
+    const PartitionRun run = run_partition(gpu, partition, {1410, ctas, "norm_0"});
+    EXPECT_GT(run.compute_end_s, previous_compute) << ctas;
+    previous_compute = run.compute_end_s;
+  }
+}
+
+TEST(Emulator, MeasurementIsSeededAndNoisyNearTheTruth) {
+  const GpuSpec gpu = load_gpu("a100-40gb");
+  const partition::Partition partition = partition::representative_partition(llama_cp1_tp8(), "fwd_attn");
+  const partition::KnobConfig config{1200, 12, "linear_0"};
+  EmulatedDevice first(gpu, {true, 42, 5});
+  EmulatedDevice second(gpu, {true, 42, 5});
+  EmulatedDevice exact(gpu, {false, 42, 5});
+  const Measurement a = first.measure(partition, config);
+  const Measurement b = second.measure(partition, config);
+  const Measurement truth = exact.measure(partition, config);
+  EXPECT_EQ(a.time_s, b.time_s);
+  EXPECT_EQ(a.energy_j, b.energy_j);
+  EXPECT_NE(a.time_s, truth.time_s);
+  EXPECT_NEAR(a.time_s / truth.time_s, 1, 0.05);
+  EXPECT_NEAR(a.energy_j / truth.energy_j, 1, 0.08);
+}
+
+TEST(Emulator, RejectsConfigsTheGpuCannotRun) {
+  const GpuSpec gpu = load_gpu("a100-40gb");
+  EmulatedDevice device(gpu, {});
+  const partition::Partition partition = partition::representative_partition(llama_cp1_tp8(), "fwd_attn");
+  struct Case {
+    partition::KnobConfig config;
+    std::string message;
+  };
+  const Case cases[] = {
+      {{1405, 12, "norm_0"}, "freq_mhz 1405: a100-40gb supports 210..1410 MHz in 15 MHz steps"},
+      {{1410, 109, "norm_0"}, "ctas 109 for partition fwd_attn: a100-40gb allows 1..108"},
+      {{1410, 12, "linear_7"}, "slot \"linear_7\" is not a slot of partition fwd_attn"},
+  };
+  for (const Case& row : cases) {
+    SCOPED_TRACE(row.message);
+    try {
+      (void)device.measure(partition, row.config);
+      FAIL() << "expected InputError";
+    } catch (const InputError& error) {
+      EXPECT_NE(std::string(error.what()).find(row.message), std::string::npos) << error.what();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kareus::device

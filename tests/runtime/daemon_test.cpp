@@ -1,0 +1,379 @@
+#include "kareus/runtime/daemon.h"
+
+#include <chrono>
+#include <csignal>
+#include <cstring>
+#include <fstream>
+#include <thread>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "kareus/common/error.h"
+#include "kareus/runtime/daemon_protocol.h"
+#include "kareus/runtime/kareusd_client.h"
+#include "test_plans.h"
+
+namespace kareus::runtime {
+namespace {
+
+using nlohmann::json;
+
+const std::vector<int> kClocks = {1980, 1410, 1200, 1005, 810};
+
+// --- protocol ----------------------------------------------------------------------------------
+
+TEST(DaemonProtocol, ParsesEveryOpAndRoundTrips) {
+  EXPECT_EQ(parse_daemon_request(R"({"op": "set", "gpu": 3, "freq_mhz": 1410, "id": 7})"),
+            (DaemonRequest{DaemonOp::kSet, 3, 1410, 7}));
+  for (DaemonOp op : {DaemonOp::kSet, DaemonOp::kReset, DaemonOp::kGet, DaemonOp::kSupported, DaemonOp::kEnergy}) {
+    SCOPED_TRACE(std::string(to_string(op)));
+    const DaemonRequest request{op, 1, op == DaemonOp::kSet ? 810 : 0, std::nullopt};
+    std::string line = format_daemon_request(request);
+    ASSERT_EQ(line.back(), '\n');
+    line.pop_back();
+    EXPECT_EQ(parse_daemon_request(line), request);
+  }
+  DaemonReply reply;
+  reply.clocks_mhz = {1410, 1200};
+  reply.energy_mj = 123456789012ULL;
+  reply.id = 4;
+  std::string line = format_daemon_reply(reply);
+  line.pop_back();
+  EXPECT_EQ(parse_daemon_reply(line), reply);
+}
+
+TEST(DaemonProtocol, BadRequestsSayWhatIsWrong) {
+  struct Row {
+    std::string line, message;
+  };
+  const Row rows[] = {
+      {"{\"op\": \"set\", \"gpu\": 0", "request: invalid JSON"},
+      {"[1, 2]", "request: expected a JSON object"},
+      {R"({"gpu": 0})", "request: field 'op' must be a string"},
+      {R"({"op": "boost", "gpu": 0})", "request: unknown op \"boost\" (expected set,"},
+      {R"({"op": "set", "gpu": 0})", "request: missing field 'freq_mhz'"},
+      {R"({"op": "set", "gpu": 0, "freq_mhz": -5})", "request: field 'freq_mhz' must be an integer >= 1, found -5"},
+      {R"({"op": "get", "gpu": 1.5})", "request: field 'gpu' must be an integer >= 0, found 1.5"},
+      {R"({"op": "get", "gpu": 0, "freq_mhz": 5})", "request: unknown field 'freq_mhz'"},
+      {R"({"op": "get"})", "request: missing field 'gpu'"},
+  };
+  for (const Row& row : rows) {
+    SCOPED_TRACE(row.line);
+    try {
+      (void)parse_daemon_request(row.line);
+      FAIL() << "expected InputError";
+    } catch (const InputError& error) {
+      EXPECT_NE(std::string(error.what()).find(row.message), std::string::npos) << error.what();
+    }
+  }
+}
+
+TEST(DaemonConfig, ParsesAndRejectsBadFields) {
+  const DaemonConfig config = parse_daemon_config(
+      R"({"socket_path": "/run/k.sock", "socket_group": "kareus", "allowed_uids": [0, 1000], "allowed_gids": [44],
+          "max_message_bytes": 512, "max_requests_per_second": 20, "backend": "fake", "fake_gpu_count": 4,
+          "fake_clocks_mhz": [1500, 1000]})",
+      "k.json");
+  EXPECT_EQ(config.allowed_uids, (std::vector<uid_t>{0, 1000}));
+  EXPECT_EQ(config.allowed_gids, (std::vector<gid_t>{44}));
+  EXPECT_EQ(config.max_message_bytes, 512u);
+  EXPECT_EQ(config.fake_gpu_count, 4);
+  EXPECT_EQ(make_daemon_gpus(config).size(), 4u);
+  struct Row {
+    std::string text, message;
+  };
+  const Row rows[] = {
+      {R"({"socket_path": "/s", "allowed_uids": []})", "k.json: allowed_uids and allowed_gids are both empty"},
+      {R"({"socket_path": "/s", "allowed_uids": [0], "max_message_bytes": 3})",
+       "k.json: field 'max_message_bytes' must be an integer in [64, 1048576], found 3"},
+      {R"({"socket_path": "/s", "allowed_uids": [0], "backend": "cuda"})", "field 'backend' must be \"nvml\" or \"fake\""},
+      {R"({"socket_path": "/s", "allowed_uids": ["root"]})", "field 'allowed_uids' must hold ids >= 0"},
+      {R"({"socket": "/s", "allowed_uids": [0]})", "k.json: unknown field 'socket'"},
+  };
+  for (const Row& row : rows) {
+    SCOPED_TRACE(row.text);
+    try {
+      (void)parse_daemon_config(row.text, "k.json");
+      FAIL() << "expected InputError";
+    } catch (const InputError& error) {
+      EXPECT_NE(std::string(error.what()).find(row.message), std::string::npos) << error.what();
+    }
+  }
+}
+
+TEST(DaemonPeer, AllowListByUidAndGid) {
+  DaemonConfig config;
+  config.allowed_uids = {1000};
+  config.allowed_gids = {44};
+  EXPECT_EQ(check_peer({1, 1000, 5}, config), std::nullopt);
+  EXPECT_EQ(check_peer({1, 2000, 44}, config), std::nullopt);
+  const auto refusal = check_peer({77, 65534, 65534}, config);
+  ASSERT_TRUE(refusal);
+  EXPECT_NE(refusal->find("uid 65534 (gid 65534, pid 77) is not allowed"), std::string::npos) << *refusal;
+}
+
+// --- core ----------------------------------------------------------------------------------------
+
+struct FakeGpus {
+  std::vector<std::shared_ptr<RecorderClockBackend>> recorders;
+  std::vector<std::unique_ptr<ClockBackend>> make(int count) {
+    std::vector<std::unique_ptr<ClockBackend>> gpus;
+    for (int gpu = 0; gpu < count; ++gpu) {
+      recorders.push_back(std::make_shared<RecorderClockBackend>(kClocks));
+      gpus.push_back(std::make_unique<testing::ForwardingBackend>(recorders.back()));
+    }
+    return gpus;
+  }
+};
+
+json reply_of(DaemonCore& core, DaemonCore::ClientId client, const std::string& line, double now_s = 0) {
+  return json::parse(core.handle_line(client, line, now_s));
+}
+
+TEST(DaemonCore, LeasesBelongToTheClientThatLocked) {
+  FakeGpus fake;
+  DaemonCore core(fake.make(2), 1000);
+  const auto alice = core.connect({10, 1000, 1000});
+  const auto bob = core.connect({11, 1001, 1001});
+  EXPECT_EQ(reply_of(core, alice, R"({"op": "set", "gpu": 1, "freq_mhz": 1200, "id": 1})"), json::parse(R"({"ok": true, "id": 1})"));
+  EXPECT_EQ(fake.recorders[1]->locked_clock_mhz(), 1200);
+  EXPECT_EQ(reply_of(core, bob, R"({"op": "get", "gpu": 1})")["freq_mhz"], 1200);
+  const json refused = reply_of(core, bob, R"({"op": "set", "gpu": 1, "freq_mhz": 810})");
+  EXPECT_EQ(refused["error"], "gpu 1 is locked by another client (pid 10, uid 1000)");
+  EXPECT_EQ(reply_of(core, bob, R"({"op": "reset", "gpu": 1})")["ok"], false);
+  EXPECT_EQ(fake.recorders[1]->locked_clock_mhz(), 1200);
+  EXPECT_EQ(core.disconnect(alice), std::vector<int>{1});
+  EXPECT_EQ(fake.recorders[1]->locked_clock_mhz(), std::nullopt);
+  EXPECT_EQ(reply_of(core, bob, R"({"op": "set", "gpu": 1, "freq_mhz": 810})")["ok"], true);
+  EXPECT_EQ(core.holder(1), bob);
+}
+
+TEST(DaemonCore, RefusesUnsupportedClocksAndUnknownGpus) {
+  FakeGpus fake;
+  DaemonCore core(fake.make(2), 1000);
+  const auto client = core.connect({1, 0, 0});
+  EXPECT_EQ(reply_of(core, client, R"({"op": "set", "gpu": 0, "freq_mhz": 1300})")["error"],
+            "gpu 0 does not support 1300 MHz (supported: 1980, 1410, 1200, 1005, 810)");
+  EXPECT_EQ(reply_of(core, client, R"({"op": "get", "gpu": 2, "id": 9})"),
+            json::parse(R"j({"ok": false, "error": "gpu 2 does not exist: this machine has 2 GPUs (0..1)", "id": 9})j"));
+  EXPECT_TRUE(fake.recorders[0]->calls().empty());
+  EXPECT_EQ(reply_of(core, client, R"({"op": "supported", "gpu": 0})")["clocks_mhz"], json(kClocks));
+  const auto first = reply_of(core, client, R"({"op": "energy", "gpu": 0})")["energy_mj"].get<std::uint64_t>();
+  const auto second = reply_of(core, client, R"({"op": "energy", "gpu": 0})")["energy_mj"].get<std::uint64_t>();
+  EXPECT_EQ(second - first, 1980u);  // the fake's counter grows by its clock per read
+}
+
+TEST(DaemonCore, RateLimitPerClientRefills) {
+  FakeGpus fake;
+  DaemonCore core(fake.make(1), 10);
+  const auto busy = core.connect({1, 0, 0});
+  const auto calm = core.connect({2, 0, 0});
+  int refused = 0;
+  for (int request = 0; request < 25; ++request) {
+    refused += reply_of(core, busy, R"({"op": "get", "gpu": 0})", 5.0)["ok"] == false ? 1 : 0;
+  }
+  EXPECT_EQ(refused, 15);  // a burst of 10 at one instant
+  EXPECT_EQ(reply_of(core, busy, R"({"op": "get", "gpu": 0})", 5.0)["error"],
+            "rate limit: at most 10 requests per second per client");
+  EXPECT_EQ(reply_of(core, calm, R"({"op": "get", "gpu": 0})", 5.0)["ok"], true);  // others unaffected
+  EXPECT_EQ(reply_of(core, busy, R"({"op": "get", "gpu": 0})", 5.25)["ok"], true);  // 2.5 tokens back
+}
+
+TEST(DaemonCore, DestructionResetsEveryHeldGpu) {
+  FakeGpus fake;
+  {
+    DaemonCore core(fake.make(3), 1000);
+    const auto client = core.connect({1, 0, 0});
+    (void)core.handle_line(client, R"({"op": "set", "gpu": 0, "freq_mhz": 810})", 0);
+    (void)core.handle_line(client, R"({"op": "set", "gpu": 2, "freq_mhz": 1005})", 0);
+  }
+  EXPECT_EQ(fake.recorders[0]->locked_clock_mhz(), std::nullopt);
+  EXPECT_EQ(fake.recorders[2]->locked_clock_mhz(), std::nullopt);
+  EXPECT_TRUE(fake.recorders[1]->calls().empty());  // never touched, never reset
+}
+
+// --- server over a real socket -----------------------------------------------------------------
+
+class DaemonServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    config_.socket_path = (std::filesystem::temp_directory_path() /
+                           ("kareusd_test_" + std::to_string(::getpid()) + ".sock")).string();
+    config_.allowed_uids = {::getuid()};
+    config_.max_message_bytes = 256;
+    server_ = std::make_unique<DaemonServer>(config_, fake_.make(2), [this](std::string_view message) {
+      std::lock_guard lock(log_mutex_);
+      log_.emplace_back(message);
+    });
+    thread_ = std::thread([this] { server_->run(); });
+  }
+  void TearDown() override { stop(); }
+  void stop() {
+    if (!server_) return;
+    server_->stop();
+    thread_.join();
+    server_.reset();
+  }
+  template <typename Predicate>
+  bool eventually(Predicate predicate) {
+    for (int attempt = 0; attempt < 500; ++attempt) {
+      if (predicate()) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(4));
+    }
+    return predicate();
+  }
+
+  DaemonConfig config_;
+  FakeGpus fake_;
+  std::unique_ptr<DaemonServer> server_;
+  std::thread thread_;
+  std::mutex log_mutex_;
+  std::vector<std::string> log_;
+};
+
+// A raw connection, for bytes that are not well-formed requests.
+struct RawClient {
+  int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  explicit RawClient(const std::string& path) {
+    sockaddr_un address{};
+    address.sun_family = AF_UNIX;
+    std::strncpy(address.sun_path, path.c_str(), sizeof(address.sun_path) - 1);
+    EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+  }
+  ~RawClient() { ::close(fd); }
+  void write(const std::string& bytes) const { ASSERT_EQ(::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL), static_cast<ssize_t>(bytes.size())); }
+  std::string read_line() {
+    while (buffer.find('\n') == std::string::npos) {
+      char chunk[1024];
+      const ssize_t count = ::recv(fd, chunk, sizeof(chunk), 0);
+      if (count <= 0) return "(closed)";
+      buffer.append(chunk, static_cast<std::size_t>(count));
+    }
+    const std::string line = buffer.substr(0, buffer.find('\n'));
+    buffer.erase(0, line.size() + 1);
+    return line;
+  }
+  std::string buffer;
+};
+
+TEST_F(DaemonServerTest, AllowedClientSetsAndResetsThroughTheBackend) {
+  struct stat info {};
+  ASSERT_EQ(::stat(config_.socket_path.c_str(), &info), 0);
+  EXPECT_EQ(info.st_mode & 0777, 0660u);
+  {
+    KareusdClockBackend gpu1(config_.socket_path, 1);
+    EXPECT_EQ(gpu1.supported_clocks_mhz(), kClocks);
+    gpu1.set_locked_clock(1005);
+    EXPECT_EQ(fake_.recorders[1]->locked_clock_mhz(), 1005);
+    EXPECT_EQ(gpu1.read_clock_mhz(), 1005);
+    gpu1.reset();
+    EXPECT_EQ(fake_.recorders[1]->locked_clock_mhz(), std::nullopt);
+    gpu1.set_locked_clock(810);
+    try {
+      gpu1.set_locked_clock(1300);
+      FAIL() << "expected Error";
+    } catch (const Error& error) {
+      EXPECT_NE(std::string(error.what()).find("set gpu 1: gpu 1 does not support 1300 MHz"), std::string::npos)
+          << error.what();
+    }
+  }
+  // The backend's connection closed: the daemon released the lease.
+  EXPECT_TRUE(eventually([&] { return !fake_.recorders[1]->locked_clock_mhz(); }));
+  EXPECT_THROW(KareusdClockBackend(config_.socket_path, 7), Error);  // unknown GPU
+}
+
+TEST_F(DaemonServerTest, MalformedTruncatedAndOversizedMessagesGetErrorsAndServingGoesOn) {
+  RawClient client(config_.socket_path);
+  client.write("{\"op\": \"set\", \"gpu\": 0, \"freq\n");
+  EXPECT_NE(client.read_line().find("request: invalid JSON"), std::string::npos);
+  client.write(std::string(1000, 'x') + "\n");
+  EXPECT_EQ(client.read_line(), R"({"error":"message exceeds 256 bytes; skipped up to its newline","ok":false})");
+  // Oversized and split across writes, then a good request in the same connection.
+  client.write("{\"op\": \"get\", \"pad\": \"" + std::string(300, 'y'));
+  EXPECT_NE(client.read_line().find("message exceeds 256 bytes"), std::string::npos);
+  client.write(std::string(5000, 'z') + "\"}\n{\"op\": \"get\", \"gpu\": 0, \"id\": 3}\n");
+  EXPECT_EQ(client.read_line(), R"({"freq_mhz":1980,"id":3,"ok":true})");
+  client.write("\xff\xfe\n");
+  EXPECT_NE(client.read_line().find("\"ok\":false"), std::string::npos);
+  // Truncated: no newline before the writing side closes; the reply still arrives.
+  client.write(R"({"op": "reset", "gpu": 0)");
+  ::shutdown(client.fd, SHUT_WR);
+  EXPECT_EQ(client.read_line(),
+            R"({"error":"truncated message: the connection closed after 24 bytes without a newline","ok":false})");
+  // The daemon still serves new clients.
+  KareusdClockBackend gpu0(config_.socket_path, 0);
+  EXPECT_EQ(gpu0.read_clock_mhz(), 1980);
+}
+
+TEST_F(DaemonServerTest, ClientKilledWithSigkillHasItsClocksReset) {
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    // Only async-signal-safe calls between fork and _exit.
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+    sockaddr_un address{};
+    address.sun_family = AF_UNIX;
+    std::memcpy(address.sun_path, config_.socket_path.c_str(), config_.socket_path.size() + 1);
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) ::_exit(3);
+    const char request[] = "{\"op\": \"set\", \"gpu\": 0, \"freq_mhz\": 810}\n";
+    if (::write(fd, request, sizeof(request) - 1) < 0) ::_exit(4);
+    char reply[256];
+    if (::read(fd, reply, sizeof(reply)) <= 0) ::_exit(5);
+    if (::write(ready[1], "k", 1) != 1) ::_exit(6);
+    while (true) ::pause();
+  }
+  char byte = 0;
+  ASSERT_EQ(::read(ready[0], &byte, 1), 1);
+  EXPECT_EQ(fake_.recorders[0]->locked_clock_mhz(), 810);
+  ::kill(child, SIGKILL);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+  EXPECT_TRUE(eventually([&] { return !fake_.recorders[0]->locked_clock_mhz(); }));
+  EXPECT_EQ(fake_.recorders[0]->calls().back(), (RecordedClockCall{RecordedClockCall::Kind::kReset, 0}));
+  ::close(ready[0]);
+  ::close(ready[1]);
+  std::lock_guard lock(log_mutex_);
+  bool logged = false;
+  for (const auto& line : log_) logged |= line.find("pid " + std::to_string(child)) != std::string::npos &&
+                                          line.find("reset gpus 0") != std::string::npos;
+  EXPECT_TRUE(logged);
+}
+
+TEST_F(DaemonServerTest, ShutdownResetsClocksStillHeld) {
+  KareusdClockBackend gpu0(config_.socket_path, 0);
+  gpu0.set_locked_clock(1200);
+  EXPECT_EQ(fake_.recorders[0]->locked_clock_mhz(), 1200);
+  stop();
+  EXPECT_EQ(fake_.recorders[0]->locked_clock_mhz(), std::nullopt);
+  EXPECT_FALSE(std::filesystem::exists(config_.socket_path));
+}
+
+TEST(DaemonServerSetup, StaleSocketIsReplacedOtherFilesAreNot) {
+  DaemonConfig config;
+  config.socket_path = (std::filesystem::temp_directory_path() / "kareusd_setup_test.sock").string();
+  config.allowed_uids = {0};
+  std::filesystem::remove(config.socket_path);
+  { std::ofstream(config.socket_path) << "not a socket"; }
+  FakeGpus fake;
+  try {
+    DaemonServer server(config, fake.make(1));
+    FAIL() << "expected InputError";
+  } catch (const InputError& error) {
+    EXPECT_NE(std::string(error.what()).find("exists and is not a socket"), std::string::npos) << error.what();
+  }
+  std::filesystem::remove(config.socket_path);
+  config.socket_group = "no-such-group-kareus";
+  EXPECT_THROW(DaemonServer(config, fake.make(1)), InputError);
+}
+
+}  // namespace
+}  // namespace kareus::runtime

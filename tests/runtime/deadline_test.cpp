@@ -1,0 +1,70 @@
+#include "kareus/runtime/deadline.h"
+
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+#include "kareus/common/error.h"
+
+namespace kareus::runtime {
+namespace {
+
+TEST(Deadline, LeastEnergyMeetingTheDeadlineElseFastestFlagged) {
+  // Not sorted, with a dominated point (2.0 s, 950 J) and an energy tie at 700 J.
+  const std::vector<FrontierPoint> frontier = {
+      {2.0, 950, "b"}, {1.0, 1000, "a"}, {3.0, 700, "d"}, {2.5, 700, "c"}, {4.0, 600, "e"}};
+  struct Row {
+    double deadline_s;
+    std::size_t index;
+    bool meets;
+  };
+  const Row rows[] = {
+      {10.0, 4, true},  // everything fits: least energy
+      {4.0, 4, true},   // boundary is inclusive
+      {3.5, 3, true},   // 700 J tie: the faster (2.5 s)
+      {2.4, 0, true},   // 2.0 s at 950 J beats 1.0 s at 1000 J
+      {1.0, 1, true},
+      {0.5, 1, false},  // nothing meets it: the fastest, flagged
+  };
+  for (const Row& row : rows) {
+    SCOPED_TRACE(row.deadline_s);
+    const DeadlineChoice choice = choose_for_deadline(frontier, row.deadline_s);
+    EXPECT_EQ(choice.index, row.index);
+    EXPECT_EQ(choice.meets_deadline, row.meets);
+  }
+}
+
+TEST(Deadline, BadInputsAreNamed) {
+  const std::vector<FrontierPoint> frontier = {{1.0, 1.0, "a"}};
+  EXPECT_THROW((void)choose_for_deadline({}, 1.0), InputError);
+  try {
+    (void)choose_for_deadline(frontier, -2);
+    FAIL();
+  } catch (const InputError& error) {
+    EXPECT_STREQ(error.what(), "deadline: the iteration-time deadline must be > 0 s, found -2");
+  }
+}
+
+TEST(Deadline, ReadsFrontierWithPlanPathsBesideTheFile) {
+  const auto directory = std::filesystem::temp_directory_path() / "kareus_deadline_test";
+  std::filesystem::create_directories(directory);
+  const auto path = directory / "frontier.json";
+  std::ofstream(path) << R"({"schema": "kareus.frontier/1", "points": [
+      {"time_s": 1.5, "energy_j": 900, "plan": "plans/p0.json"},
+      {"time_s": 2.0, "energy_j": 800, "plan": "/abs/p1.json"}]})";
+  const auto frontier = read_frontier(path);
+  ASSERT_EQ(frontier.size(), 2u);
+  EXPECT_EQ(frontier[0], (FrontierPoint{1.5, 900, (directory / "plans/p0.json").string()}));
+  EXPECT_EQ(frontier[1].plan, "/abs/p1.json");
+  std::ofstream(path) << R"({"schema": "kareus.frontier/1", "points": [{"time_s": 0, "energy_j": 1, "plan": "x"}]})";
+  try {
+    (void)read_frontier(path);
+    FAIL();
+  } catch (const InputError& error) {
+    EXPECT_NE(std::string(error.what()).find("points[0]: field 'time_s' must be > 0"), std::string::npos)
+        << error.what();
+  }
+}
+
+}  // namespace
+}  // namespace kareus::runtime

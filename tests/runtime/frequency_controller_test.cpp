@@ -1,0 +1,209 @@
+#include "kareus/runtime/frequency_controller.h"
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <thread>
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include "kareus/common/error.h"
+#include "test_plans.h"
+
+namespace kareus::runtime {
+namespace {
+
+using Kind = RecordedClockCall::Kind;
+
+// Hands the test a view of the recorder the controller owns.
+struct Recorded {
+  RecorderClockBackend* recorder = nullptr;
+  std::unique_ptr<ClockBackend> make(std::vector<int> clocks = RecorderClockBackend::default_clocks_mhz()) {
+    auto backend = std::make_unique<RecorderClockBackend>(std::move(clocks));
+    recorder = backend.get();
+    return backend;
+  }
+};
+
+TEST(RecorderClockBackend, RoundsDownToASupportedClock) {
+  RecorderClockBackend backend({1410, 1200, 1005});
+  EXPECT_EQ(backend.read_clock_mhz(), 1410);  // unlocked: the highest
+  backend.set_locked_clock(1300);
+  EXPECT_EQ(backend.read_clock_mhz(), 1200);
+  backend.set_locked_clock(900);
+  EXPECT_EQ(backend.read_clock_mhz(), 1005);  // below all: the lowest
+  backend.reset();
+  EXPECT_EQ(backend.read_clock_mhz(), 1410);
+  EXPECT_THROW(RecorderClockBackend(std::vector<int>{}), InputError);
+}
+
+TEST(FrequencyController, SetsOnlyOnChangeAndRecordsTheTimeline) {
+  Recorded recorded;
+  FrequencyController controller(recorded.make({1410, 1200, 1005}));
+  for (int clock : {1410, 1410, 1200, 1200, 1200, 1300, 1410}) controller.request_clock(clock);
+  controller.flush();
+  const std::vector<RecordedClockCall> expected_calls = {
+      {Kind::kSet, 1410}, {Kind::kSet, 1200}, {Kind::kSet, 1300}, {Kind::kSet, 1410}};
+  EXPECT_EQ(recorded.recorder->calls(), expected_calls);
+  const auto timeline = controller.timeline();
+  ASSERT_EQ(timeline.size(), 4u);
+  const int effective[] = {1410, 1200, 1200, 1410};  // 1300 runs at 1200 (rounded down)
+  for (std::size_t index = 0; index < timeline.size(); ++index) {
+    SCOPED_TRACE(index);
+    EXPECT_EQ(timeline[index].requested_mhz, expected_calls[index].freq_mhz);
+    EXPECT_EQ(timeline[index].effective_mhz, effective[index]);
+    if (index > 0) {
+      EXPECT_GE(timeline[index].time_s, timeline[index - 1].time_s);
+    }
+  }
+}
+
+TEST(FrequencyController, ResetsOnDestructionOnlyIfItLocked) {
+  auto recorder = std::make_shared<RecorderClockBackend>();
+  using Forward = testing::ForwardingBackend;
+  { FrequencyController idle(std::make_unique<Forward>(recorder)); }
+  EXPECT_TRUE(recorder->calls().empty());
+  {
+    FrequencyController controller(std::make_unique<Forward>(recorder));
+    controller.request_clock(1005);
+    controller.flush();
+    EXPECT_EQ(recorder->locked_clock_mhz(), 1005);
+  }
+  EXPECT_EQ(recorder->locked_clock_mhz(), std::nullopt);
+  EXPECT_EQ(recorder->calls().back(), (RecordedClockCall{Kind::kReset, 0}));
+}
+
+TEST(FrequencyController, ResetRequestAndRelockAfterReset) {
+  Recorded recorded;
+  FrequencyController controller(recorded.make());
+  controller.request_reset();  // nothing locked: dropped
+  controller.request_clock(1500);
+  controller.request_reset();
+  controller.request_clock(1500);  // differs from "unlocked", so it is applied again
+  controller.flush();
+  const std::vector<RecordedClockCall> expected = {{Kind::kSet, 1500}, {Kind::kReset, 0}, {Kind::kSet, 1500}};
+  EXPECT_EQ(recorded.recorder->calls(), expected);
+  EXPECT_EQ(controller.timeline()[1], (ClockSample{controller.timeline()[1].time_s, 0, 1980}));
+}
+
+TEST(FrequencyController, WorkerFailureComesBackFromTheNextCall) {
+  struct Failing final : ClockBackend {
+    void set_locked_clock(int freq_mhz) override {
+      if (freq_mhz == 999) throw Error("cannot lock 999 MHz");
+    }
+    void reset() override {}
+    int read_clock_mhz() override { return 1000; }
+    std::vector<int> supported_clocks_mhz() override { return {1000}; }
+    std::optional<std::uint64_t> read_energy_mj() override { return std::nullopt; }
+    std::string describe() const override { return "failing"; }
+  };
+  FrequencyController controller(std::make_unique<Failing>());
+  controller.request_clock(999);
+  try {
+    controller.flush();
+    FAIL() << "expected Error";
+  } catch (const Error& error) {
+    EXPECT_STREQ(error.what(), "frequency controller (failing): cannot lock 999 MHz");
+  }
+  controller.request_clock(1000);  // the error was reported once; the controller goes on
+  controller.flush();
+  EXPECT_EQ(controller.timeline().size(), 1u);
+  EXPECT_THROW(controller.request_clock(0), InputError);
+}
+
+TEST(FrequencyController, ResetNowDropsQueuedRequests) {
+  Recorded recorded;
+  FrequencyController controller(recorded.make());
+  controller.request_clock(1200);
+  controller.flush();
+  controller.reset_now();
+  EXPECT_EQ(recorded.recorder->locked_clock_mhz(), std::nullopt);
+  controller.request_clock(1200);  // after reset_now the same clock is applied again
+  controller.flush();
+  EXPECT_EQ(recorded.recorder->locked_clock_mhz(), 1200);
+}
+
+std::atomic<int> previous_handler_calls{0};
+extern "C" void count_previous(int) { previous_handler_calls.fetch_add(1); }
+
+TEST(SignalResetGuard, ResetsThenRunsThePreviousHandler) {
+  struct sigaction action {};
+  action.sa_handler = count_previous;
+  sigemptyset(&action.sa_mask);
+  struct sigaction saved {};
+  ::sigaction(SIGUSR1, &action, &saved);
+  std::atomic<int> resets{0};
+  std::atomic<int> previous_seen_at_reset{-1};
+  {
+    SignalResetGuard guard([&] {
+      previous_seen_at_reset = previous_handler_calls.load();
+      resets.fetch_add(1);
+    }, {SIGUSR1});
+    EXPECT_THROW(SignalResetGuard second([] {}, {SIGUSR2}), Error);
+    for (int round = 1; round <= 2; ++round) {
+      ::kill(::getpid(), SIGUSR1);
+      for (int wait = 0; wait < 500 && previous_handler_calls.load() < round; ++wait) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      }
+      EXPECT_EQ(resets.load(), round);
+      EXPECT_EQ(previous_handler_calls.load(), round);  // re-raised, and the guard re-armed itself
+    }
+    EXPECT_EQ(previous_seen_at_reset.load(), 1);  // the reset ran before the previous handler
+  }
+  // Destroyed: the previous handler is back and the guard no longer runs.
+  ::kill(::getpid(), SIGUSR1);
+  for (int wait = 0; wait < 500 && previous_handler_calls.load() < 3; ++wait) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  EXPECT_EQ(previous_handler_calls.load(), 3);
+  EXPECT_EQ(resets.load(), 2);
+  ::sigaction(SIGUSR1, &saved, nullptr);
+}
+
+TEST(SignalResetGuardDeathTest, SigtermResetsClocksThenStillKills) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        auto backend = std::make_unique<RecorderClockBackend>();
+        RecorderClockBackend* recorder = backend.get();
+        FrequencyController controller(std::move(backend));
+        SignalResetGuard guard([&] {
+          controller.reset_now();
+          if (!recorder->locked_clock_mhz()) {
+            const char message[] = "clocks reset\n";
+            [[maybe_unused]] auto written = ::write(2, message, sizeof(message) - 1);
+          }
+        });
+        controller.request_clock(1200);
+        controller.flush();
+        ::kill(::getpid(), SIGTERM);
+        std::this_thread::sleep_for(std::chrono::seconds(5));
+        std::exit(0);
+      },
+      ::testing::KilledBySignal(SIGTERM), "clocks reset");
+}
+
+TEST(SignalResetGuardDeathTest, UncaughtExceptionResetsClocksBeforeTerminating) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        auto backend = std::make_unique<RecorderClockBackend>();
+        RecorderClockBackend* recorder = backend.get();
+        FrequencyController controller(std::move(backend));
+        SignalResetGuard guard([&] {
+          controller.reset_now();
+          if (!recorder->locked_clock_mhz()) {
+            const char message[] = "clocks reset on terminate\n";
+            [[maybe_unused]] auto written = ::write(2, message, sizeof(message) - 1);
+          }
+        });
+        controller.request_clock(1200);
+        controller.flush();
+        std::thread([] { throw Error("nobody catches this"); }).join();
+      },
+      "clocks reset on terminate");
+}
+
+}  // namespace
+}  // namespace kareus::runtime

@@ -1,0 +1,111 @@
+#include "kareus/runtime/kareus_runtime.h"
+
+#include <gtest/gtest.h>
+
+#include "kareus/runtime/runtime.h"
+#include "test_plans.h"
+
+namespace kareus::runtime {
+namespace {
+
+using pipeline::InstructionType;
+
+TEST(CApi, DrivesAWholeStepAndAnswersCommConfigs) {
+  const auto path = testing::write_plan_file("c_api.json", testing::make_plan(2, 3));
+  kareus_runtime_options options = kareus_runtime_default_options();
+  options.plan_path = path.c_str();
+  options.rank = 5;  // tp 2, dp 2: ranks 4..7 are stage 1
+  options.tp = 2;
+  options.dp = 2;
+  options.pp = 2;
+  kareus_runtime* runtime = nullptr;
+  ASSERT_EQ(kareus_runtime_init(&options, &runtime), KAREUS_OK) << kareus_last_error();
+  int stage = -1;
+  ASSERT_EQ(kareus_runtime_stage(runtime, &stage), KAREUS_OK);
+  EXPECT_EQ(stage, 1);
+  ASSERT_EQ(kareus_runtime_on_step_begin(runtime), KAREUS_OK);
+  for (const auto& instruction : pipeline::one_f_one_b(1, 2, 3)) {
+    const bool forward = instruction.type == InstructionType::kForward;
+    ASSERT_EQ(kareus_runtime_on_instruction_begin(runtime, forward ? KAREUS_FORWARD : KAREUS_BACKWARD,
+                                                  instruction.microbatch),
+              KAREUS_OK)
+        << kareus_last_error();
+    int ctas = 0;
+    const char* slot = nullptr;
+    ASSERT_EQ(kareus_runtime_comm_config(runtime, forward ? "fwd_attn" : "bwd_attn", &ctas, &slot), KAREUS_OK);
+    EXPECT_EQ(ctas, testing::planned_ctas(1, instruction.type, instruction.microbatch));
+    EXPECT_STREQ(slot, forward ? "linear_0" : "linear_1");
+    ASSERT_EQ(kareus_runtime_on_instruction_end(runtime), KAREUS_OK);
+  }
+  ASSERT_EQ(kareus_runtime_on_step_end(runtime), KAREUS_OK);
+  EXPECT_STREQ(kareus_last_error(), "");
+  kareus_runtime_free(runtime);
+}
+
+TEST(CApi, ErrorsBecomeStatusesAndMessages) {
+  const auto path = testing::write_plan_file("c_api_errors.json", testing::make_plan(2, 2));
+  kareus_runtime_options options = kareus_runtime_default_options();
+  options.plan_path = path.c_str();
+  options.pp = 2;
+  options.rank = 2;
+  kareus_runtime* runtime = reinterpret_cast<kareus_runtime*>(0x1);
+  EXPECT_EQ(kareus_runtime_init(&options, &runtime), KAREUS_INPUT_ERROR);
+  EXPECT_EQ(runtime, nullptr);
+  EXPECT_STREQ(kareus_last_error(), "rank 2 is out of range: world size is 2 (tp 1 x cp 1 x pp 2 x dp 1)");
+
+  options.rank = 0;
+  options.clock_backend = "nvml:/nonexistent/libnvidia-ml.so.1";
+  EXPECT_EQ(kareus_runtime_init(&options, &runtime), KAREUS_FAILURE);
+  EXPECT_NE(std::string(kareus_last_error()).find("no NVIDIA driver found"), std::string::npos);
+
+  options.clock_backend = nullptr;
+  options.pp = 3;
+  EXPECT_EQ(kareus_runtime_init(&options, &runtime), KAREUS_INPUT_ERROR);
+  EXPECT_NE(std::string(kareus_last_error()).find("pp 3 does not match the 2 stages of plan"), std::string::npos);
+
+  options.pp = 2;
+  ASSERT_EQ(kareus_runtime_init(&options, &runtime), KAREUS_OK);
+  EXPECT_EQ(kareus_runtime_on_step_begin(runtime), KAREUS_OK);
+  EXPECT_EQ(kareus_runtime_on_instruction_begin(runtime, KAREUS_BACKWARD, 0), KAREUS_INPUT_ERROR);
+  EXPECT_STREQ(kareus_last_error(), "stage 0: expected forward microbatch 0, got backward microbatch 0");
+  EXPECT_EQ(kareus_runtime_on_instruction_begin(runtime, static_cast<kareus_instruction_type>(7), 0),
+            KAREUS_INPUT_ERROR);
+  EXPECT_EQ(kareus_runtime_switch_plan(runtime, path.c_str()), KAREUS_INPUT_ERROR);
+  EXPECT_NE(std::string(kareus_last_error()).find("mid-step"), std::string::npos);
+  int ctas = 0;
+  const char* slot = nullptr;
+  EXPECT_EQ(kareus_runtime_comm_config(runtime, nullptr, &ctas, &slot), KAREUS_INVALID_ARGUMENT);
+  EXPECT_STREQ(kareus_last_error(), "partition_key is NULL");
+  EXPECT_EQ(kareus_runtime_on_step_begin(nullptr), KAREUS_INVALID_ARGUMENT);
+  kareus_runtime_free(runtime);
+  kareus_runtime_free(nullptr);
+}
+
+TEST(Runtime, AppliesEachInstructionsClockInOrder) {
+  auto plan = std::make_shared<const plan::Plan>(testing::make_plan(2, 4));
+  auto recorder = std::make_shared<RecorderClockBackend>();
+  {
+    Runtime runtime(plan, 0, std::make_unique<testing::ForwardingBackend>(recorder));
+    std::vector<int> expected;
+    runtime.on_step_begin();
+    for (const auto& instruction : pipeline::one_f_one_b(0, 2, 4)) {
+      // Zeus-style: only the type; the runtime infers the microbatch.
+      runtime.on_instruction_begin(instruction.type, std::nullopt);
+      const int clock = testing::planned_clock_mhz(0, instruction.type, instruction.microbatch);
+      if (expected.empty() || expected.back() != clock) expected.push_back(clock);
+      runtime.on_instruction_end();
+    }
+    runtime.on_step_end();
+    runtime.flush();
+    std::vector<int> requested;
+    for (const auto& sample : runtime.timeline()) {
+      requested.push_back(sample.requested_mhz);
+      EXPECT_EQ(sample.effective_mhz, sample.requested_mhz);  // all on the recorder's grid
+    }
+    EXPECT_EQ(requested, expected);
+  }
+  EXPECT_EQ(recorder->locked_clock_mhz(), std::nullopt);  // reset when the runtime went away
+}
+
+}  // namespace
+}  // namespace kareus::runtime

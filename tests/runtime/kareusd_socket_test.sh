@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# End to end over a real socket: the kareusd binary ($KAREUSD) with the fake GPU backend, its
+# socket mode and group, an allowed client, a client of another uid (setpriv, needs root),
+# refused clocks and GPUs, and a SIGTERM shutdown that resets a clock a live client holds.
+set -u
+KAREUSD=${KAREUSD:?set KAREUSD to the kareusd binary}
+if [[ $(id -u) -ne 0 ]] || ! command -v setpriv >/dev/null || ! getent group nogroup >/dev/null; then
+  echo "kareusd_socket: skipped (needs root, setpriv and the nogroup group)"
+  exit 77
+fi
+passed=0
+failed=0
+check() {  # check NAME CONDITION-EXIT-CODE DETAIL
+  if [[ $2 -eq 0 ]]; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL: $1: $3"; fi
+}
+dir=$(mktemp -d /tmp/kareusd_e2e.XXXXXX)
+chmod 755 "$dir"
+cp "$KAREUSD" "$dir/kareusd" && chmod 755 "$dir/kareusd"  # reachable by nobody
+socket=$dir/k.sock
+cat >"$dir/config.json" <<JSON
+{"socket_path": "$socket", "socket_group": "nogroup", "allowed_uids": [0], "backend": "fake",
+ "fake_gpu_count": 2, "fake_clocks_mhz": [1980, 1410, 1005]}
+JSON
+"$dir/kareusd" --config "$dir/config.json" 2>"$dir/daemon.log" &
+daemon=$!
+cleanup() { kill "$daemon" 2>/dev/null; rm -rf "$dir"; }
+trap cleanup EXIT
+for _ in $(seq 100); do [[ -S $socket ]] && break; sleep 0.05; done
+
+mode=$(stat -c '%a %G' "$socket")
+[[ $mode == "660 nogroup" ]]; check "socket mode and group" $? "$mode"
+
+out=$("$dir/kareusd" --socket "$socket" --send '{"op":"set","gpu":1,"freq_mhz":1410}' \
+  --send '{"op":"get","gpu":1}' --send '{"op":"reset","gpu":1}' --send '{"op":"get","gpu":1}' 2>&1)
+[[ $out == $'{"ok":true}\n{"freq_mhz":1410,"ok":true}\n{"ok":true}\n{"freq_mhz":1980,"ok":true}' ]]
+check "allowed client sets and resets" $? "$out"
+
+out=$(setpriv --reuid=nobody --regid=nogroup --clear-groups "$dir/kareusd" --socket "$socket" \
+  --send '{"op":"get","gpu":0}' 2>&1)
+status=$?
+[[ $status -ne 0 && $out == *"uid 65534 (gid 65534, pid "*") is not allowed to use kareusd"* ]]
+check "other uid refused" $? "exit $status: $out"
+
+out=$("$dir/kareusd" --socket "$socket" --send '{"op":"set","gpu":0,"freq_mhz":1500}' \
+  --send '{"op":"set","gpu":2,"freq_mhz":1410}' 2>&1)
+[[ $out == *"gpu 0 does not support 1500 MHz (supported: 1980, 1410, 1005)"* &&
+   $out == *"gpu 2 does not exist: this machine has 2 GPUs (0..1)"* ]]
+check "bad clock and gpu refused" $? "$out"
+
+# A client that keeps its lease open while the daemon gets SIGTERM.
+mkfifo "$dir/hold"
+python3 - "$socket" "$dir/hold" <<'PY' &
+import socket, sys
+client = socket.socket(socket.AF_UNIX)
+client.connect(sys.argv[1])
+client.sendall(b'{"op": "set", "gpu": 0, "freq_mhz": 1005}\n')
+reply = client.recv(256)
+with open(sys.argv[2], "w") as hold:
+    hold.write(reply.decode())
+client.recv(256)  # until the daemon closes
+PY
+holder=$!
+read -r reply <"$dir/hold"
+[[ $reply == '{"ok":true}' ]]; check "holder locked gpu 0" $? "$reply"
+kill -TERM "$daemon"
+wait "$daemon"
+status=$?
+wait "$holder"
+grep -q "shutdown: reset gpu 0" "$dir/daemon.log"
+check "sigterm resets held clocks" $? "exit $status; log: $(cat "$dir/daemon.log")"
+[[ $status -eq 0 && ! -e $socket ]]; check "clean exit removes the socket" $? "exit $status"
+
+echo "kareusd_socket: $passed passed, $failed failed"
+[[ $failed -eq 0 ]]

@@ -1,0 +1,220 @@
+#include "kareus/workload/op_graph.h"
+
+#include <string>
+
+#include <gtest/gtest.h>
+
+namespace kareus::workload {
+namespace {
+
+constexpr double kMiB = 1024.0 * 1024.0;
+
+Workload make(const std::string& model, int cp, int tp, int mbs = 8, int seq = 4096) {
+  Parallelism parallel;
+  parallel.cp = cp;
+  parallel.tp = tp;
+  parallel.mbs = mbs;
+  parallel.seq = seq;
+  return make_workload(load_model(model), parallel);
+}
+
+std::vector<std::string> names(const std::vector<Op>& ops) {
+  std::vector<std::string> result;
+  for (const Op& op : ops) result.push_back(op.name);
+  return result;
+}
+
+const Op& find(const std::vector<Op>& ops, const std::string& name) {
+  for (const Op& op : ops) {
+    if (op.name == name) return op;
+  }
+  throw std::runtime_error("no op " + name);
+}
+
+TEST(LayerGraph, ForwardOrderFollowsMegatron) {
+  EXPECT_EQ(names(build_layer_graph(make("llama3.2-3b", 1, 8)).forward),
+            (std::vector<std::string>{"input_norm", "qkv", "rope", "attention", "out_proj", "attn_all_reduce",
+                                      "attn_bda", "mlp_norm", "fc1", "swiglu", "fc2", "mlp_all_reduce", "mlp_bda"}));
+  // Qwen3's q/k RMSNorm sits between QKV and RoPE; CP gathers K,V right before attention.
+  EXPECT_EQ(names(build_layer_graph(make("qwen3-1.7b", 2, 4)).forward),
+            (std::vector<std::string>{"input_norm", "qkv", "qkv_post", "rope", "kv_all_gather", "attention",
+                                      "out_proj", "attn_all_reduce", "attn_bda", "mlp_norm", "fc1", "swiglu", "fc2",
+                                      "mlp_all_reduce", "mlp_bda"}));
+}
+
+TEST(LayerGraph, BackwardReversesWithColumnParallelGradReduces) {
+  EXPECT_EQ(names(build_layer_graph(make("llama3.2-3b", 1, 8)).backward),
+            (std::vector<std::string>{"mlp_bda_bwd", "fc2_bwd", "swiglu_bwd", "fc1_bwd", "fc1_grad_all_reduce",
+                                      "mlp_norm_bwd", "attn_bda_bwd", "out_proj_bwd", "attention_bwd", "rope_bwd",
+                                      "qkv_bwd", "qkv_grad_all_reduce", "input_norm_bwd"}));
+  // With CP, attention backward re-gathers K,V before and reduce-scatters dK,dV after.
+  EXPECT_EQ(names(build_layer_graph(make("llama3.2-3b", 2, 4)).backward),
+            (std::vector<std::string>{"mlp_bda_bwd", "fc2_bwd", "swiglu_bwd", "fc1_bwd", "fc1_grad_all_reduce",
+                                      "mlp_norm_bwd", "attn_bda_bwd", "out_proj_bwd", "kv_regather", "attention_bwd",
+                                      "dkv_reduce_scatter", "rope_bwd", "qkv_bwd", "qkv_grad_all_reduce",
+                                      "input_norm_bwd"}));
+  for (const Op& op : build_layer_graph(make("llama3.2-3b", 2, 4)).backward) {
+    SCOPED_TRACE(op.name);
+    EXPECT_EQ(op.direction, Direction::kBackward);
+  }
+}
+
+TEST(LayerGraph, WithoutTensorParallelismThereAreNoTpCollectives) {
+  const LayerGraph graph = build_layer_graph(make("llama3.2-3b", 2, 1));
+  for (const std::vector<Op>* ops : {&graph.forward, &graph.backward}) {
+    for (const Op& op : *ops) {
+      SCOPED_TRACE(op.name);
+      if (op.is_collective()) {
+        EXPECT_EQ(op.collective->group, CommGroup::kCp);
+      }
+    }
+  }
+}
+
+// REFERENCE.md section 7: TP all-reduce payload per nanobatch = seq/CP * mbs/2 * hidden * 2 bytes;
+// CP K+V all-gather = 2 * seq * mbs/2 * (kv groups/TP) * 128 * 2 bytes.
+TEST(LayerGraph, CollectivePayloadsMatchReference) {
+  struct Row {
+    std::string model;
+    int cp, tp, mbs, seq;
+    double tp_bytes, cp_bytes;
+  };
+  const Row rows[] = {
+      {"llama3.2-3b", 1, 8, 8, 4096, 100663296, 0},  // 96 MiB exactly
+      {"llama3.2-3b", 2, 4, 8, 4096, 48 * kMiB, 16 * kMiB},
+      {"llama3.2-3b", 2, 4, 8, 8192, 96 * kMiB, 32 * kMiB},
+      {"llama3.2-3b", 2, 4, 16, 4096, 96 * kMiB, 32 * kMiB},
+      {"qwen3-1.7b", 1, 8, 8, 8192, 128 * kMiB, 0},
+      {"qwen3-1.7b", 2, 4, 8, 4096, 32 * kMiB, 16 * kMiB},
+      {"llama3.3-70b", 2, 4, 8, 4096, 128 * kMiB, 16 * kMiB},
+  };
+  for (const Row& row : rows) {
+    SCOPED_TRACE(row.model + " cp " + std::to_string(row.cp) + " tp " + std::to_string(row.tp) + " mbs " +
+                 std::to_string(row.mbs) + " seq " + std::to_string(row.seq));
+    const LayerGraph graph = build_layer_graph(make(row.model, row.cp, row.tp, row.mbs, row.seq));
+    for (const char* name : {"attn_all_reduce", "mlp_all_reduce"}) {
+      const Collective& tp = *find(graph.forward, name).collective;
+      EXPECT_EQ(tp.kind, CollectiveKind::kAllReduce);
+      EXPECT_EQ(tp.group, CommGroup::kTp);
+      EXPECT_EQ(tp.group_size, row.tp);
+      EXPECT_DOUBLE_EQ(tp.bytes, row.tp_bytes) << name;
+    }
+    for (const char* name : {"fc1_grad_all_reduce", "qkv_grad_all_reduce"}) {
+      EXPECT_DOUBLE_EQ(find(graph.backward, name).collective->bytes, row.tp_bytes) << name;
+    }
+    if (row.cp == 1) continue;
+    const Collective& gather = *find(graph.forward, "kv_all_gather").collective;
+    EXPECT_EQ(gather.kind, CollectiveKind::kAllGather);
+    EXPECT_EQ(gather.group, CommGroup::kCp);
+    EXPECT_EQ(gather.group_size, row.cp);
+    EXPECT_DOUBLE_EQ(gather.bytes, row.cp_bytes);
+    EXPECT_DOUBLE_EQ(find(graph.backward, "kv_regather").collective->bytes, row.cp_bytes);
+    const Collective& scatter = *find(graph.backward, "dkv_reduce_scatter").collective;
+    EXPECT_EQ(scatter.kind, CollectiveKind::kReduceScatter);
+    EXPECT_DOUBLE_EQ(scatter.bytes, row.cp_bytes);
+  }
+}
+
+TEST(LayerGraph, GemmShapesAndBackwardFlops) {
+  // llama3.2-3b, TP 8, CP 1, nanobatch 4 x 4096 = 16384 tokens per GPU.
+  const LayerGraph graph = build_layer_graph(make("llama3.2-3b", 1, 8));
+  struct Row {
+    std::string name;
+    double m, n, k;
+  };
+  const Row rows[] = {
+      {"qkv", 16384, (24 + 2 * 8) * 128 / 8.0, 3072},
+      {"out_proj", 16384, 3072, 24 * 128 / 8.0},
+      {"fc1", 16384, 2 * 8192 / 8.0, 3072},
+      {"fc2", 16384, 3072, 8192 / 8.0},
+  };
+  for (const Row& row : rows) {
+    SCOPED_TRACE(row.name);
+    const Op& forward = find(graph.forward, row.name);
+    EXPECT_EQ(forward.kind, OpKind::kGemm);
+    EXPECT_DOUBLE_EQ(forward.gemm.m, row.m);
+    EXPECT_DOUBLE_EQ(forward.gemm.n, row.n);
+    EXPECT_DOUBLE_EQ(forward.gemm.k, row.k);
+    EXPECT_DOUBLE_EQ(forward.flops, 2 * row.m * row.n * row.k);
+    EXPECT_DOUBLE_EQ(find(graph.backward, row.name + "_bwd").flops, 2 * forward.flops);
+  }
+  // Causal attention on one TP rank: 2 * b * s^2 * head_dim * heads/TP.
+  EXPECT_DOUBLE_EQ(find(graph.forward, "attention").flops, 2.0 * 4 * 4096.0 * 4096 * 128 * 3);
+  EXPECT_DOUBLE_EQ(find(graph.backward, "attention_bwd").flops, 2 * find(graph.forward, "attention").flops);
+}
+
+// Hand derivation of one iteration's model FLOPs over all GPUs. Per layer and token, the
+// forward GEMMs cost 2 x (GEMM weights); backward twice that, so 6 x params x tokens. Causal
+// attention: forward 2 * b * s^2 * head_dim * heads per layer, backward 2x. Full recompute
+// repeats the layers' forward: x 4/3. The output layer (not recomputed) adds 2 * hidden * vocab
+// per token forward and twice that backward. Tokens = mbs * seq * microbatches * dp.
+struct HandFlops {
+  double layers;        ///< transformer layers, forward + backward, no recompute
+  double output_layer;  ///< output GEMM forward + backward
+};
+
+HandFlops hand_flops(const Workload& workload) {
+  const ModelSpec& m = workload.model;
+  const Parallelism& p = workload.parallel;
+  const double gemm_weights = static_cast<double>(m.hidden) * (m.heads + 2 * m.kv_groups) * m.head_dim  // QKV
+                              + static_cast<double>(m.heads) * m.head_dim * m.hidden                   // O-proj
+                              + 3.0 * m.hidden * m.ffn;                                                // SwiGLU MLP
+  const double sequences = static_cast<double>(p.mbs) * p.microbatches * p.dp;
+  const double tokens = sequences * p.seq;
+  const double attention_forward = 2 * sequences * p.seq * static_cast<double>(p.seq) * m.head_dim * m.heads;
+  return {m.layers * (6 * gemm_weights * tokens + 3 * attention_forward),
+          6.0 * m.hidden * m.vocab * tokens};
+}
+
+TEST(IterationFlops, MatchesHandDerivationWithinTwoPercent) {
+  struct Row {
+    std::string model;
+    int cp, tp, dp, seq;
+  };
+  const Row rows[] = {
+      {"llama3.2-3b", 1, 8, 1, 4096}, {"qwen3-1.7b", 1, 8, 1, 4096}, {"llama3.2-3b", 2, 4, 1, 8192},
+      {"qwen3-1.7b", 2, 4, 2, 4096},
+  };
+  for (const Row& row : rows) {
+    SCOPED_TRACE(row.model + " cp " + std::to_string(row.cp) + " dp " + std::to_string(row.dp));
+    Parallelism parallel;
+    parallel.cp = row.cp;
+    parallel.tp = row.tp;
+    parallel.dp = row.dp;
+    parallel.seq = row.seq;
+    const Workload full = make_workload(load_model(row.model), parallel);
+    const HandFlops hand = hand_flops(full);
+    const double expected_full = hand.layers * 4 / 3 + hand.output_layer;
+    EXPECT_NEAR(iteration_flops(full) / expected_full, 1.0, 0.02);
+
+    parallel.recompute = Recompute::kNone;
+    const Workload none = make_workload(load_model(row.model), parallel);
+    const double expected_none = hand.layers + hand.output_layer;
+    EXPECT_NEAR(iteration_flops(none) / expected_none, 1.0, 0.02);
+    // Recompute repeats exactly the layers' forward: without it the layers cost 3/4.
+    EXPECT_NEAR((iteration_flops(none) - hand.output_layer) / (iteration_flops(full) - hand.output_layer), 0.75,
+                1e-3);
+  }
+}
+
+TEST(IterationFlops, Llama3BArtifactIterationIsSevenPointTwoSevenPflop) {
+  // The number itself, so a regression in any term shows: 8 x 2.8186e9 layer GEMM weights x
+  // 262144 tokens + 4 x 28 layers x (2 x 64 x 4096^2 x 128 x 24) + 6 x 3072 x 128256 x 262144.
+  EXPECT_NEAR(iteration_flops(make("llama3.2-3b", 1, 8)) / 1e15, 7.2696, 0.02 * 7.2696);
+}
+
+TEST(NonpartitionWork, FirstStageEmbedsLastStageComputesLoss) {
+  const Workload workload = make("llama3.2-3b", 1, 8);
+  const NonpartitionWork first = build_nonpartition_work(workload, 0);
+  const NonpartitionWork last = build_nonpartition_work(workload, 1);
+  EXPECT_EQ(names(first.forward), (std::vector<std::string>{"embedding", "embedding_all_reduce", "send_activations"}));
+  EXPECT_EQ(names(last.forward),
+            (std::vector<std::string>{"final_norm", "output_layer", "cross_entropy", "loss_all_reduce"}));
+  EXPECT_EQ(names(last.backward).back(), "send_gradients");
+  // Vocab-parallel output GEMM: 2 * tokens * hidden * vocab/TP.
+  EXPECT_DOUBLE_EQ(find(last.forward, "output_layer").flops, 2.0 * 16384 * 3072 * (128256 / 8.0));
+  EXPECT_FALSE(gradient_reduction(workload, 0).has_value());
+}
+
+}  // namespace
+}  // namespace kareus::workload

@@ -1,0 +1,128 @@
+#include "kareus/workload/workload.h"
+
+#include <functional>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "kareus/common/error.h"
+
+namespace kareus::workload {
+namespace {
+
+std::string error_of(const std::function<void()>& action) {
+  try {
+    action();
+  } catch (const InputError& error) {
+    return error.what();
+  }
+  return "<no InputError>";
+}
+
+TEST(MakeWorkload, DefaultsAreTheArtifactSettingWithEvenSplit) {
+  const Workload workload = make_workload(load_model("llama3.2-3b"), Parallelism{});
+  EXPECT_EQ(workload.stage_layers, (std::vector<int>{14, 14}));
+  EXPECT_EQ(workload.gpus(), 16);
+  EXPECT_EQ(workload.nanobatch_size(), 4);
+  EXPECT_DOUBLE_EQ(workload.nanobatch_tokens_per_gpu(), 4.0 * 4096);
+}
+
+TEST(MakeWorkload, UnevenSplitGivesEarlierStagesTheRemainder) {
+  Parallelism parallel;
+  parallel.pp = 3;
+  EXPECT_EQ(make_workload(load_model("llama3.3-70b"), parallel).stage_layers, (std::vector<int>{27, 27, 26}));
+  parallel.pp = 28;
+  EXPECT_EQ(make_workload(load_model("qwen3-1.7b"), parallel).stage_layers, std::vector<int>(28, 1));
+}
+
+TEST(MakeWorkload, ExplicitSplitIsKept) {
+  Parallelism parallel;
+  parallel.layers_per_stage = {15, 13};
+  EXPECT_EQ(make_workload(load_model("llama3.2-3b"), parallel).stage_layers, (std::vector<int>{15, 13}));
+}
+
+TEST(MakeWorkload, ContextParallelShardsTheSequence) {
+  Parallelism parallel;
+  parallel.cp = 2;
+  parallel.tp = 4;
+  const Workload workload = make_workload(load_model("llama3.2-3b"), parallel);
+  EXPECT_DOUBLE_EQ(workload.nanobatch_tokens_per_gpu(), 4.0 * 2048);
+  EXPECT_EQ(workload.gpus(), 16);
+}
+
+TEST(MakeWorkload, EveryRuleNamesItsFlag) {
+  ModelSpec odd_ffn = load_model("llama3.2-3b");
+  odd_ffn.ffn = 8196;  // divisible by 4 but not by 8
+  struct Row {
+    std::string what;
+    std::function<void(Parallelism&)> change;
+    std::string message;
+    ModelSpec model;
+  };
+  const ModelSpec llama = load_model("llama3.2-3b");
+  const Row rows[] = {
+      {"tp heads", [](Parallelism& p) { p.tp = 16; }, "--tp 16 must divide the 24 attention heads of llama3.2-3b",
+       llama},
+      {"tp kv", [](Parallelism& p) { p.tp = 3; }, "--tp 3 must divide the 8 key/value groups of llama3.2-3b", llama},
+      {"tp ffn", [](Parallelism& p) { p.tp = 8; }, "--tp 8 must divide the MLP width 8196 of llama3.2-3b", odd_ffn},
+      {"tp zero", [](Parallelism& p) { p.tp = 0; }, "--tp 0 must be >= 1", llama},
+      {"cp seq", [](Parallelism& p) { p.cp = 3; }, "--cp 3 needs --seq divisible by 2 x cp = 6", llama},
+      {"cp seq odd",
+       [](Parallelism& p) {
+         p.cp = 2;
+         p.seq = 4098;
+       },
+       "--cp 2 needs --seq divisible by 2 x cp = 4", llama},
+      {"mbs", [](Parallelism& p) { p.mbs = 7; }, "--mbs 7 must split evenly into 2 nanobatches", llama},
+      {"nanobatches", [](Parallelism& p) { p.nanobatches = 4; }, "--nanobatches 4 must be 1 (no overlap) or 2", llama},
+      {"pp", [](Parallelism& p) { p.pp = 29; }, "--pp 29 must not exceed the 28 layers of llama3.2-3b", llama},
+      {"dp", [](Parallelism& p) { p.dp = -1; }, "--dp -1 must be >= 1", llama},
+      {"microbatches", [](Parallelism& p) { p.microbatches = 0; }, "--microbatches 0 must be >= 1", llama},
+      {"split count", [](Parallelism& p) { p.layers_per_stage = {10, 10, 8}; },
+       "--layers-per-stage 10,10,8 must list --pp 2 stages summing to the 28 layers", llama},
+      {"split sum", [](Parallelism& p) { p.layers_per_stage = {15, 14}; },
+       "--layers-per-stage 15,14 must list --pp 2 stages summing to the 28 layers", llama},
+      {"split empty stage", [](Parallelism& p) { p.layers_per_stage = {28, 0}; },
+       "--layers-per-stage 28,0: every stage needs >= 1 layer", llama},
+  };
+  for (const Row& row : rows) {
+    SCOPED_TRACE(row.what);
+    Parallelism parallel;
+    row.change(parallel);
+    const std::string message = error_of([&] { (void)make_workload(row.model, parallel); });
+    EXPECT_NE(message.find(row.message), std::string::npos) << message;
+  }
+}
+
+TEST(ParseLayersPerStage, AcceptsCommaSeparatedPositiveIntegers) {
+  EXPECT_EQ(parse_layers_per_stage("15,13"), (std::vector<int>{15, 13}));
+  EXPECT_EQ(parse_layers_per_stage("28"), (std::vector<int>{28}));
+}
+
+TEST(ParseLayersPerStage, MalformedTextNamesFlag) {
+  for (const std::string text : {"", "15,", ",13", "15;13", "15,x", "15,0", "15,-13", " 15,13", "1.5,13"}) {
+    SCOPED_TRACE(text);
+    const std::string message = error_of([&] { (void)parse_layers_per_stage(text); });
+    EXPECT_NE(message.find("--layers-per-stage " + text + ": expected positive integers"), std::string::npos)
+        << message;
+  }
+}
+
+TEST(WorkloadJson, HoldsModelShapeAndResolvedParallelism) {
+  Parallelism parallel;
+  parallel.cp = 2;
+  parallel.tp = 4;
+  parallel.recompute = Recompute::kNone;
+  const auto document = nlohmann::json::parse(workload_to_json(make_workload(load_model("qwen3-1.7b"), parallel)));
+  EXPECT_EQ(document["model"], "qwen3-1.7b");
+  EXPECT_EQ(document["shape"]["hidden"], 2048);
+  EXPECT_EQ(document["shape"]["qk_norm"], true);
+  EXPECT_EQ(document["tp"], 4);
+  EXPECT_EQ(document["cp"], 2);
+  EXPECT_EQ(document["recompute"], "none");
+  EXPECT_EQ(document["layers_per_stage"], nlohmann::json::parse("[14, 14]"));
+}
+
+}  // namespace
+}  // namespace kareus::workload

@@ -1,0 +1,52 @@
+// kareus models: the built-in model presets and their shapes.
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "kareus/workload/model.h"
+
+namespace kareus::cli {
+namespace {
+
+struct ModelsOptions {
+  bool json = false;
+};
+
+void run_models(const ModelsOptions& options) {
+  nlohmann::ordered_json models = nlohmann::ordered_json::array();
+  if (!options.json) {
+    fmt::print("{:<14} {:>6} {:>6} {:>10} {:>9} {:>6} {:>7} {:>7} {:>8}  {}\n", "name", "hidden", "heads",
+               "kv_groups", "head_dim", "ffn", "layers", "vocab", "params", "notes");
+  }
+  for (const std::string& name : workload::model_preset_names()) {
+    const workload::ModelSpec model = workload::load_model(name);
+    const char* mlp = model.mlp == workload::MlpKind::kSwiGlu ? "swiglu" : "gelu";
+    if (options.json) {
+      models.push_back({{"name", model.name}, {"hidden", model.hidden}, {"heads", model.heads},
+                        {"kv_groups", model.kv_groups}, {"head_dim", model.head_dim}, {"ffn", model.ffn},
+                        {"layers", model.layers}, {"vocab", model.vocab}, {"qk_norm", model.qk_norm},
+                        {"mlp", mlp}, {"tied_embeddings", model.tied_embeddings},
+                        {"parameters", static_cast<long long>(model.parameters())}});
+      continue;
+    }
+    std::string notes = mlp;
+    if (model.qk_norm) notes += ", qk-norm";
+    if (model.tied_embeddings) notes += ", tied embeddings";
+    fmt::print("{:<14} {:>6} {:>6} {:>10} {:>9} {:>6} {:>7} {:>7} {:>7.2f}B  {}\n", model.name, model.hidden,
+               model.heads, model.kv_groups, model.head_dim, model.ffn, model.layers, model.vocab,
+               model.parameters() / 1e9, notes);
+  }
+  if (options.json) fmt::print("{}\n", nlohmann::ordered_json{{"models", models}}.dump(2));
+}
+
+}  // namespace
+
+void add_models_command(CLI::App& app) {
+  auto options = std::make_shared<ModelsOptions>();
+  CLI::App* command = app.add_subcommand("models", "list the model presets and their shapes");
+  command->add_flag("--json", options->json, "print JSON instead of a table");
+  command->callback([options] { run_models(*options); });
+}
+
+}  // namespace kareus::cli

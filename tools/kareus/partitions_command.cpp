@@ -1,0 +1,99 @@
+// kareus partitions: the partitions of one steady-state layer (forward, then backward) with
+// their ops, overlapped collective, launch slots and search-space size (REFERENCE.md 2-3).
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "kareus/partition/search_space.h"
+#include "workload_flags.h"
+
+namespace kareus::cli {
+namespace {
+
+struct PartitionsOptions {
+  WorkloadFlags workload;
+  GpuFlags gpu;
+  std::string slots = "all";
+  std::string clocks = "artifact";
+  std::string tp_ctas = "3:30:3";
+  std::string cp_ctas = "1:20:1";
+  bool json = false;
+};
+
+void run_partitions(const PartitionsOptions& options) {
+  const workload::Workload work = options.workload.resolve();
+  const device::GpuSpec gpu = options.gpu.resolve();
+  const std::vector<int> clocks = device::parse_clock_list(gpu, options.clocks);
+  const partition::SpaceOptions space_options{partition::parse_slot_policy(options.slots),
+                                              partition::parse_cta_range(options.tp_ctas, "--tp-ctas"),
+                                              partition::parse_cta_range(options.cp_ctas, "--cp-ctas")};
+  nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+  for (workload::Direction direction : {workload::Direction::kForward, workload::Direction::kBackward}) {
+    for (const partition::Partition& part : partition::layer_partitions(work, direction)) {
+      const partition::SearchSpace space = partition::make_search_space(part, clocks, space_options);
+      std::vector<std::string> compute_ops;
+      for (const workload::Op& op : part.compute_ops) compute_ops.push_back(op.name);
+      nlohmann::ordered_json row = {{"key", part.key}, {"nanobatch", part.nanobatch}, {"compute_ops", compute_ops}};
+      row["collective"] = nullptr;
+      if (part.collective) {
+        const workload::Collective& collective = *part.collective->collective;
+        row["collective"] = {{"kind", workload::to_string(collective.kind)},
+                             {"group", workload::to_string(collective.group)},
+                             {"bytes", static_cast<long long>(collective.bytes)}};
+      }
+      row["slots"] = part.collective ? space.slots() : std::vector<std::string>{};
+      row["space_size"] = space.size();
+      rows.push_back(std::move(row));
+    }
+  }
+  if (options.json) {
+    fmt::print("{}\n", nlohmann::ordered_json{{"workload", nlohmann::ordered_json::parse(workload_to_json(work))},
+                                              {"gpu", gpu.name},
+                                              {"clocks_mhz", clocks},
+                                              {"partitions", rows}}
+                           .dump(2));
+    return;
+  }
+  fmt::print("{} on {}: {} clocks ({}..{} MHz), one layer, forward then backward\n", work.model.name, gpu.name,
+             clocks.size(), clocks.front(), clocks.back());
+  if (rows.empty()) {
+    fmt::print("no collectives at --tp {} --cp {}: nothing to overlap, no partition is searched\n", work.parallel.tp,
+               work.parallel.cp);
+    return;
+  }
+  fmt::print("{:<11} {:>2}  {:<27} {:<36} {:>6}  {}\n", "key", "nb", "collective", "slots", "space", "compute ops");
+  for (const nlohmann::ordered_json& row : rows) {
+    const nlohmann::ordered_json& comm = row["collective"];
+    const std::string collective =
+        comm.is_null() ? "-"
+                       : fmt::format("{} {} {:.1f} MiB", comm["group"].get<std::string>(),
+                                     comm["kind"].get<std::string>(), comm["bytes"].get<double>() / (1 << 20));
+    const std::string slots = fmt::format("{}", fmt::join(row["slots"].get<std::vector<std::string>>(), " "));
+    fmt::print("{:<11} {:>2}  {:<27} {:<36} {:>6}  {}\n", row["key"].get<std::string>(), row["nanobatch"].get<int>(),
+               collective, slots, row["space_size"].get<std::size_t>(),
+               fmt::join(row["compute_ops"].get<std::vector<std::string>>(), ","));
+  }
+}
+
+}  // namespace
+
+void add_partitions_command(CLI::App& app) {
+  auto options = std::make_shared<PartitionsOptions>();
+  CLI::App* command =
+      app.add_subcommand("partitions", "show the partitions of one layer and the knob space of each");
+  add_workload_flags(command, options->workload);
+  add_gpu_flags(command, options->gpu);
+  command->add_option("--slots", options->slots, "launch slots: all, or artifact (those the artifact searched)")
+      ->capture_default_str();
+  command->add_option("--clocks", options->clocks, "SM clocks: all, artifact (18, 30 MHz apart) or MIN:MAX:STEP")
+      ->capture_default_str();
+  command->add_option("--tp-ctas", options->tp_ctas, "CTA counts of TP all-reduces, MIN:MAX[:STEP]")
+      ->capture_default_str();
+  command->add_option("--cp-ctas", options->cp_ctas, "CTA counts of CP all-gathers / reduce-scatters, MIN:MAX[:STEP]")
+      ->capture_default_str();
+  command->add_flag("--json", options->json, "print JSON instead of a table");
+  command->callback([options] { run_partitions(*options); });
+}
+
+}  // namespace kareus::cli
