@@ -367,19 +367,19 @@ PhillipsDessoukyResult PhillipsDessouky::run() const {
   if (result.stop_reason == StopReason::kMinimumTime) {
     // Off-critical operations may run options whose real times exceed their quantized ones,
     // so the last PD plan need not reach the true minimum makespan (every operation at its
-    // fastest option). Repair it: while the real makespan is above that minimum, move every
-    // operation on a real critical path to its fastest option; then reclaim slack. At worst
-    // this ends at all-fastest; usually it touches one path.
+    // fastest option). Repair it greedily on real times: while the real makespan is above
+    // that minimum, move the operation on a real critical path with the least effective
+    // energy per second saved one option faster; then reclaim slack. Each round lowers one
+    // option index, so this ends, at worst at all-fastest.
     std::vector<int> fastest(count, 0);
     const double minimum_s = evaluate(dag, topology, fastest, gpus, real_start).time_s;
     for (int op = 0; op < count; ++op) option_indices[op] = spec(op).option_index_for(duration[op]);
     auto real_time = [&](int op) { return spec(op).options()[option_indices[op]].time_s; };
     std::vector<double> real_finish(count);
-    for (int round = 0; round <= count; ++round) {
+    while (true) {
       const double now_s = forward_pass<double>(topology, real_start, real_time);
       if (now_s <= minimum_s * (1 + 1e-12)) break;
       const double tolerance = 1e-12 * now_s;
-      bool changed = false;
       for (auto position = topology.order.rbegin(); position != topology.order.rend(); ++position) {
         const int op = *position;
         double latest = now_s;
@@ -389,13 +389,25 @@ PhillipsDessoukyResult PhillipsDessouky::run() const {
         }
         real_finish[op] = latest;
       }
+      int best = -1;
+      double best_rate = kInfinity;
       for (int op = 0; op < count; ++op) {
-        if (real_start[op] + real_time(op) >= real_finish[op] - tolerance && option_indices[op] != 0) {
-          option_indices[op] = 0;
-          changed = true;
+        if (option_indices[op] == 0 || real_start[op] + real_time(op) < real_finish[op] - tolerance) continue;
+        const std::vector<ExecutionOption>& options = spec(op).options();
+        const ExecutionOption& now = options[option_indices[op]];
+        const ExecutionOption& faster = options[option_indices[op] - 1];
+        const double rate =
+            (faster.effective_energy_j - now.effective_energy_j) / std::max(now.time_s - faster.time_s, 1e-15);
+        if (rate < best_rate) {
+          best_rate = rate;
+          best = op;
         }
       }
-      if (!changed) std::fill(option_indices.begin(), option_indices.end(), 0);
+      if (best < 0) {
+        std::fill(option_indices.begin(), option_indices.end(), 0);
+        break;
+      }
+      --option_indices[best];
     }
     for (int op = 0; op < count; ++op) duration[op] = spec(op).options()[option_indices[op]].quant_time;
     bool same = true;
