@@ -290,6 +290,8 @@ PhillipsDessoukyResult PhillipsDessouky::run() const {
     tight_edges.clear();
     for (const auto& [before, after] : dag.edges) {
       if (start[before] + duration[before] != latest_finish[after] - duration[after]) continue;
+      // A dependency without float joins two operations without float.
+      assert(compact[before] >= 0 && compact[after] >= 0 && "tight dependency between non-critical operations");
       const int arc = network.add_edge(3 + 2 * compact[before], 2 + 2 * compact[after], kInfinity);
       tight_edges.push_back({arc, compact[before], compact[after]});
     }
