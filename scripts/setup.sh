@@ -6,6 +6,7 @@ packages=(
   nlohmann-json3-dev libcli11-dev libfmt-dev libeigen3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   pybind11-dev clang libclang-rt-14-dev
+  chromium
 )
 missing=()
 for package in "${packages[@]}"; do
@@ -18,7 +19,12 @@ if ((${#missing[@]})); then
   "${sudo_cmd[@]}" apt-get update -qq
   "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
-# The Python module's tests run under the python3 on PATH (ctest calls it); pytest from PyPI.
+# The Python module's tests run under the python3 on PATH (ctest calls it). pytest from PyPI,
+# or Debian's python3-pytest where that python is the system one (PEP 668 refuses pip there).
 if ! python3 -c "import pytest" 2>/dev/null; then
-  python3 -m pip install --quiet pytest
+  if ! python3 -m pip install --quiet pytest 2>/dev/null; then
+    sudo_cmd=()
+    [[ $(id -u) -ne 0 ]] && sudo_cmd=(sudo)
+    DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends python3-pytest
+  fi
 fi

@@ -112,10 +112,7 @@ class PipelineFrequencyOptimizer:
     def switch_for_deadline(self, frontier: str, deadline_s: float) -> Tuple[str, bool]:
         """Switches to the least-energy point of a kareus.frontier/1 file that meets ``deadline_s``
         (else the fastest); returns (plan path, whether the deadline is met)."""
-        points = read_frontier(str(frontier))
-        index, meets = choose_for_deadline(points, deadline_s)
-        self.switch_plan(points[index][2])
-        return points[index][2], meets
+        return self._live().switch_for_deadline(str(frontier), deadline_s)
 
     def flush(self) -> None:
         """Waits until every requested clock is applied."""

@@ -104,6 +104,13 @@ PYBIND11_MODULE(_runtime, module) {
           },
           py::arg("partition_key"))
       .def("switch_plan", py::overload_cast<const std::filesystem::path&>(&Runtime::switch_plan), py::arg("plan"))
+      .def(
+          "switch_for_deadline",
+          [](Runtime& runtime, const std::filesystem::path& frontier, double deadline_s) {
+            const auto result = runtime.switch_for_deadline(frontier, deadline_s);
+            return py::make_tuple(result.point.plan, result.meets_deadline);
+          },
+          py::arg("frontier"), py::arg("deadline_s"))
       .def("flush", &Runtime::flush, py::call_guard<py::gil_scoped_release>())
       .def("timeline",
            [](const Runtime& runtime) {

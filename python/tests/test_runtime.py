@@ -161,7 +161,7 @@ def test_switch_for_deadline_between_steps(tmp_path):
     }))
     optimizer = make_optimizer(tmp_path / "fast.json", rank=0, pp=STAGES)
     optimizer.on_step_begin()
-    with pytest.raises(kareus.InputError, match="mid-step"):
+    with pytest.raises(kareus.InputError, match="stage 0: switch_for_deadline called mid-step"):
         optimizer.switch_for_deadline(tmp_path / "frontier.json", 1.5)
     optimizer.close()
 

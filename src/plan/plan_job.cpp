@@ -163,24 +163,72 @@ std::vector<MethodPoint> pareto_points(std::vector<MethodPoint> points) {
   return front;
 }
 
+/// 1 ms, or coarser so that slowest-to-fastest takes at most kMaxSolverSteps units: the
+/// slowest makespan is bounded by (microbatches + stages - 1) x the slowest stage's F + B.
+double automatic_unit_time_s(const workload::Workload& workload, const MethodOptions& method) {
+  constexpr double kMaxSolverSteps = 20000;
+  double slowest_stage_s = 0;
+  for (const pipeline::StageOptions& stage : method.stages) {
+    auto slowest = [](const std::vector<pipeline::ExecutionOption>& options) {
+      double time = 0;
+      for (const pipeline::ExecutionOption& option : options) time = std::max(time, option.time_s);
+      return time;
+    };
+    slowest_stage_s = std::max(slowest_stage_s, slowest(stage.forward) + slowest(stage.backward));
+  }
+  const double makespan_s = (workload.parallel.microbatches + workload.parallel.pp - 1) * slowest_stage_s;
+  return std::max(0.001, makespan_s / kMaxSolverSteps);
+}
+
+/// A lower bound of the makespan: every instruction at its fastest option, no pipeline waits
+/// beyond the 1F1B critical path of the slowest stage.
+double minimum_makespan_s(const workload::Workload& workload, const MethodOptions& method) {
+  double fastest_stage_s = 0;
+  for (const pipeline::StageOptions& stage : method.stages) {
+    auto fastest = [](const std::vector<pipeline::ExecutionOption>& options) {
+      double time = INFINITY;
+      for (const pipeline::ExecutionOption& option : options) time = std::min(time, option.time_s);
+      return time;
+    };
+    fastest_stage_s = std::max(fastest_stage_s, fastest(stage.forward) + fastest(stage.backward));
+  }
+  return workload.parallel.microbatches * fastest_stage_s;
+}
+
 MethodResult solve_method(const std::string& name, const device::GpuSpec& gpu, const workload::Workload& workload,
                           const MethodOptions& method, const PlanJobOptions& options,
                           const std::string& workload_json) {
   pipeline::OneFOneBConfig config;
   config.microbatches = workload.parallel.microbatches;
-  config.unit_time_s = options.unit_time_s;
+  config.unit_time_s = options.unit_time_s > 0 ? options.unit_time_s : automatic_unit_time_s(workload, method);
   config.static_power_w = gpu.static_power_w;
   config.stages = method.stages;
   const pipeline::PipelineDag dag = pipeline::build_one_f_one_b_dag(config);
   pipeline::PhillipsDessoukyOptions solver_options;
   solver_options.gpus = workload.parallel.pp;
   const auto started = std::chrono::steady_clock::now();
+  if (options.progress) {
+    // Every 2,000 iterations: how far the makespan has come down, and an ETA from that pace.
+    std::int64_t first_quant_time = -1;
+    const std::int64_t floor_quant_time = pipeline::quantize_time(minimum_makespan_s(workload, method), config.unit_time_s);
+    solver_options.progress = [&options, &name, started, floor_quant_time, first_quant_time](
+                                  const pipeline::IterationResult& iteration) mutable {
+      if (first_quant_time < 0) first_quant_time = iteration.quant_time;
+      if (iteration.iteration == 0 || iteration.iteration % 2000 != 0) return;
+      const double elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+      const double done = static_cast<double>(first_quant_time - iteration.quant_time);
+      const double left = static_cast<double>(std::max<std::int64_t>(iteration.quant_time - floor_quant_time, 0));
+      options.progress(fmt::format("{}: solver iteration {}, makespan {:.3f} s, ETA {:.0f} s", name,
+                                   iteration.iteration, iteration.time_s, done > 0 ? elapsed_s * left / done : 0.0));
+    };
+  }
   const pipeline::PhillipsDessoukyResult solved = pipeline::PhillipsDessouky(dag, solver_options).run();
   MethodResult result;
   result.name = name;
   result.solver_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   result.solver_iterations = static_cast<int>(solved.iterations.size());
   result.pruned_points = method.pruned_points;
+  result.unit_time_s = config.unit_time_s;
   const double scale = gpus_per_stage(workload);  // solver energies are for one GPU per stage
   for (int index : solved.frontier) {
     result.predicted_curve.emplace_back(solved.iterations[index].time_s, solved.iterations[index].energy_j * scale);
@@ -322,6 +370,7 @@ void write_plan_job(const std::filesystem::path& dir, const workload::Workload& 
     methods[method.name] = {{"frontier", std::move(frontier)},
                             {"solver_iterations", method.solver_iterations},
                             {"solver_s", method.solver_s},
+                            {"unit_time_s", method.unit_time_s},
                             {"composition_pruned_points", method.pruned_points}};
   }
   nlohmann::ordered_json comparison = nlohmann::ordered_json::object();

@@ -46,7 +46,7 @@ std::string comparison_table(const plan::PlanJobResult& result, int gpus) {
 std::string frontier_plot(const plan::PlanJobResult& result) {
   std::vector<Series> series;
   for (const plan::MethodResult& method : result.methods) {
-    Series achieved{method.name + " (achieved)", method_color(method.name), {}, true, true};
+    Series achieved{method.name, method_color(method.name), {}, true, true};
     for (const plan::MethodPoint& point : method.frontier) achieved.points.emplace_back(point.time_s, point.energy_j / 1e3);
     series.push_back(std::move(achieved));
   }

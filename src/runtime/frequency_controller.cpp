@@ -14,20 +14,29 @@
 
 namespace kareus::runtime {
 
-FrequencyController::FrequencyController(std::unique_ptr<ClockBackend> backend)
-    : backend_(std::move(backend)), start_(std::chrono::steady_clock::now()) {
+FrequencyController::FrequencyController(std::unique_ptr<ClockBackend> backend, std::size_t timeline_capacity)
+    : backend_(std::move(backend)), start_(std::chrono::steady_clock::now()), timeline_capacity_(timeline_capacity) {
   if (!backend_) throw InputError("frequency controller: no clock backend given");
+  if (timeline_capacity_ == 0) throw InputError("frequency controller: timeline capacity must be >= 1");
+  owner_pid_ = ::getpid();
   description_ = backend_->describe();
   worker_ = std::thread([this] { run(); });
 }
 
 FrequencyController::~FrequencyController() {
+  if (::getpid() != owner_pid_) {
+    // Destroyed in a forked child (e.g. a data-loader worker): the worker thread and the clocks
+    // belong to the parent. Leave both alone.
+    worker_.detach();
+    (void)changed_.release();
+    return;
+  }
   {
     std::lock_guard lock(mutex_);
     stop_ = true;
     queue_.clear();
   }
-  changed_.notify_all();
+  changed_->notify_all();
   worker_.join();
   if (ever_locked_) {
     try {
@@ -56,7 +65,7 @@ void FrequencyController::request_clock(int freq_mhz) {
     last_requested_mhz_ = freq_mhz;
     queue_.push_back(freq_mhz);
   }
-  changed_.notify_all();
+  changed_->notify_all();
 }
 
 void FrequencyController::request_reset() {
@@ -67,12 +76,12 @@ void FrequencyController::request_reset() {
     last_requested_mhz_.reset();
     queue_.push_back(0);
   }
-  changed_.notify_all();
+  changed_->notify_all();
 }
 
 void FrequencyController::flush() {
   std::unique_lock lock(mutex_);
-  changed_.wait(lock, [this] { return queue_.empty() && !busy_; });
+  changed_->wait(lock, [this] { return queue_.empty() && !busy_; });
   throw_pending_error();
 }
 
@@ -89,7 +98,7 @@ void FrequencyController::reset_now() noexcept {
     const ClockSample sample{std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count(), 0,
                              backend_->read_clock_mhz()};
     std::lock_guard lock(mutex_);
-    timeline_.push_back(sample);
+    record(sample);
   } catch (...) {
     // Called on the way out of the process; the caller re-raises the signal regardless.
   }
@@ -97,13 +106,26 @@ void FrequencyController::reset_now() noexcept {
 
 std::vector<ClockSample> FrequencyController::timeline() const {
   std::lock_guard lock(mutex_);
-  return timeline_;
+  return {timeline_.begin(), timeline_.end()};
+}
+
+std::size_t FrequencyController::timeline_dropped() const {
+  std::lock_guard lock(mutex_);
+  return timeline_dropped_;
+}
+
+void FrequencyController::record(const ClockSample& sample) {
+  if (timeline_.size() == timeline_capacity_) {
+    timeline_.pop_front();
+    ++timeline_dropped_;
+  }
+  timeline_.push_back(sample);
 }
 
 void FrequencyController::run() {
   std::unique_lock lock(mutex_);
   while (true) {
-    changed_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+    changed_->wait(lock, [this] { return stop_ || !queue_.empty(); });
     if (stop_) return;
     const int requested_mhz = queue_.front();
     queue_.pop_front();
@@ -140,9 +162,9 @@ void FrequencyController::run() {
       if (error_.empty()) error_ = failure;
       last_requested_mhz_.reset();
     } else if (!stale) {
-      timeline_.push_back(sample);
+      record(sample);
     }
-    changed_.notify_all();
+    changed_->notify_all();
   }
 }
 
@@ -154,16 +176,30 @@ namespace {
 // async-signal-safe) and the guard itself, for std::terminate.
 std::atomic<int> signal_pipe_write_fd{-1};
 std::atomic<SignalResetGuard*> installed_guard{nullptr};
+std::atomic<pid_t> guard_owner_pid{0};
+struct sigaction previous_actions[NSIG];  // what each guarded signal did before the guard
 std::terminate_handler previous_terminate = nullptr;
 
 [[noreturn]] void reset_then_terminate() {
-  if (SignalResetGuard* guard = installed_guard.exchange(nullptr)) guard->run_on_signal();
+  SignalResetGuard* guard = installed_guard.exchange(nullptr);
+  if (guard != nullptr && ::getpid() == guard_owner_pid.load()) guard->run_on_signal();
   if (previous_terminate != nullptr) previous_terminate();
   std::abort();
 }
 
 extern "C" void kareus_signal_to_pipe(int signal_number) {
   const int saved_errno = errno;
+  if (::getpid() != guard_owner_pid.load()) {
+    // A forked child (a data-loader worker): it owns no clocks and the watcher thread is not
+    // here, so it behaves as it would without the guard. The signal is blocked while this
+    // handler runs and is delivered again, to the previous disposition, when it returns.
+    if (signal_number > 0 && signal_number < NSIG) {
+      ::sigaction(signal_number, &previous_actions[signal_number], nullptr);
+      ::raise(signal_number);
+    }
+    errno = saved_errno;
+    return;
+  }
   const int fd = signal_pipe_write_fd.load();
   if (fd >= 0) {
     const unsigned char byte = static_cast<unsigned char>(signal_number);
@@ -188,10 +224,12 @@ SignalResetGuard::SignalResetGuard(std::function<void()> on_signal, std::vector<
     throw Error("signal handlers are already installed by another kareus runtime in this process; create the "
                 "others without them (install_signal_handlers = false)");
   }
+  guard_owner_pid.store(::getpid());
   for (int signal_number : signals_) install(signal_number);
   // An exception nobody catches ends in std::terminate without unwinding: reset there too.
   installed_guard.store(this);
   previous_terminate = std::set_terminate(reset_then_terminate);
+  owner_pid_ = ::getpid();
   watcher_ = std::thread([this] { watch(); });
 }
 
@@ -211,6 +249,7 @@ void SignalResetGuard::install(int signal_number) {
   for (const auto& [number, saved] : previous_) {
     if (number == signal_number) return;
   }
+  if (signal_number > 0 && signal_number < NSIG) previous_actions[signal_number] = *previous;
   previous_.emplace_back(signal_number, std::move(previous));
 }
 
@@ -246,9 +285,13 @@ SignalResetGuard::~SignalResetGuard() {
   std::set_terminate(previous_terminate);
   installed_guard.store(nullptr);
   signal_pipe_write_fd.store(-1);
-  const unsigned char stop = 0;
-  [[maybe_unused]] const ssize_t written = ::write(write_fd_, &stop, 1);
-  watcher_.join();
+  if (::getpid() != owner_pid_) {
+    watcher_.detach();  // destroyed in a forked child: the watcher thread exists only in the parent
+  } else {
+    const unsigned char stop = 0;
+    [[maybe_unused]] const ssize_t written = ::write(write_fd_, &stop, 1);
+    watcher_.join();
+  }
   ::close(read_fd_);
   ::close(write_fd_);
 }

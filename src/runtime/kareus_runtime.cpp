@@ -74,8 +74,7 @@ kareus_status kareus_runtime_on_step_begin(kareus_runtime* runtime) {
   return guarded([&] { runtime->runtime->on_step_begin(); });
 }
 
-kareus_status kareus_runtime_on_instruction_begin(kareus_runtime* runtime, kareus_instruction_type type,
-                                                  int microbatch) {
+kareus_status kareus_runtime_on_instruction_begin(kareus_runtime* runtime, int type, int microbatch) {
   if (runtime == nullptr) return null_argument("runtime");
   if (type != KAREUS_FORWARD && type != KAREUS_BACKWARD) {
     last_error = "instruction type must be KAREUS_FORWARD or KAREUS_BACKWARD, found " + std::to_string(type);
@@ -116,6 +115,16 @@ kareus_status kareus_runtime_switch_plan(kareus_runtime* runtime, const char* pl
   if (plan_path == nullptr) return null_argument("plan_path");
   return guarded([&] {
     runtime->runtime->switch_plan(std::filesystem::path(plan_path));
+  });
+}
+
+kareus_status kareus_runtime_switch_for_deadline(kareus_runtime* runtime, const char* frontier_path,
+                                                 double deadline_s, int* meets_deadline) {
+  if (runtime == nullptr) return null_argument("runtime");
+  if (frontier_path == nullptr) return null_argument("frontier_path");
+  return guarded([&] {
+    const auto result = runtime->runtime->switch_for_deadline(frontier_path, deadline_s);
+    if (meets_deadline != nullptr) *meets_deadline = result.meets_deadline ? 1 : 0;
   });
 }
 

@@ -62,4 +62,14 @@ void Runtime::switch_plan(const std::filesystem::path& plan_path) {
   switch_plan(std::make_shared<const plan::Plan>(plan::read_plan(plan_path)));
 }
 
+Runtime::DeadlineSwitch Runtime::switch_for_deadline(const std::filesystem::path& frontier_path, double deadline_s) {
+  if (cursor_.in_step()) {
+    throw InputError(fmt::format("stage {}: switch_for_deadline called mid-step; switch between steps", stage()));
+  }
+  const std::vector<FrontierPoint> frontier = read_frontier(frontier_path);
+  const DeadlineChoice choice = choose_for_deadline(frontier, deadline_s);
+  switch_plan(std::filesystem::path(frontier[choice.index].plan));
+  return {frontier[choice.index], choice.meets_deadline};
+}
+
 }  // namespace kareus::runtime

@@ -185,3 +185,27 @@ TEST(Emulator, RejectsConfigsTheGpuCannotRun) {
 
 }  // namespace
 }  // namespace kareus::device
+
+namespace kareus::device {
+namespace {
+
+TEST(Emulator, PowerLimitThrottlesTheClockOfHotKernelsOnly) {
+  GpuSpec gpu = load_gpu("a100-40gb");
+  gpu.power_limit_w = 250;
+  const partition::Partition partition = partition::representative_partition(llama_cp1_tp8(), "fwd_mlp");
+  const PartitionRun run = run_partition(gpu, partition, {1410, 12, "norm_0"});
+  bool throttled_gemm = false;
+  bool full_speed_norm = false;
+  for (const PowerInterval& interval : run.timeline) {
+    EXPECT_LE(interval.power_w, gpu.power_limit_w + 1e-9) << interval.compute_op;
+    if (interval.compute_op == "fc1" && interval.freq_mhz < 1410) throttled_gemm = true;
+    if (interval.compute_op == "mlp_norm" && interval.freq_mhz == 1410) full_speed_norm = true;
+  }
+  EXPECT_TRUE(throttled_gemm);   // the clock fluctuates: down for GEMMs...
+  EXPECT_TRUE(full_speed_norm);  // ...back up for memory-bound work
+  const PartitionRun unlimited = run_partition(load_gpu("a100-40gb"), partition, {1410, 12, "norm_0"});
+  EXPECT_GT(run.time_s, unlimited.time_s);
+}
+
+}  // namespace
+}  // namespace kareus::device

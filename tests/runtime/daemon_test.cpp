@@ -17,6 +17,7 @@
 #include "kareus/common/error.h"
 #include "kareus/runtime/daemon_protocol.h"
 #include "kareus/runtime/kareusd_client.h"
+#include "kareus/runtime/runtime.h"
 #include "test_plans.h"
 
 namespace kareus::runtime {
@@ -355,6 +356,48 @@ TEST_F(DaemonServerTest, ShutdownResetsClocksStillHeld) {
   stop();
   EXPECT_EQ(fake_.recorders[0]->locked_clock_mhz(), std::nullopt);
   EXPECT_FALSE(std::filesystem::exists(config_.socket_path));
+}
+
+TEST_F(DaemonServerTest, TrainingLoopDrivesClocksThroughTheDaemon) {
+  plan::Plan two_stage = testing::make_plan(2, 3);
+  // Stage 1 of 2, 3 microbatches: F0 B0 F1 B1 F2 B2, on clocks the daemon's GPUs support.
+  const int clocks[] = {1410, 1005, 1410, 810, 1200, 810};
+  for (std::size_t index = 0; index < 6; ++index) two_stage.stages[1].instructions[index].freq_mhz = clocks[index];
+  {
+    Runtime runtime(std::make_shared<const plan::Plan>(two_stage), 1, make_clock_backend("kareusd:" + config_.socket_path, 1));
+    runtime.on_step_begin();
+    for (const auto& instruction : pipeline::one_f_one_b(1, 2, 3)) {
+      runtime.on_instruction_begin(instruction.type, instruction.microbatch);
+      runtime.on_instruction_end();
+    }
+    runtime.on_step_end();
+    runtime.flush();
+    std::vector<int> requested;
+    std::vector<int> effective;
+    for (const ClockSample& sample : runtime.timeline()) {
+      requested.push_back(sample.requested_mhz);
+      effective.push_back(sample.effective_mhz);
+    }
+    EXPECT_EQ(requested, std::vector<int>(std::begin(clocks), std::end(clocks)));
+    EXPECT_EQ(effective, requested);  // read back through the daemon
+    std::vector<int> applied;
+    for (const auto& call : fake_.recorders[1]->calls()) applied.push_back(call.freq_mhz);
+    EXPECT_EQ(applied, requested);
+  }
+  // The runtime reset its clock on destruction (and the daemon would have on disconnect).
+  EXPECT_TRUE(eventually([&] { return !fake_.recorders[1]->locked_clock_mhz(); }));
+  EXPECT_TRUE(fake_.recorders[0]->calls().empty());
+}
+
+TEST(KareusdClient, UnreachableDaemonIsExplained) {
+  try {
+    KareusdClockBackend backend("/nonexistent/kareusd.sock", 0);
+    FAIL() << "expected Error";
+  } catch (const Error& error) {
+    EXPECT_STREQ(error.what(),
+                 "cannot connect to kareusd at /nonexistent/kareusd.sock: No such file or directory; is kareusd running?");
+  }
+  EXPECT_THROW((void)make_clock_backend("kareusd:", 0), InputError);  // no socket path
 }
 
 TEST(DaemonServerSetup, StaleSocketIsReplacedOtherFilesAreNot) {

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "kareus/common/error.h"
@@ -57,6 +58,18 @@ TEST(FrequencyController, SetsOnlyOnChangeAndRecordsTheTimeline) {
       EXPECT_GE(timeline[index].time_s, timeline[index - 1].time_s);
     }
   }
+}
+
+TEST(FrequencyController, TimelineKeepsTheMostRecentChanges) {
+  FrequencyController controller(std::make_unique<RecorderClockBackend>(), 3);
+  for (int clock : {1005, 1200, 1410, 1500, 1605}) controller.request_clock(clock);
+  controller.flush();
+  const auto timeline = controller.timeline();
+  ASSERT_EQ(timeline.size(), 3u);
+  EXPECT_EQ(timeline.front().requested_mhz, 1410);
+  EXPECT_EQ(timeline.back().requested_mhz, 1605);
+  EXPECT_EQ(controller.timeline_dropped(), 2u);
+  EXPECT_THROW(FrequencyController(std::make_unique<RecorderClockBackend>(), 0), InputError);
 }
 
 TEST(FrequencyController, ResetsOnDestructionOnlyIfItLocked) {
@@ -158,6 +171,44 @@ TEST(SignalResetGuard, ResetsThenRunsThePreviousHandler) {
   }
   EXPECT_EQ(previous_handler_calls.load(), 3);
   EXPECT_EQ(resets.load(), 2);
+  ::sigaction(SIGUSR1, &saved, nullptr);
+}
+
+TEST(SignalResetGuard, ForkedChildStepsAside) {
+  struct sigaction action {};
+  action.sa_handler = count_previous;
+  sigemptyset(&action.sa_mask);
+  struct sigaction saved {};
+  ::sigaction(SIGUSR1, &action, &saved);
+  auto recorder = std::make_shared<RecorderClockBackend>();
+  auto controller = std::make_unique<FrequencyController>(std::make_unique<testing::ForwardingBackend>(recorder));
+  controller->request_clock(1200);
+  controller->flush();
+  std::atomic<int> resets{0};
+  auto guard = std::make_unique<SignalResetGuard>([&] { resets.fetch_add(1); }, std::vector<int>{SIGUSR1});
+  const int before = previous_handler_calls.load();
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    // The child's signal reaches the previous handler; destroying the objects neither resets the
+    // parent's clock nor waits for threads the child does not have.
+    ::kill(::getpid(), SIGUSR1);
+    const bool handled = previous_handler_calls.load() == before + 1;
+    guard.reset();
+    const std::size_t calls = recorder->calls().size();
+    controller.reset();
+    const bool untouched = recorder->calls().size() == calls && recorder->locked_clock_mhz() == 1200;
+    ::_exit(handled && untouched ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(resets.load(), 0);  // the child's signal did not reach the parent's watcher
+  EXPECT_EQ(recorder->locked_clock_mhz(), 1200);
+  guard.reset();
+  controller.reset();
+  EXPECT_EQ(recorder->locked_clock_mhz(), std::nullopt);
   ::sigaction(SIGUSR1, &saved, nullptr);
 }
 

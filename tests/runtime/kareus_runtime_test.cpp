@@ -68,8 +68,8 @@ TEST(CApi, ErrorsBecomeStatusesAndMessages) {
   EXPECT_EQ(kareus_runtime_on_step_begin(runtime), KAREUS_OK);
   EXPECT_EQ(kareus_runtime_on_instruction_begin(runtime, KAREUS_BACKWARD, 0), KAREUS_INPUT_ERROR);
   EXPECT_STREQ(kareus_last_error(), "stage 0: expected forward microbatch 0, got backward microbatch 0");
-  EXPECT_EQ(kareus_runtime_on_instruction_begin(runtime, static_cast<kareus_instruction_type>(7), 0),
-            KAREUS_INPUT_ERROR);
+  EXPECT_EQ(kareus_runtime_on_instruction_begin(runtime, 7, 0), KAREUS_INPUT_ERROR);
+  EXPECT_STREQ(kareus_last_error(), "instruction type must be KAREUS_FORWARD or KAREUS_BACKWARD, found 7");
   EXPECT_EQ(kareus_runtime_switch_plan(runtime, path.c_str()), KAREUS_INPUT_ERROR);
   EXPECT_NE(std::string(kareus_last_error()).find("mid-step"), std::string::npos);
   int ctas = 0;
@@ -79,6 +79,35 @@ TEST(CApi, ErrorsBecomeStatusesAndMessages) {
   EXPECT_EQ(kareus_runtime_on_step_begin(nullptr), KAREUS_INVALID_ARGUMENT);
   kareus_runtime_free(runtime);
   kareus_runtime_free(nullptr);
+}
+
+TEST(CApi, SwitchForDeadlinePicksTheFrontierPoint) {
+  plan::Plan fast = testing::make_plan(2, 2);
+  plan::Plan slow = testing::make_plan(2, 2);
+  for (auto& instruction : slow.stages[0].instructions) instruction.freq_mhz = 1005;
+  const auto fast_path = testing::write_plan_file("deadline_fast.json", fast);
+  (void)testing::write_plan_file("deadline_slow.json", slow);
+  const auto frontier_path = fast_path.parent_path() / "deadline_frontier.json";
+  write_file_atomic(frontier_path, R"({"schema": "kareus.frontier/1", "points": [
+      {"time_s": 1.0, "energy_j": 500, "plan": "deadline_fast.json"},
+      {"time_s": 1.3, "energy_j": 400, "plan": "deadline_slow.json"}]})");
+  kareus_runtime_options options = kareus_runtime_default_options();
+  options.plan_path = fast_path.c_str();
+  options.pp = 2;
+  kareus_runtime* runtime = nullptr;
+  ASSERT_EQ(kareus_runtime_init(&options, &runtime), KAREUS_OK) << kareus_last_error();
+  int meets = -1;
+  ASSERT_EQ(kareus_runtime_switch_for_deadline(runtime, frontier_path.c_str(), 0.5, &meets), KAREUS_OK);
+  EXPECT_EQ(meets, 0);  // nothing is that fast: the fastest plan, flagged
+  ASSERT_EQ(kareus_runtime_switch_for_deadline(runtime, frontier_path.c_str(), 1.5, &meets), KAREUS_OK);
+  EXPECT_EQ(meets, 1);
+  ASSERT_EQ(kareus_runtime_on_step_begin(runtime), KAREUS_OK);
+  ASSERT_EQ(kareus_runtime_on_instruction_begin(runtime, KAREUS_FORWARD, 0), KAREUS_OK);
+  ASSERT_EQ(kareus_runtime_flush(runtime), KAREUS_OK);
+  EXPECT_EQ(kareus_runtime_switch_for_deadline(runtime, frontier_path.c_str(), 1.5, nullptr), KAREUS_INPUT_ERROR);
+  EXPECT_STREQ(kareus_last_error(), "stage 0: switch_for_deadline called mid-step; switch between steps");
+  EXPECT_EQ(kareus_runtime_switch_for_deadline(nullptr, frontier_path.c_str(), 1.5, nullptr), KAREUS_INVALID_ARGUMENT);
+  kareus_runtime_free(runtime);
 }
 
 TEST(Runtime, AppliesEachInstructionsClockInOrder) {

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "kareus/common/error.h"
+#include "kareus/runtime/frequency_controller.h"
 
 namespace kareus::runtime {
 namespace {
@@ -99,6 +100,24 @@ TEST(Nvml, UnknownGpuIndexIsAnInputError) {
   } catch (const InputError& error) {
     EXPECT_STREQ(error.what(), "gpu index 2 is out of range: NVML sees 2 GPUs");
   }
+}
+
+TEST(Nvml, ControllerLocksReadsBackAndResetsOnExit) {
+  FakeControl control;
+  auto locked = control.get<unsigned int(unsigned int)>("fake_nvml_locked_mhz");
+  {
+    FrequencyController controller(make_clock_backend(std::string("nvml:") + KAREUS_FAKE_NVML_PATH, 1));
+    EXPECT_EQ(controller.backend_description(), "nvml gpu 1");
+    controller.request_clock(1200);
+    controller.request_clock(810);
+    controller.flush();
+    EXPECT_EQ(locked(1), 810u);
+    const auto timeline = controller.timeline();
+    ASSERT_EQ(timeline.size(), 2u);
+    EXPECT_EQ(timeline[0].effective_mhz, 1200);  // read back with nvmlDeviceGetClockInfo(NVML_CLOCK_SM)
+    EXPECT_EQ(timeline[1].effective_mhz, 810);
+  }
+  EXPECT_EQ(locked(1), 0u);
 }
 
 TEST(Nvml, BackendSpecSelectsTheLibraryPath) {

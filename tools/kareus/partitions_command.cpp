@@ -6,6 +6,7 @@
 
 #include "commands.h"
 #include "kareus/partition/search_space.h"
+#include "space_flags.h"
 #include "workload_flags.h"
 
 namespace kareus::cli {
@@ -14,20 +15,15 @@ namespace {
 struct PartitionsOptions {
   WorkloadFlags workload;
   GpuFlags gpu;
-  std::string slots = "all";
-  std::string clocks = "artifact";
-  std::string tp_ctas = "3:30:3";
-  std::string cp_ctas = "1:20:1";
+  SpaceFlags space;
   bool json = false;
 };
 
 void run_partitions(const PartitionsOptions& options) {
   const workload::Workload work = options.workload.resolve();
   const device::GpuSpec gpu = options.gpu.resolve();
-  const std::vector<int> clocks = device::parse_clock_list(gpu, options.clocks);
-  const partition::SpaceOptions space_options{partition::parse_slot_policy(options.slots),
-                                              partition::parse_cta_range(options.tp_ctas, "--tp-ctas"),
-                                              partition::parse_cta_range(options.cp_ctas, "--cp-ctas")};
+  const std::vector<int> clocks = options.space.resolve_clocks(gpu);
+  const partition::SpaceOptions space_options = options.space.resolve_space();
   nlohmann::ordered_json rows = nlohmann::ordered_json::array();
   for (workload::Direction direction : {workload::Direction::kForward, workload::Direction::kBackward}) {
     for (const partition::Partition& part : partition::layer_partitions(work, direction)) {
@@ -84,14 +80,7 @@ void add_partitions_command(CLI::App& app) {
       app.add_subcommand("partitions", "show the partitions of one layer and the knob space of each");
   add_workload_flags(command, options->workload);
   add_gpu_flags(command, options->gpu);
-  command->add_option("--slots", options->slots, "launch slots: all, or artifact (those the artifact searched)")
-      ->capture_default_str();
-  command->add_option("--clocks", options->clocks, "SM clocks: all, artifact (18, 30 MHz apart) or MIN:MAX:STEP")
-      ->capture_default_str();
-  command->add_option("--tp-ctas", options->tp_ctas, "CTA counts of TP all-reduces, MIN:MAX[:STEP]")
-      ->capture_default_str();
-  command->add_option("--cp-ctas", options->cp_ctas, "CTA counts of CP all-gathers / reduce-scatters, MIN:MAX[:STEP]")
-      ->capture_default_str();
+  add_space_flags(command, options->space);
   command->add_flag("--json", options->json, "print JSON instead of a table");
   command->callback([options] { run_partitions(*options); });
 }

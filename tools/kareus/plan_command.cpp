@@ -17,7 +17,7 @@ struct PlanOptions {
   SpaceFlags space;
   std::vector<std::string> methods = plan::kMethods;
   std::uint64_t seed = 0;
-  double unit_time_s = 0.001;
+  double unit_time_s = 0;
   int max_plans = 10;
   std::string out;
 };
@@ -66,8 +66,8 @@ void add_plan_command(CLI::App& app) {
   add_space_flags(command, options->space);
   command->add_option("--methods", options->methods, "methods to run (comma separated)")->delimiter(',');
   command->add_option("--seed", options->seed, "seed of the search and measurement noise");
-  command->add_option("--unit-time", options->unit_time_s, "solver time unit in seconds")
-      ->check(CLI::PositiveNumber);
+  command->add_option("--unit-time", options->unit_time_s, "solver time unit in seconds (default: 1 ms, coarser for long iterations)")
+      ->check(CLI::NonNegativeNumber);
   command->add_option("--max-plans", options->max_plans, "frontier plans written per method")
       ->check(CLI::Range(2, 1000));
   command->add_option("--out", options->out, "output directory")->required();

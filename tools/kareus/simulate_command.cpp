@@ -1,9 +1,11 @@
-// kareus simulate: one whole training iteration on the emulator at a locked clock.
+// kareus simulate: one whole training iteration on the emulator, at a locked clock or as a plan says.
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
 
 #include "commands.h"
+#include "kareus/common/error.h"
 #include "kareus/pipeline/iteration_simulator.h"
+#include "kareus/plan/plan_simulator.h"
 #include "workload_flags.h"
 
 namespace kareus::cli {
@@ -13,6 +15,7 @@ struct SimulateOptions {
   WorkloadFlags workload;
   GpuFlags gpu;
   int clock_mhz = 0;
+  std::string plan;
   std::string overlap = "none";
   bool json = false;
 };
@@ -20,16 +23,27 @@ struct SimulateOptions {
 void run_simulate(const SimulateOptions& options) {
   const device::GpuSpec gpu = options.gpu.resolve();
   const workload::Workload workload = options.workload.resolve();
-  device::require_supported_clock(gpu, options.clock_mhz, "--clock");
   const device::OverlapMode overlap = device::parse_overlap_mode(options.overlap);
-  const pipeline::IterationRun run = pipeline::simulate_locked_clock(gpu, workload, options.clock_mhz, overlap);
+  if ((options.clock_mhz == 0) == options.plan.empty()) {
+    throw InputError("give either --clock MHZ (every instruction at one clock) or --plan FILE");
+  }
+  pipeline::IterationRun run;
+  if (options.plan.empty()) {
+    device::require_supported_clock(gpu, options.clock_mhz, "--clock");
+    run = pipeline::simulate_locked_clock(gpu, workload, options.clock_mhz, overlap);
+  } else {
+    const plan::Plan plan = plan::read_plan(options.plan);
+    plan::check_plan_fits(plan, workload, gpu, options.plan);
+    run = plan::simulate_plan(gpu, workload, plan, overlap);
+  }
   if (options.json) {
     fmt::print("{}\n", pipeline::iteration_to_json(run));
     return;
   }
   const workload::Parallelism& p = workload.parallel;
-  fmt::print("{} on {} GPUs {} (TP {} CP {} PP {} DP {}), {} MHz, overlap {}\n", workload.model.name, workload.gpus(),
-             gpu.name, p.tp, p.cp, p.pp, p.dp, options.clock_mhz, options.overlap);
+  const std::string clocks = options.plan.empty() ? fmt::format("{} MHz", options.clock_mhz) : "plan " + options.plan;
+  fmt::print("{} on {} GPUs {} (TP {} CP {} PP {} DP {}), {}, overlap {}\n", workload.model.name, workload.gpus(),
+             gpu.name, p.tp, p.cp, p.pp, p.dp, clocks, options.overlap);
   fmt::print("iteration time {:.3f} s, job energy {:.0f} J, average power {:.1f} W per GPU\n", run.time_s,
              run.energy_j, run.avg_power_w);
   for (const pipeline::StageRun& stage : run.stages) {
@@ -42,10 +56,11 @@ void run_simulate(const SimulateOptions& options) {
 
 void add_simulate_command(CLI::App& app) {
   auto options = std::make_shared<SimulateOptions>();
-  CLI::App* command = app.add_subcommand("simulate", "simulate one training iteration at a locked clock (1F1B)");
+  CLI::App* command = app.add_subcommand("simulate", "simulate one training iteration (1F1B) at a locked clock or following a plan");
   add_workload_flags(command, options->workload);
   add_gpu_flags(command, options->gpu);
-  command->add_option("--clock", options->clock_mhz, "locked SM clock in MHz")->required();
+  command->add_option("--clock", options->clock_mhz, "every instruction at this locked SM clock (MHz)");
+  command->add_option("--plan", options->plan, "run this plan file (kareus.plan/1) instead");
   command->add_option("--overlap", options->overlap, "none (Megatron) or nanobatch (default collective resources)");
   command->add_flag("--json", options->json, "print JSON");
   command->callback([options] { run_simulate(*options); });

@@ -33,7 +33,9 @@ struct PlanJobOptions {
   std::vector<std::string> methods = kMethods;
   std::vector<int> clocks_mhz;  ///< instruction clocks every method may use
   partition::SpaceOptions space;
-  double unit_time_s = 0.001;
+  /// Solver time unit; 0 = automatic: 1 ms, or coarser so a solve takes at most ~20,000 steps
+  /// (long iterations, e.g. 70B at PP 8, would otherwise need 100,000s of max-flows).
+  double unit_time_s = 0;
   int max_plans = 10;  ///< frontier plans per method written and simulated (evenly spread in time)
   compose::ComposeOptions compose;
   MeasurePartitionFn measure;  ///< empty = exhaustive, noise-free emulator
@@ -54,6 +56,7 @@ struct MethodResult {
   std::vector<std::pair<double, double>> predicted_curve;  ///< the solver's whole frontier (time_s, energy_j)
   int solver_iterations = 0;
   double solver_s = 0;
+  double unit_time_s = 0;  ///< the solver's time unit
   int pruned_points = 0;  ///< composition pruning (kareus)
 };
 

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <signal.h>
+#include <sys/types.h>
 
 #include <chrono>
 #include <condition_variable>
@@ -36,8 +37,13 @@ struct ClockSample {
 
 class FrequencyController {
  public:
-  /// Starts the worker thread. `backend` must not be null (throws InputError).
-  explicit FrequencyController(std::unique_ptr<ClockBackend> backend);
+  /// The timeline keeps the most recent changes only (16 bytes each), so a long job's memory is bounded.
+  static constexpr std::size_t kDefaultTimelineCapacity = std::size_t{1} << 20;
+
+  /// Starts the worker thread. `backend` must not be null and `timeline_capacity` >= 1 (throws
+  /// InputError otherwise).
+  explicit FrequencyController(std::unique_ptr<ClockBackend> backend,
+                               std::size_t timeline_capacity = kDefaultTimelineCapacity);
   /// Drops pending requests, resets the clock if it was ever changed, joins. Never throws.
   ~FrequencyController();
   FrequencyController(const FrequencyController&) = delete;
@@ -54,24 +60,31 @@ class FrequencyController {
   /// it in the timeline (requested_mhz 0). Never throws.
   void reset_now() noexcept;
 
-  /// Every applied change so far.
+  /// The applied changes, oldest first (at most the last timeline_capacity of them).
   [[nodiscard]] std::vector<ClockSample> timeline() const;
+  /// Changes dropped from the front of the timeline because it was full.
+  [[nodiscard]] std::size_t timeline_dropped() const;
   /// The backend's description ("recorder", "nvml gpu 0", ...).
   [[nodiscard]] std::string backend_description() const { return description_; }
 
  private:
   void run();
   void throw_pending_error();
+  void record(const ClockSample& sample);  ///< mutex_ held
 
   std::unique_ptr<ClockBackend> backend_;
   std::string description_;
   std::chrono::steady_clock::time_point start_;
 
   mutable std::mutex mutex_;  ///< guards everything below
-  std::condition_variable changed_;
+  /// Heap-held so a forked child can leak it: destroying a condition variable copied with the
+  /// parent's waiters blocks forever.
+  std::unique_ptr<std::condition_variable> changed_ = std::make_unique<std::condition_variable>();
   std::deque<int> queue_;  ///< clocks to lock (MHz); 0 = reset
   std::optional<int> last_requested_mhz_;  ///< nullopt = unlocked
-  std::vector<ClockSample> timeline_;
+  std::deque<ClockSample> timeline_;
+  std::size_t timeline_capacity_;
+  std::size_t timeline_dropped_ = 0;
   std::string error_;
   bool stop_ = false;
   bool busy_ = false;       ///< the worker is applying a request
@@ -79,6 +92,7 @@ class FrequencyController {
   unsigned reset_generation_ = 0;  ///< bumped by reset_now
 
   std::mutex backend_mutex_;  ///< serializes backend calls (worker vs reset_now)
+  pid_t owner_pid_ = 0;       ///< a forked child neither resets the parent's clocks nor joins its thread
   std::thread worker_;
 };
 
@@ -86,7 +100,8 @@ class FrequencyController {
 /// and then get the disposition they had before, re-raised, so the process still stops (or
 /// Python still raises KeyboardInterrupt). The handler only writes to a self-pipe; `on_signal`
 /// runs on a watcher thread. std::terminate (an uncaught exception) also calls `on_signal`
-/// before the previous terminate handler. One guard per process at a time (a second throws
+/// before the previous terminate handler. In a forked child (a data-loader worker) the guard
+/// steps aside: signals get their previous disposition and nothing is reset. One guard per process at a time (a second throws
 /// Error); it restores what it replaced when destroyed.
 class SignalResetGuard {
  public:
@@ -109,6 +124,7 @@ class SignalResetGuard {
   std::vector<std::pair<int, std::unique_ptr<struct ::sigaction>>> previous_;
   int read_fd_ = -1;
   int write_fd_ = -1;
+  pid_t owner_pid_ = 0;
   std::thread watcher_;
 };
 

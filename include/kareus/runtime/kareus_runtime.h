@@ -42,9 +42,9 @@ kareus_status kareus_runtime_init(const kareus_runtime_options* options, kareus_
 void kareus_runtime_free(kareus_runtime* runtime);
 
 kareus_status kareus_runtime_on_step_begin(kareus_runtime* runtime);
-/* microbatch < 0: the next microbatch of this type. */
-kareus_status kareus_runtime_on_instruction_begin(kareus_runtime* runtime, kareus_instruction_type type,
-                                                  int microbatch);
+/* type: a kareus_instruction_type (an int, so a wrong value from an FFI is an error, not UB);
+ * microbatch < 0: the next microbatch of this type. */
+kareus_status kareus_runtime_on_instruction_begin(kareus_runtime* runtime, int type, int microbatch);
 kareus_status kareus_runtime_on_instruction_end(kareus_runtime* runtime);
 kareus_status kareus_runtime_on_step_end(kareus_runtime* runtime);
 
@@ -55,6 +55,12 @@ kareus_status kareus_runtime_comm_config(kareus_runtime* runtime, const char* pa
 
 /* Switches to another plan between steps. */
 kareus_status kareus_runtime_switch_plan(kareus_runtime* runtime, const char* plan_path);
+
+/* Between steps: switches to the least-energy plan of a kareus.frontier/1 file whose iteration
+ * time meets deadline_s, or to the fastest one if none does (then *meets_deadline = 0).
+ * meets_deadline may be NULL. */
+kareus_status kareus_runtime_switch_for_deadline(kareus_runtime* runtime, const char* frontier_path,
+                                                 double deadline_s, int* meets_deadline);
 
 /* Waits until every requested clock is applied. */
 kareus_status kareus_runtime_flush(kareus_runtime* runtime);

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "kareus/plan/plan.h"
+#include "kareus/runtime/deadline.h"
 #include "kareus/runtime/frequency_controller.h"
 #include "kareus/runtime/plan_cursor.h"
 #include "kareus/runtime/rank_mapping.h"
@@ -53,6 +54,15 @@ class Runtime {
   /// Switches plans between steps (InputError mid-step or for a plan with another stage count).
   void switch_plan(std::shared_ptr<const plan::Plan> plan);
   void switch_plan(const std::filesystem::path& plan_path);
+
+  /// Between steps: reads a kareus.frontier/1 file, picks the least-energy point meeting
+  /// `deadline_s` (else the fastest, meets_deadline = false; see choose_for_deadline) and switches
+  /// to its plan. Throws InputError mid-step or for a bad frontier, deadline or plan.
+  struct DeadlineSwitch {
+    FrontierPoint point;
+    bool meets_deadline = false;
+  };
+  DeadlineSwitch switch_for_deadline(const std::filesystem::path& frontier_path, double deadline_s);
 
   /// Waits until every requested clock is applied.
   void flush() { controller_.flush(); }

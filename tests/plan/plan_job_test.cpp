@@ -1,0 +1,157 @@
+#include "kareus/plan/plan_job.h"
+
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+#include "kareus/common/error.h"
+#include "kareus/plan/plan_simulator.h"
+#include "kareus/workload/model.h"
+
+namespace kareus::plan {
+namespace {
+
+workload::Workload llama(int cp, int tp, int mbs, int seq) {
+  workload::Parallelism parallel;
+  parallel.cp = cp;
+  parallel.tp = tp;
+  parallel.mbs = mbs;
+  parallel.seq = seq;
+  parallel.layers_per_stage = {15, 13};
+  return workload::make_workload(workload::load_model("llama3.2-3b"), parallel);
+}
+
+PlanJobOptions quick_options(const device::GpuSpec& gpu) {
+  PlanJobOptions options;
+  options.clocks_mhz = device::parse_clock_list(gpu, "artifact");
+  options.space.tp_ctas = {6, 30, 6};
+  options.space.cp_ctas = {2, 20, 6};
+  return options;
+}
+
+const MethodResult& method(const PlanJobResult& result, const std::string& name) {
+  for (const MethodResult& candidate : result.methods) {
+    if (candidate.name == name) return candidate;
+  }
+  throw std::logic_error("no method " + name);
+}
+
+TEST(PlanJob, PredictedMatchesAchievedAcrossTheFrontier) {
+  const device::GpuSpec gpu = device::load_gpu("a100-40gb");
+  const PlanJobResult result = run_plan_job(gpu, llama(1, 8, 8, 4096), quick_options(gpu));
+  for (const MethodResult& one : result.methods) {
+    SCOPED_TRACE(one.name);
+    ASSERT_FALSE(one.frontier.empty());
+    for (const MethodPoint& point : one.frontier) {
+      EXPECT_NEAR(point.time_s / point.predicted_time_s, 1, 0.03);
+      EXPECT_NEAR(point.energy_j / point.predicted_energy_j, 1, 0.03);
+    }
+  }
+}
+
+TEST(PlanJob, KareusDominatesPerseusOnTheDefaultConfiguration) {
+  const device::GpuSpec gpu = device::load_gpu("a100-40gb");
+  const PlanJobResult result = run_plan_job(gpu, llama(1, 8, 8, 4096), quick_options(gpu));
+  const MethodResult& kareus = method(result, "kareus");
+  for (const MethodPoint& perseus : method(result, "perseus").frontier) {
+    bool dominated = false;
+    for (const MethodPoint& point : kareus.frontier) {
+      dominated |= point.time_s <= perseus.time_s && point.energy_j <= perseus.energy_j;
+    }
+    EXPECT_TRUE(dominated) << perseus.time_s << " s, " << perseus.energy_j << " J";
+  }
+  for (const auto& [name, comparison] : result.comparison) {
+    if (name != "kareus") continue;
+    ASSERT_TRUE(comparison.iso_time_energy_reduction_pct && comparison.iso_energy_time_reduction_pct);
+    EXPECT_GT(*comparison.iso_time_energy_reduction_pct, 0);
+    EXPECT_GT(*comparison.iso_energy_time_reduction_pct, 0);
+  }
+}
+
+TEST(PlanJob, PerseusAndNanobatchEndsMatchA100Runs) {
+  // REFERENCE.md section 9: fastest and slowest plans, time (s) and average power per GPU (W).
+  struct Target {
+    int cp, tp, mbs, seq;
+    double perseus[4];    // fastest T, W, slowest T, W
+    double nanobatch[4];  // the same for Nanobatching+Perseus
+  };
+  const Target targets[] = {
+      {1, 8, 8, 4096, {5.113, 275.2, 6.891, 171.5}, {4.627, 284.4, 6.069, 179.2}},
+      {2, 4, 8, 4096, {4.205, 303.9, 6.020, 168.6}, {4.275, 294.3, 5.633, 178.8}},
+      {2, 4, 8, 8192, {9.053, 285.7, 0, 0}, {8.680, 313.6, 12.124, 172.9}},  // Perseus slowest anomalous
+      {2, 4, 16, 4096, {7.981, 290.2, 10.202, 187.5}, {7.777, 311.3, 10.047, 193.3}},
+  };
+  const device::GpuSpec gpu = device::load_gpu("a100-40gb");
+  PlanJobOptions options = quick_options(gpu);
+  options.methods = {"perseus", "nanobatch_perseus"};
+  for (const Target& target : targets) {
+    const workload::Workload workload = llama(target.cp, target.tp, target.mbs, target.seq);
+    const PlanJobResult result = run_plan_job(gpu, workload, options);
+    for (const auto& [name, expected] : {std::pair{"perseus", target.perseus}, std::pair{"nanobatch_perseus", target.nanobatch}}) {
+      SCOPED_TRACE(testing::Message() << name << " cp" << target.cp << " tp" << target.tp << " mbs" << target.mbs
+                                      << " seq" << target.seq);
+      const std::vector<MethodPoint>& frontier = method(result, name).frontier;
+      const MethodPoint* ends[2] = {&frontier.front(), &frontier.back()};
+      for (int end = 0; end < 2; ++end) {
+        if (expected[2 * end] == 0) continue;
+        const double watts = ends[end]->energy_j / (ends[end]->time_s * workload.gpus());
+        EXPECT_NEAR(ends[end]->time_s / expected[2 * end], 1, 0.10) << (end == 0 ? "fastest" : "slowest");
+        EXPECT_NEAR(watts / expected[2 * end + 1], 1, 0.10) << (end == 0 ? "fastest" : "slowest");
+      }
+    }
+  }
+}
+
+TEST(Compare, HandComputedMetrics) {
+  auto make = [](std::string name, std::vector<std::pair<double, double>> points) {
+    MethodResult result;
+    result.name = std::move(name);
+    for (const auto& [time, energy] : points) result.frontier.push_back({time, energy, time, energy, {}});
+    return result;
+  };
+  const MethodResult megatron = make("megatron", {{10, 1000}});
+  const MethodResult perseus = make("perseus", {{10, 900}, {12, 800}});
+  const MethodResult candidate = make("kareus", {{8, 950}, {9.5, 850}, {11, 790}});
+  const Comparison metrics = compare(candidate, &megatron, &perseus);
+  EXPECT_DOUBLE_EQ(*metrics.max_throughput_time_reduction_pct, 20);    // (10 - 8) / 10
+  EXPECT_DOUBLE_EQ(*metrics.max_throughput_energy_reduction_pct, 5);   // (1000 - 950) / 1000
+  EXPECT_DOUBLE_EQ(*metrics.iso_time_energy_reduction_pct, 100.0 * (900 - 850) / 900);  // best E with T <= 10
+  EXPECT_DOUBLE_EQ(*metrics.iso_energy_time_reduction_pct, 100.0 * (12 - 11) / 12);    // best T with E <= 800
+  const Comparison none = compare(make("slow", {{20, 2000}}), &megatron, &perseus);
+  EXPECT_FALSE(none.iso_time_energy_reduction_pct.has_value());
+  EXPECT_FALSE(none.iso_energy_time_reduction_pct.has_value());
+}
+
+TEST(PlanJob, BadInputIsAnInputError) {
+  const device::GpuSpec gpu = device::load_gpu("a100-40gb");
+  const workload::Workload workload = llama(1, 8, 8, 4096);
+  PlanJobOptions options = quick_options(gpu);
+  options.methods = {"perseus", "zeus"};
+  EXPECT_THROW((void)run_plan_job(gpu, workload, options), InputError);
+  options.methods = {"megatron"};
+  const PlanJobResult result = run_plan_job(gpu, workload, options);
+  const std::filesystem::path blocker = std::filesystem::temp_directory_path() / "kareus_plan_blocker";
+  std::ofstream(blocker) << "a file, not a directory";
+  try {
+    write_plan_job(blocker / "out", workload, result);
+    FAIL() << "expected InputError";
+  } catch (const InputError& error) {
+    EXPECT_NE(std::string(error.what()).find("--out"), std::string::npos) << error.what();
+  }
+  std::filesystem::remove(blocker);
+  // A plan for another workload (PP 2 plan against PP 4) is refused by the simulator's check.
+  workload::Parallelism four_stages;
+  four_stages.pp = 4;
+  const workload::Workload other = workload::make_workload(workload::load_model("llama3.2-3b"), four_stages);
+  try {
+    check_plan_fits(result.methods.front().frontier.front().plan, other, gpu, "p.json");
+    FAIL() << "expected InputError";
+  } catch (const InputError& error) {
+    EXPECT_NE(std::string(error.what()).find("p.json: plan has 2 stages, the workload has --pp 4"), std::string::npos)
+        << error.what();
+  }
+}
+
+}  // namespace
+}  // namespace kareus::plan
