@@ -32,6 +32,12 @@ void run_solve(const SolveOptions& options) {
   request.max_points = options.max_points;
   request.bound = options.bound;
   request.out = options.out;
+  request.progress = [unit_time_s = options.unit_time_s](const pipeline::IterationResult& iteration) {
+    if (iteration.iteration == 0 || iteration.iteration % 2000 != 0) return;
+    fmt::print(stderr, "kareus solve: iteration {}, planned makespan {:.3f} s (this plan: {:.3f} s, {:.1f} J)\n",
+               iteration.iteration, static_cast<double>(iteration.quant_time) * unit_time_s, iteration.time_s,
+               iteration.energy_j);
+  };
   const plan::SolveSummary summary = plan::solve_perseus_profile(request);
   fmt::print("{} iterations ({}) in {:.3f} s ({:.3f} s cpu), {} frontier points\n", summary.iterations,
              pipeline::to_string(summary.stop_reason), summary.solver_s, summary.solver_cpu_s, summary.points.size());
