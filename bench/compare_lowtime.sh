@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Compares `kareus solve` with lowtime 0.3.0 on the generated profiles (bench/data/). Installs
-# lowtime into build/lowtime-venv (gitignored) on first use. Usage: bench/compare_lowtime.sh [--large]
-# (--large adds 8 stages x 64 microbatches, which takes lowtime a long time).
+# lowtime into build/lowtime-venv (gitignored) on first use.
+# Usage: bench/compare_lowtime.sh [--medium] [--large]
+#   default: 2 stages x 8 microbatches (the artifact's shape), ~10 s
+#   --medium: adds 4 stages x 16 microbatches (lowtime takes minutes)
+#   --large:  adds 8 stages x 64 microbatches (lowtime takes the better part of an hour)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 venv=build/lowtime-venv
@@ -11,6 +14,10 @@ if [[ ! -x $venv/bin/python ]] || ! "$venv/bin/python" -c 'import lowtime' 2>/de
 fi
 kareus=${KAREUS:-build/tools/kareus}
 "$venv/bin/python" bench/compare_lowtime.py "$kareus" bench/data/a100_2stages.csv 2 8 0.001 85
-if [[ ${1:-} == --large ]]; then
-  "$venv/bin/python" bench/compare_lowtime.py "$kareus" bench/data/a100_8stages.csv 8 64 0.001 85
-fi
+for flag in "$@"; do
+  case $flag in
+    --medium) "$venv/bin/python" bench/compare_lowtime.py "$kareus" bench/data/a100_4stages.csv 4 16 0.001 85 ;;
+    --large) "$venv/bin/python" bench/compare_lowtime.py "$kareus" bench/data/a100_8stages.csv 8 64 0.001 85 ;;
+    *) echo "compare_lowtime.sh: unknown flag $flag (expected --medium or --large)" >&2; exit 2 ;;
+  esac
+done

@@ -1,7 +1,9 @@
 // Benchmarks PhillipsDessouky on generated Perseus profiles (bench/make_profile.py): the
 // artifact's shape (2 stages x 8 microbatches) and a large one (8 stages x 64 microbatches),
 // 15 clocks per instruction, unit 1 ms, static power 85 W. Results: bench/RESULTS.md.
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include <benchmark/benchmark.h>
 
@@ -12,12 +14,14 @@ namespace {
 
 using namespace kareus;
 
-pipeline::PipelineDag make_dag(const std::string& file, int stages, int microbatches) {
+pipeline::PipelineDag make_dag(const std::string& file, int stages, int microbatches,
+                               pipeline::QuantumRule rule = pipeline::QuantumRule::kFastest) {
   const plan::PerseusProfile profile = plan::read_perseus_csv(std::string(KAREUS_BENCH_DATA_DIR) + "/" + file, stages);
   pipeline::OneFOneBConfig config;
   config.microbatches = microbatches;
   config.unit_time_s = 0.001;
   config.static_power_w = 85;
+  config.quantum_rule = rule;
   for (const plan::StageProfile& stage : profile.stages) {
     pipeline::StageOptions options;
     for (const plan::ProfileOption& row : stage.forward) options.forward.push_back({row.time_s, row.energy_j, 0, row.freq_mhz, 0});
@@ -37,6 +41,36 @@ void solve(benchmark::State& state, const std::string& file, int stages, int mic
     frontier = result.frontier.size();
     benchmark::DoNotOptimize(result.frontier.data());
   }
+  // Quality, outside the timed loop: distance of each frontier point above the certified
+  // lower bound (relaxation_lower_bound) at its time.
+  const pipeline::PhillipsDessoukyResult result = pipeline::PhillipsDessouky(dag, {}).run();
+  const std::vector<pipeline::BoundPoint> bound =
+      pipeline::relaxation_lower_bound(make_dag(file, stages, microbatches, pipeline::QuantumRule::kCheapest));
+  double max_gap = 0;
+  double sum_gap = 0;
+  for (const int index : result.frontier) {
+    const pipeline::IterationResult& point = result.iterations[index];
+    const double gap = point.energy_j / pipeline::lower_bound_at(bound, point.time_s) - 1;
+    max_gap = std::max(max_gap, gap);
+    sum_gap += gap;
+  }
+  // The same at every time of the bound's grid between our fastest and least-energy points:
+  // our best energy at time <= T against the bound at T (the staircase between our points).
+  double max_staircase_gap = 0;
+  const double first_s = result.iterations[result.frontier.front()].time_s;
+  const double last_s = result.iterations[result.frontier.back()].time_s;
+  for (const pipeline::BoundPoint& point : bound) {
+    if (point.time_s < first_s || point.time_s > last_s) continue;
+    double ours = 0;
+    for (const int index : result.frontier) {
+      if (result.iterations[index].time_s <= point.time_s) ours = result.iterations[index].energy_j;
+    }
+    max_staircase_gap = std::max(max_staircase_gap, ours / pipeline::lower_bound_at(bound, point.time_s) - 1);
+  }
+  state.counters["max_gap_to_bound_pct"] = 100 * max_gap;
+  state.counters["max_staircase_gap_pct"] = 100 * max_staircase_gap;
+  state.counters["mean_gap_to_bound_pct"] = 100 * sum_gap / static_cast<double>(result.frontier.size());
+  state.counters["reverted_iterations"] = result.reverted_iterations;
   state.counters["operations"] = static_cast<double>(dag.operations.size());
   state.counters["pd_iterations"] = static_cast<double>(iterations);
   state.counters["frontier_points"] = static_cast<double>(frontier);

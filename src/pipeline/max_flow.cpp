@@ -6,30 +6,56 @@
 
 namespace kareus::pipeline::detail {
 
-int MaxFlow::add_edge(int from, int to) {
+void MaxFlow::reset(int nodes) {
+  nodes_ = nodes;
+  tail_.clear();
+  head_.clear();
+  residual_.clear();
+}
+
+int MaxFlow::add_edge(int from, int to, double capacity) {
   assert(from >= 0 && from < nodes_ && to >= 0 && to < nodes_ && "MaxFlow::add_edge: node out of range");
   const int id = static_cast<int>(head_.size());
   tail_.push_back(from);
   head_.push_back(to);
+  residual_.push_back(capacity);
   tail_.push_back(to);
   head_.push_back(from);
+  residual_.push_back(0);
   return id;
 }
 
 void MaxFlow::finalize() {
   const int edges = static_cast<int>(head_.size());
-  residual_.assign(edges, 0.0);
   first_.assign(nodes_ + 1, 0);
   for (int edge = 0; edge < edges; ++edge) ++first_[tail_[edge] + 1];
   for (int node = 0; node < nodes_; ++node) first_[node + 1] += first_[node];
   edges_of_.resize(edges);
-  std::vector<int> fill(first_.begin(), first_.end() - 1);
-  for (int edge = 0; edge < edges; ++edge) edges_of_[fill[tail_[edge]]++] = edge;
-  tail_.clear();
-  tail_.shrink_to_fit();
+  fill_.assign(first_.begin(), first_.end() - 1);
+  for (int edge = 0; edge < edges; ++edge) edges_of_[fill_[tail_[edge]]++] = edge;
   level_.assign(nodes_, -1);
-  cursor_.assign(nodes_, 0);
+  cursor_.resize(nodes_);
   queue_.resize(nodes_);
+}
+
+bool MaxFlow::infinite_path(int source, int sink) {
+  std::fill(level_.begin(), level_.end(), -1);
+  int read = 0;
+  int write = 0;
+  queue_[write++] = source;
+  level_[source] = 0;
+  while (read < write) {
+    const int node = queue_[read++];
+    if (node == sink) return true;
+    for (int position = first_[node]; position < first_[node + 1]; ++position) {
+      const int edge = edges_of_[position];
+      if (level_[head_[edge]] < 0 && residual_[edge] == std::numeric_limits<double>::infinity()) {
+        level_[head_[edge]] = 0;
+        queue_[write++] = head_[edge];
+      }
+    }
+  }
+  return false;
 }
 
 bool MaxFlow::build_levels(int source, int sink) {

@@ -1,8 +1,9 @@
 // src/pipeline/max_flow.h - Dinic's maximum flow on a fixed network with changing capacities.
 //
 // PhillipsDessouky solves one minimum cut per unit of makespan removed (thousands per run) on
-// the same network whose capacities change, so the topology is built once (compressed
-// adjacency, edge e and its reverse e^1) and each solve only rewrites capacities. Dinic
+// the critical sub-DAG of that iteration. The network is rebuilt in place each time (reset,
+// add_edge, finalize: compressed adjacency, edge e and its reverse e^1) in buffers that keep
+// their memory, so an iteration allocates nothing and costs O(critical size). Dinic
 // (1970): O(V^2 E) worst case, far less on the shallow, sparse critical sub-DAGs here. Why our
 // own: Boost.Graph's max-flow wants its property maps rebuilt or adapted per call and costs
 // seconds of compile time per including file; LEMON's Preflow (Debian liblemon-dev 1.3.1)
@@ -19,19 +20,23 @@ namespace kareus::pipeline::detail {
 
 class MaxFlow {
  public:
-  explicit MaxFlow(int nodes) : nodes_(nodes) {}
+  explicit MaxFlow(int nodes = 0) : nodes_(nodes) {}
 
-  /// Adds from -> to with capacity 0 and returns its id (its reverse is id ^ 1). Only
-  /// before finalize().
-  int add_edge(int from, int to);
+  /// Drops every edge and sets the node count; buffers keep their memory.
+  void reset(int nodes);
+  /// Adds from -> to and returns its id (its reverse is id ^ 1). Only before finalize().
+  int add_edge(int from, int to, double capacity = 0);
   /// Builds the adjacency; call once after the last add_edge.
   void finalize();
+  /// Whether `sink` is reachable from `source` through arcs of infinite residual capacity.
+  [[nodiscard]] bool infinite_path(int source, int sink);
 
   void set_capacity(int edge, double capacity) {
     residual_[edge] = capacity;
     residual_[edge ^ 1] = 0;
   }
   [[nodiscard]] double capacity(int edge) const { return residual_[edge]; }
+  [[nodiscard]] int head(int edge) const { return head_[edge]; }
   /// Sends `amount` (<= capacity(edge)) along `edge`, e.g. to seed run() with an easy flow.
   void add_flow(int edge, double amount) {
     residual_[edge] -= amount;
@@ -49,11 +54,12 @@ class MaxFlow {
 
   int nodes_ = 0;
   double epsilon_ = 0;
-  std::vector<int> tail_;  // only until finalize()
+  std::vector<int> tail_;
   std::vector<int> head_;
   std::vector<double> residual_;
   std::vector<int> first_;      // adjacency of node n: edges_of_[first_[n] .. first_[n+1])
   std::vector<int> edges_of_;
+  std::vector<int> fill_;
   std::vector<int> level_;
   std::vector<int> cursor_;
   std::vector<int> queue_;

@@ -16,7 +16,8 @@ std::int64_t quantize_time(double time_s, double unit_time_s) {
   return static_cast<std::int64_t>(std::floor(units + 1e-9 * std::max(1.0, std::abs(units))));
 }
 
-CandidateExecutionOptions::CandidateExecutionOptions(std::vector<ExecutionOption> options, double unit_time_s) {
+CandidateExecutionOptions::CandidateExecutionOptions(std::vector<ExecutionOption> options, double unit_time_s,
+                                                     QuantumRule rule) {
   assert(!options.empty() && unit_time_s > 0 && "CandidateExecutionOptions: no options or bad unit");
   for (ExecutionOption& option : options) option.quant_time = quantize_time(option.time_s, unit_time_s);
   // Pareto front on real time and effective energy: fastest first, keep an option only if it
@@ -33,7 +34,11 @@ CandidateExecutionOptions::CandidateExecutionOptions(std::vector<ExecutionOption
   // fastest option of a quantum is the one whose real time the plan underestimates least, and
   // the fastest quantum keeps the truly fastest option (the minimum makespan stays reachable).
   for (const ExecutionOption& option : pareto) {
-    if (options_.empty() || option.quant_time > options_.back().quant_time) options_.push_back(option);
+    if (options_.empty() || option.quant_time > options_.back().quant_time) {
+      options_.push_back(option);
+    } else if (rule == QuantumRule::kCheapest) {
+      options_.back() = option;  // slower within the quantum, hence cheaper (Pareto order)
+    }
   }
   // Lower convex hull (Andrew's monotone chain, lower half); costs are decreasing in time.
   for (int index = 0; index < static_cast<int>(options_.size()); ++index) {

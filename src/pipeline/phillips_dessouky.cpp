@@ -5,7 +5,6 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
-#include <tuple>
 
 #include <fmt/format.h>
 
@@ -143,6 +142,42 @@ std::vector<int> pareto_frontier(const std::vector<IterationResult>& iterations)
   return frontier;
 }
 
+std::vector<BoundPoint> relaxation_lower_bound(const PipelineDag& cheapest_dag, int gpus) {
+  const int paying = gpus > 0 ? gpus : cheapest_dag.stages;
+  PhillipsDessoukyOptions options;
+  options.reclaim_slack = false;
+  options.gpus = paying;
+  const PhillipsDessoukyResult result = PhillipsDessouky(cheapest_dag, options).run();
+  // Planned points in decreasing quantized makespan (the optional all-fastest extra is a
+  // realization, not a planned point: skip entries whose quant_time does not decrease).
+  std::vector<std::pair<std::int64_t, double>> planned;
+  for (const IterationResult& iteration : result.iterations) {
+    if (planned.empty() || iteration.quant_time < planned.back().first) {
+      planned.emplace_back(iteration.quant_time, iteration.effective_energy_j);
+    }
+  }
+  std::vector<BoundPoint> bound;
+  if (result.stop_reason != StopReason::kMinimumTime) return bound;  // no certificate below the last point
+  // relaxed(q) for a q between two planned points is at least the cost at the slower one.
+  std::size_t slower = 0;
+  for (std::int64_t quant = planned.front().first; quant >= planned.back().first; --quant) {
+    while (slower + 1 < planned.size() && planned[slower + 1].first >= quant) ++slower;
+    const double time_s = static_cast<double>(quant) * cheapest_dag.unit_time_s;
+    bound.push_back({time_s, planned[slower].second + cheapest_dag.static_power_w * time_s * paying});
+  }
+  std::reverse(bound.begin(), bound.end());
+  return bound;
+}
+
+double lower_bound_at(const std::vector<BoundPoint>& bound, double time_s) {
+  double least = kInfinity;
+  for (const BoundPoint& point : bound) {
+    // quantize_time nudges by 1e-9, so a bound point may sit that far past a real time.
+    if (point.time_s <= time_s * (1 + 1e-8)) least = std::min(least, point.energy_j);
+  }
+  return least;
+}
+
 PhillipsDessouky::PhillipsDessouky(const PipelineDag& dag, PhillipsDessoukyOptions options)
     : dag_(dag), options_(std::move(options)) {
   if (options_.gpus < 0) throw InputError(fmt::format("phillips-dessouky: gpus must be >= 0, found {}", options_.gpus));
@@ -158,51 +193,24 @@ PhillipsDessoukyResult PhillipsDessouky::run() const {
   const int gpus = options_.gpus > 0 ? options_.gpus : dag.stages;
   auto spec = [&](int op) -> const CandidateExecutionOptions& { return dag.specs[dag.operations[op].spec]; };
 
-  // Activity-on-arc flow network, built once: operation op is the arc start(op) -> end(op)
-  // (nodes 2op, 2op+1); dependencies are zero-length arcs end(u) -> start(v); the source and
-  // sink are extra nodes. A lower bound l on an arc a -> b becomes capacity (upper - l) on the
-  // arc, a -> sink and source -> b of capacity l, and a constant -l: the minimum cut then
-  // equals PD's (sum of forward uppers - sum of backward lowers) in one max flow, negative
-  // cuts included, with no separate feasibility phase.
-  const int source = 2 * count;
-  const int sink = 2 * count + 1;
-  detail::MaxFlow network(2 * count + 2);
-  std::vector<int> operation_arc(count), lower_out(count), lower_in(count);
-  for (int op = 0; op < count; ++op) {
-    operation_arc[op] = network.add_edge(2 * op, 2 * op + 1);
-    lower_out[op] = network.add_edge(2 * op, sink);
-    lower_in[op] = network.add_edge(source, 2 * op + 1);
-  }
-  std::vector<int> dependency_arc(dag.edges.size());
-  for (std::size_t edge = 0; edge < dag.edges.size(); ++edge) {
-    dependency_arc[edge] = network.add_edge(2 * dag.edges[edge].first + 1, 2 * dag.edges[edge].second);
-  }
-  std::vector<int> source_arc(count, -1), sink_arc(count, -1);
-  for (int op = 0; op < count; ++op) {
-    if (topology.pred_first[op] == topology.pred_first[op + 1]) source_arc[op] = network.add_edge(source, 2 * op);
-    if (topology.succ_first[op] == topology.succ_first[op + 1]) sink_arc[op] = network.add_edge(2 * op + 1, sink);
-  }
-  network.finalize();
-  // Arcs that may carry infinite capacity (tail-indexed), for the "is there a finite cut" check.
-  std::vector<int> infinite_first(2 * count + 3, 0);
-  std::vector<std::pair<int, int>> infinite_arcs;  // (arc, head node)
-  {
-    std::vector<std::tuple<int, int, int>> arcs;  // (tail, arc, head)
-    for (int op = 0; op < count; ++op) arcs.emplace_back(2 * op, operation_arc[op], 2 * op + 1);
-    for (std::size_t edge = 0; edge < dag.edges.size(); ++edge) {
-      arcs.emplace_back(2 * dag.edges[edge].first + 1, dependency_arc[edge], 2 * dag.edges[edge].second);
-    }
-    for (int op = 0; op < count; ++op) {
-      if (source_arc[op] >= 0) arcs.emplace_back(source, source_arc[op], 2 * op);
-      if (sink_arc[op] >= 0) arcs.emplace_back(2 * op + 1, sink_arc[op], sink);
-    }
-    std::sort(arcs.begin(), arcs.end());
-    for (const auto& [tail, arc, arc_head] : arcs) {
-      ++infinite_first[tail + 1];
-      infinite_arcs.emplace_back(arc, arc_head);
-    }
-    for (int node = 0; node < 2 * count + 2; ++node) infinite_first[node + 1] += infinite_first[node];
-  }
+  // Activity-on-arc flow network of the critical sub-DAG, rebuilt in place every iteration:
+  // critical operation k is the arc start(k) -> end(k) (nodes 2 + 2k, 3 + 2k); tight
+  // dependencies are infinite arcs end(u) -> start(v); node 0 is the source, 1 the sink. A
+  // lower bound l on an arc a -> b becomes capacity (upper - l) on the arc, a -> sink and
+  // source -> b of capacity l, and a constant -l: the minimum cut then equals PD's (sum of
+  // forward uppers - sum of backward lowers) in one max flow, negative cuts included, with
+  // no separate feasibility phase.
+  constexpr int source = 0;
+  constexpr int sink = 1;
+  detail::MaxFlow network;
+  std::vector<int> compact(count, -1);  // operation -> critical index k, or -1
+  std::vector<int> critical_ops;        // k -> operation
+  std::vector<int> lower_in, lower_out; // k -> arc, or -1 when l = 0
+  struct TightEdge {
+    int arc, before, after;  // before/after as critical indices
+  };
+  std::vector<TightEdge> tight_edges;
+  std::vector<std::pair<int, int>> terminal_arcs;  // (arc, k): source -> start(k) or end(k) -> sink
 
   std::vector<std::int64_t> duration(count), start(count), latest_finish(count);
   for (int op = 0; op < count; ++op) duration[op] = spec(op).max_quant_time();
@@ -210,13 +218,15 @@ PhillipsDessoukyResult PhillipsDessouky::run() const {
   std::vector<int> option_indices(count);
 
   PhillipsDessoukyResult result;
-  auto record = [&](int iteration, std::int64_t quant_time) {
+  // Records the plan of the current durations; `realized` = true keeps option_indices as the
+  // caller set them instead of deriving them from the durations.
+  auto record = [&](int iteration, std::int64_t quant_time, bool realized = false) {
     IterationResult point;
     point.iteration = iteration;
     point.quant_time = quant_time;
     for (int op = 0; op < count; ++op) {
       point.effective_energy_j += spec(op).hull_cost(duration[op]);
-      option_indices[op] = spec(op).option_index_for(duration[op]);
+      if (!realized) option_indices[op] = spec(op).option_index_for(duration[op]);
     }
     point.effective_energy_change_j =
         result.iterations.empty() ? 0.0 : point.effective_energy_j - result.iterations.back().effective_energy_j;
@@ -234,8 +244,6 @@ PhillipsDessoukyResult PhillipsDessouky::run() const {
 
   std::int64_t makespan = makespan_now();
   record(0, makespan);
-  std::vector<char> visited(2 * count + 2);
-  std::vector<int> queue(2 * count + 2);
   std::vector<int> shortened, lengthened;
   for (int iteration = 1;; ++iteration) {
     if (options_.max_iterations > 0 && iteration > options_.max_iterations) {
@@ -253,83 +261,83 @@ PhillipsDessoukyResult PhillipsDessouky::run() const {
       latest_finish[op] = latest;
     }
     auto critical = [&](int op) { return start[op] + duration[op] == latest_finish[op]; };
+    critical_ops.clear();
+    for (int op = 0; op < count; ++op) {
+      compact[op] = critical(op) ? static_cast<int>(critical_ops.size()) : -1;
+      if (compact[op] >= 0) critical_ops.push_back(op);
+    }
+    const int critical_count = static_cast<int>(critical_ops.size());
+    network.reset(2 + 2 * critical_count);
+    lower_in.assign(critical_count, -1);
+    lower_out.assign(critical_count, -1);
     double max_capacity = 0;
-    for (int op = 0; op < count; ++op) {
-      double upper = 0;
-      double lower = 0;
-      if (critical(op)) {
-        const CandidateExecutionOptions& options = spec(op);
-        const double here = options.hull_cost(duration[op]);
-        upper = duration[op] > options.min_quant_time() ? options.hull_cost(duration[op] - 1) - here : kInfinity;
-        lower = duration[op] < options.max_quant_time() ? std::max(0.0, here - options.hull_cost(duration[op] + 1)) : 0.0;
-        // Convexity guarantees lower <= upper; clamp rounding noise.
-        if (upper < lower) upper = lower;
-        if (upper < kInfinity) max_capacity = std::max(max_capacity, upper);
+    for (int k = 0; k < critical_count; ++k) {
+      const int op = critical_ops[k];
+      const CandidateExecutionOptions& options = spec(op);
+      const double here = options.hull_cost(duration[op]);
+      double upper = duration[op] > options.min_quant_time() ? options.hull_cost(duration[op] - 1) - here : kInfinity;
+      const double lower =
+          duration[op] < options.max_quant_time() ? std::max(0.0, here - options.hull_cost(duration[op] + 1)) : 0.0;
+      // Convexity guarantees lower <= upper; clamp rounding noise.
+      if (upper < lower) upper = lower;
+      if (upper < kInfinity) max_capacity = std::max(max_capacity, upper);
+      network.add_edge(2 + 2 * k, 3 + 2 * k, upper - lower);
+      if (lower > 0) {
+        lower_out[k] = network.add_edge(2 + 2 * k, sink, lower);
+        lower_in[k] = network.add_edge(source, 3 + 2 * k, lower);
       }
-      network.set_capacity(operation_arc[op], upper - lower);
-      network.set_capacity(lower_out[op], lower);
-      network.set_capacity(lower_in[op], lower);
     }
-    for (std::size_t edge = 0; edge < dag.edges.size(); ++edge) {
-      const auto [before, after] = dag.edges[edge];
-      const bool tight = start[before] + duration[before] == latest_finish[after] - duration[after];
-      network.set_capacity(dependency_arc[edge], tight ? kInfinity : 0.0);
+    tight_edges.clear();
+    for (const auto& [before, after] : dag.edges) {
+      if (start[before] + duration[before] != latest_finish[after] - duration[after]) continue;
+      // A dependency without float joins two operations without float.
+      assert(compact[before] >= 0 && compact[after] >= 0 && "tight dependency between non-critical operations");
+      const int arc = network.add_edge(3 + 2 * compact[before], 2 + 2 * compact[after], kInfinity);
+      tight_edges.push_back({arc, compact[before], compact[after]});
     }
-    for (int op = 0; op < count; ++op) {
-      if (source_arc[op] >= 0) network.set_capacity(source_arc[op], latest_finish[op] - duration[op] == 0 ? kInfinity : 0.0);
-      if (sink_arc[op] >= 0) network.set_capacity(sink_arc[op], start[op] + duration[op] == makespan ? kInfinity : 0.0);
+    terminal_arcs.clear();
+    for (int k = 0; k < critical_count; ++k) {
+      const int op = critical_ops[k];
+      if (topology.pred_first[op] == topology.pred_first[op + 1] && latest_finish[op] - duration[op] == 0) {
+        terminal_arcs.emplace_back(network.add_edge(source, 2 + 2 * k, kInfinity), k);
+      }
+      if (topology.succ_first[op] == topology.succ_first[op + 1] && start[op] + duration[op] == makespan) {
+        terminal_arcs.emplace_back(network.add_edge(3 + 2 * k, sink, kInfinity), k);
+      }
     }
+    network.finalize();
     // A source-sink path of infinite arcs is a critical path already at its fastest.
-    std::fill(visited.begin(), visited.end(), 0);
-    int read = 0;
-    int write = 0;
-    queue[write++] = source;
-    visited[source] = 1;
-    while (read < write && !visited[sink]) {
-      const int node = queue[read++];
-      for (int position = infinite_first[node]; position < infinite_first[node + 1]; ++position) {
-        const auto [arc, next] = infinite_arcs[position];
-        if (!visited[next] && network.capacity(arc) == kInfinity) {
-          visited[next] = 1;
-          queue[write++] = next;
-        }
-      }
-    }
-    if (visited[sink]) {
+    if (network.infinite_path(source, sink)) {
       result.stop_reason = StopReason::kMinimumTime;
       break;
     }
     // Seed the flow with the two- and three-arc paths source -> end(u) -> start(v) -> sink
     // through tight dependencies (and the source/sink arcs): most of the lower-bound flow
     // travels them, so Dinic is left a few long paths instead of hundreds of short ones.
-    for (std::size_t edge = 0; edge < dag.edges.size(); ++edge) {
-      if (network.capacity(dependency_arc[edge]) != kInfinity) continue;
-      const auto [before, after] = dag.edges[edge];
-      const double amount = std::min(network.capacity(lower_in[before]), network.capacity(lower_out[after]));
+    for (const TightEdge& edge : tight_edges) {
+      if (lower_in[edge.before] < 0 || lower_out[edge.after] < 0) continue;
+      const double amount = std::min(network.capacity(lower_in[edge.before]), network.capacity(lower_out[edge.after]));
       if (amount <= 0) continue;
-      network.add_flow(lower_in[before], amount);
-      network.add_flow(dependency_arc[edge], amount);
-      network.add_flow(lower_out[after], amount);
+      network.add_flow(lower_in[edge.before], amount);
+      network.add_flow(edge.arc, amount);
+      network.add_flow(lower_out[edge.after], amount);
     }
-    for (int op = 0; op < count; ++op) {
-      if (sink_arc[op] >= 0 && network.capacity(sink_arc[op]) == kInfinity && network.capacity(lower_in[op]) > 0) {
-        network.add_flow(sink_arc[op], network.capacity(lower_in[op]));
-        network.add_flow(lower_in[op], network.capacity(lower_in[op]));
-      }
-      if (source_arc[op] >= 0 && network.capacity(source_arc[op]) == kInfinity && network.capacity(lower_out[op]) > 0) {
-        network.add_flow(source_arc[op], network.capacity(lower_out[op]));
-        network.add_flow(lower_out[op], network.capacity(lower_out[op]));
-      }
+    for (const auto& [arc, k] : terminal_arcs) {
+      const int lower_arc = network.head(arc) == sink ? lower_in[k] : lower_out[k];
+      if (lower_arc < 0 || network.capacity(lower_arc) <= 0) continue;
+      const double amount = network.capacity(lower_arc);
+      network.add_flow(arc, amount);
+      network.add_flow(lower_arc, amount);
     }
     network.run(source, sink, 1e-12 * std::max(1.0, max_capacity));
     // Forward-cut operations (start on the source side, end on the sink side) get one unit
     // faster; backward-cut ones one unit slower where they can.
     shortened.clear();
     lengthened.clear();
-    for (int op = 0; op < count; ++op) {
-      if (!critical(op)) continue;
-      const bool start_side = network.source_side(2 * op);
-      const bool end_side = network.source_side(2 * op + 1);
+    for (int k = 0; k < critical_count; ++k) {
+      const int op = critical_ops[k];
+      const bool start_side = network.source_side(2 + 2 * k);
+      const bool end_side = network.source_side(3 + 2 * k);
       if (start_side && !end_side) {
         shortened.push_back(op);
       } else if (!start_side && end_side && duration[op] < spec(op).max_quant_time()) {
@@ -359,15 +367,54 @@ PhillipsDessoukyResult PhillipsDessouky::run() const {
     }
   }
   if (result.stop_reason == StopReason::kMinimumTime) {
-    // Off-critical operations may still run slower options whose real times exceed their
-    // quantized ones, so the last PD plan need not be the fastest real plan. Add the plan
-    // that runs everything at its fastest option: the true minimum makespan.
-    bool all_fastest = true;
-    for (int op = 0; op < count; ++op) {
-      all_fastest = all_fastest && duration[op] == spec(op).min_quant_time();
-      duration[op] = spec(op).min_quant_time();
+    // Off-critical operations may run options whose real times exceed their quantized ones,
+    // so the last PD plan need not reach the true minimum makespan (every operation at its
+    // fastest option). Repair it greedily on real times: while the real makespan is above
+    // that minimum, move the operation on a real critical path with the least effective
+    // energy per second saved one option faster; then reclaim slack. Each round lowers one
+    // option index, so this ends, at worst at all-fastest.
+    std::vector<int> fastest(count, 0);
+    const double minimum_s = evaluate(dag, topology, fastest, gpus, real_start).time_s;
+    for (int op = 0; op < count; ++op) option_indices[op] = spec(op).option_index_for(duration[op]);
+    auto real_time = [&](int op) { return spec(op).options()[option_indices[op]].time_s; };
+    std::vector<double> real_finish(count);
+    while (true) {
+      const double now_s = forward_pass<double>(topology, real_start, real_time);
+      if (now_s <= minimum_s * (1 + 1e-12)) break;
+      const double tolerance = 1e-12 * now_s;
+      for (auto position = topology.order.rbegin(); position != topology.order.rend(); ++position) {
+        const int op = *position;
+        double latest = now_s;
+        for (int index = topology.succ_first[op]; index < topology.succ_first[op + 1]; ++index) {
+          const int succ = topology.succs[index];
+          latest = std::min(latest, real_finish[succ] - real_time(succ));
+        }
+        real_finish[op] = latest;
+      }
+      int best = -1;
+      double best_rate = kInfinity;
+      for (int op = 0; op < count; ++op) {
+        if (option_indices[op] == 0 || real_start[op] + real_time(op) < real_finish[op] - tolerance) continue;
+        const std::vector<ExecutionOption>& options = spec(op).options();
+        const ExecutionOption& now = options[option_indices[op]];
+        const ExecutionOption& faster = options[option_indices[op] - 1];
+        const double rate =
+            (faster.effective_energy_j - now.effective_energy_j) / std::max(now.time_s - faster.time_s, 1e-15);
+        if (rate < best_rate) {
+          best_rate = rate;
+          best = op;
+        }
+      }
+      if (best < 0) {
+        std::fill(option_indices.begin(), option_indices.end(), 0);
+        break;
+      }
+      --option_indices[best];
     }
-    if (!all_fastest) record(static_cast<int>(result.iterations.size()), makespan_now());
+    for (int op = 0; op < count; ++op) duration[op] = spec(op).options()[option_indices[op]].quant_time;
+    bool same = true;
+    for (int op = 0; op < count; ++op) same = same && option_indices[op] == result.iterations.back().option_indices[op];
+    if (!same) record(static_cast<int>(result.iterations.size()), makespan_now(), true);
   }
   result.frontier = pareto_frontier(result.iterations);
   return result;

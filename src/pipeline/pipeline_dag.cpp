@@ -44,19 +44,19 @@ PipelineDag build_one_f_one_b_dag(const OneFOneBConfig& config) {
     if (options.forward.empty() || options.backward.empty()) {
       throw InputError(fmt::format("1f1b dag: stage {} has no {} options", stage, options.forward.empty() ? "forward" : "backward"));
     }
-    dag.specs.emplace_back(effective(options.forward, "forward"), config.unit_time_s);    // spec 2*stage
-    dag.specs.emplace_back(effective(options.backward, "backward"), config.unit_time_s);  // spec 2*stage+1
+    dag.specs.emplace_back(effective(options.forward, "forward"), config.unit_time_s, config.quantum_rule);    // spec 2*stage
+    dag.specs.emplace_back(effective(options.backward, "backward"), config.unit_time_s, config.quantum_rule);  // spec 2*stage+1
   }
   int transfer_spec = -1;
   if (config.transfer) {
     transfer_spec = static_cast<int>(dag.specs.size());
-    dag.specs.emplace_back(effective({*config.transfer}, "transfer"), config.unit_time_s);
+    dag.specs.emplace_back(effective({*config.transfer}, "transfer"), config.unit_time_s, config.quantum_rule);
   }
   int reduce_spec = -1;
   if (config.gradient_reduce) {
     if (config.gradient_reduce->empty()) throw InputError("1f1b dag: gradient reduction has no options");
     reduce_spec = static_cast<int>(dag.specs.size());
-    dag.specs.emplace_back(effective(*config.gradient_reduce, "gradient reduction"), config.unit_time_s);
+    dag.specs.emplace_back(effective(*config.gradient_reduce, "gradient reduction"), config.unit_time_s, config.quantum_rule);
   }
 
   // index[stage][type][microbatch] -> operation

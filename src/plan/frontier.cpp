@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <ctime>
 #include <system_error>
 
 #include <fmt/format.h>
@@ -56,7 +57,7 @@ Plan plan_from_iteration(const pipeline::PipelineDag& dag, const pipeline::Itera
   return plan;
 }
 
-std::string frontier_to_json(const SolveSummary& summary, double unit_time_s, double static_power_w) {
+std::string frontier_to_json(const SolveSummary& summary) {
   nlohmann::ordered_json document;
   document["schema"] = kFrontierSchema;
   nlohmann::ordered_json points = nlohmann::ordered_json::array();
@@ -64,10 +65,24 @@ std::string frontier_to_json(const SolveSummary& summary, double unit_time_s, do
     points.push_back({{"time_s", point.time_s}, {"energy_j", point.energy_j}, {"plan", point.plan}});
   }
   document["points"] = std::move(points);
+  return document.dump(2) + "\n";
+}
+
+std::string solve_report_to_json(const SolveSummary& summary, double unit_time_s, double static_power_w) {
+  nlohmann::ordered_json document;
+  document["schema"] = kSolveSchema;
   document["stop_reason"] = pipeline::to_string(summary.stop_reason);
   document["iterations"] = summary.iterations;
   document["unit_time_s"] = unit_time_s;
   document["static_power_w"] = static_power_w;
+  document["solver_s"] = summary.solver_s;
+  nlohmann::ordered_json points = nlohmann::ordered_json::array();
+  for (const FrontierPoint& point : summary.points) {
+    nlohmann::ordered_json entry = {{"time_s", point.time_s}, {"energy_j", point.energy_j}};
+    if (summary.bound) entry["lower_bound_energy_j"] = point.lower_bound_energy_j;
+    points.push_back(std::move(entry));
+  }
+  document["points"] = std::move(points);
   return document.dump(2) + "\n";
 }
 
@@ -108,7 +123,9 @@ SolveSummary solve_perseus_profile(const SolveRequest& request) {
   pipeline::PhillipsDessoukyOptions options;
   options.progress = request.progress;
   const auto started = std::chrono::steady_clock::now();
+  const std::clock_t cpu_started = std::clock();
   const pipeline::PhillipsDessoukyResult result = pipeline::PhillipsDessouky(dag, options).run();
+  const double solver_cpu_s = static_cast<double>(std::clock() - cpu_started) / CLOCKS_PER_SEC;
   const double solver_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
 
   const std::filesystem::path frontier_path = request.out / "frontier.json";
@@ -133,18 +150,28 @@ SolveSummary solve_perseus_profile(const SolveRequest& request) {
   workload["static_power_w"] = request.static_power_w;
   const std::string workload_json = workload.dump();
 
+  std::vector<pipeline::BoundPoint> bound;
+  if (request.bound) {
+    config.quantum_rule = pipeline::QuantumRule::kCheapest;
+    bound = pipeline::relaxation_lower_bound(pipeline::build_one_f_one_b_dag(config));
+  }
+
   SolveSummary summary;
+  summary.bound = request.bound;
   summary.stop_reason = result.stop_reason;
   summary.iterations = static_cast<int>(result.iterations.size());
   summary.solver_s = solver_s;
+  summary.solver_cpu_s = solver_cpu_s;
   int number = 0;
   for (const int index : sample(result.frontier, request.max_points)) {
     const pipeline::IterationResult& iteration = result.iterations[index];
     const std::string relative = fmt::format("plans/plan_{:04d}.json", number++);
     write_plan(request.out / relative, plan_from_iteration(dag, iteration, workload_json));
-    summary.points.push_back({iteration.time_s, iteration.energy_j, relative});
+    summary.points.push_back({iteration.time_s, iteration.energy_j, relative,
+                              request.bound ? pipeline::lower_bound_at(bound, iteration.time_s) : 0.0});
   }
-  write_file_atomic(frontier_path, frontier_to_json(summary, request.unit_time_s, request.static_power_w));
+  write_file_atomic(request.out / "solve.json", solve_report_to_json(summary, request.unit_time_s, request.static_power_w));
+  write_file_atomic(frontier_path, frontier_to_json(summary));
   return summary;
 }
 

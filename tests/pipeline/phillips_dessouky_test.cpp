@@ -118,6 +118,9 @@ struct Instance {
   int microbatches = 0;
   double static_power_w = 0;
   std::vector<StageOptions> options;
+  double transfer_s = 0;  ///< P2P delay on every cross-stage dependency (0 = none)
+  double reduce_s = 0;    ///< gradient reduction after each stage's last instruction (0 = none)
+  double reduce_j = 0;
 };
 
 Point simulate(const Instance& instance, const std::vector<std::vector<const ExecutionOption*>>& choice) {
@@ -139,11 +142,11 @@ Point simulate(const Instance& instance, const std::vector<std::vector<const Exe
       double ready = stage_free[stage];
       if (instruction.type == InstructionType::kForward && stage > 0) {
         if (forward_end[stage - 1][instruction.microbatch] < 0) continue;
-        ready = std::max(ready, forward_end[stage - 1][instruction.microbatch]);
+        ready = std::max(ready, forward_end[stage - 1][instruction.microbatch] + instance.transfer_s);
       }
       if (instruction.type == InstructionType::kBackward && stage + 1 < stages) {
         if (backward_end[stage + 1][instruction.microbatch] < 0) continue;
-        ready = std::max(ready, backward_end[stage + 1][instruction.microbatch]);
+        ready = std::max(ready, backward_end[stage + 1][instruction.microbatch] + instance.transfer_s);
       }
       const ExecutionOption& chosen = *choice[stage][next[stage]];
       stage_free[stage] = ready + chosen.time_s;
@@ -154,7 +157,13 @@ Point simulate(const Instance& instance, const std::vector<std::vector<const Exe
       progress = true;
     }
   }
+  if (instance.reduce_s > 0) {
+    for (double& free : stage_free) free += instance.reduce_s;
+    busy += stages * instance.reduce_s;
+    energy += stages * instance.reduce_j;
+  }
   const double makespan = *std::max_element(stage_free.begin(), stage_free.end());
+  // A transfer keeps no GPU busy: its time is idle (static power) on both ends.
   return {makespan, energy + instance.static_power_w * (stages * makespan - busy)};
 }
 
@@ -247,13 +256,20 @@ Instance random_instance(std::mt19937& random, int stages, int microbatches, int
   return instance;
 }
 
-std::vector<Point> solve(const Instance& instance, double unit_time_s) {
+PipelineDag dag_of(const Instance& instance, double unit_time_s, QuantumRule rule) {
   OneFOneBConfig config;
+  if (instance.transfer_s > 0) config.transfer = option(instance.transfer_s, instance.static_power_w * instance.transfer_s);
+  if (instance.reduce_s > 0) config.gradient_reduce = std::vector<ExecutionOption>{option(instance.reduce_s, instance.reduce_j)};
   config.microbatches = instance.microbatches;
   config.unit_time_s = unit_time_s;
   config.static_power_w = instance.static_power_w;
   config.stages = instance.options;
-  const PipelineDag dag = build_one_f_one_b_dag(config);
+  config.quantum_rule = rule;
+  return build_one_f_one_b_dag(config);
+}
+
+std::vector<Point> solve(const Instance& instance, double unit_time_s) {
+  const PipelineDag dag = dag_of(instance, unit_time_s, QuantumRule::kFastest);
   const PhillipsDessoukyResult result = PhillipsDessouky(dag, {}).run();
   return frontier_points(result);
 }
@@ -309,6 +325,52 @@ TEST(PhillipsDessouky, NonConvexInstancesStayCloseToBruteForce) {
   std::printf("non-convex: max relative gap %.4f, max uncovered gap %.4f\n", worst, worst_uncovered);
   EXPECT_LE(worst, 0.02);
   EXPECT_LE(worst_uncovered, 0.06);
+}
+
+TEST(PhillipsDessouky, ConvexInstancesWithTransfersAndReductionMatchBruteForce) {
+  // 1 s P2P transfers between stages and a 2 s, 7 J gradient reduction per stage (DP > 1).
+  std::mt19937 random(31);
+  const std::vector<Shape> shapes = {{2, 2, 3}, {2, 3, 2}, {3, 2, 2}};
+  for (const Shape& shape : shapes) {
+    for (int trial = 0; trial < 3; ++trial) {
+      SCOPED_TRACE(testing::Message() << shape.stages << "x" << shape.microbatches << " trial " << trial);
+      Instance instance = random_instance(random, shape.stages, shape.microbatches, shape.options, true, 1.5);
+      instance.transfer_s = 1;
+      instance.reduce_s = 2;
+      instance.reduce_j = 7;
+      const std::vector<Point> truth = brute_force(instance);
+      const std::vector<Point> found = solve(instance, 1.0);
+      const Gap gap = compare(found, truth);
+      EXPECT_NEAR(gap.max_relative_gap, 0, 1e-12);
+      EXPECT_NEAR(gap.max_uncovered_gap, 0, 1e-12);
+      EXPECT_DOUBLE_EQ(found.front().time_s, truth.front().time_s);
+    }
+  }
+}
+
+TEST(RelaxationLowerBound, NeverAboveBruteForceAndTightOnConvex) {
+  std::mt19937 random(23);
+  const std::vector<Shape> shapes = {{1, 2, 3}, {2, 2, 3}, {2, 3, 2}, {3, 2, 2}, {4, 1, 3}};
+  for (const Shape& shape : shapes) {
+    for (int trial = 0; trial < 6; ++trial) {
+      const bool convex = trial < 2;
+      SCOPED_TRACE(testing::Message() << shape.stages << "x" << shape.microbatches << " trial " << trial);
+      const Instance instance = random_instance(random, shape.stages, shape.microbatches, shape.options, convex, 2.0);
+      const double unit_time_s = convex ? 1.0 : 0.05;
+      const std::vector<Point> truth = brute_force(instance);
+      const std::vector<BoundPoint> bound = relaxation_lower_bound(dag_of(instance, unit_time_s, QuantumRule::kCheapest));
+      ASSERT_FALSE(bound.empty());
+      for (const Point& point : truth) {
+        const double least = lower_bound_at(bound, point.time_s);
+        EXPECT_LE(least, point.energy_j + 1e-9) << "at " << point.time_s << " s";
+        if (convex) {
+          EXPECT_NEAR(least, point.energy_j, 1e-9) << "at " << point.time_s << " s";
+        }
+      }
+      // Nothing finishes before the all-fastest plan; the bound starts there too.
+      EXPECT_LE(bound.front().time_s, truth.front().time_s + 1e-9);
+    }
+  }
 }
 
 }  // namespace

@@ -28,6 +28,9 @@ TEST(SolvePerseusProfile, WritesSortedFrontierWithValidPlans) {
   const SolveSummary summary = solve_perseus_profile(request);
   const nlohmann::json frontier = read_json_file(request.out / "frontier.json");
   EXPECT_EQ(frontier["schema"], "kareus.frontier/1");
+  // Exactly DESIGN.md's keys: the runtime's frontier reader rejects any other.
+  EXPECT_EQ(frontier.size(), 2U);
+  for (const auto& point : frontier["points"]) EXPECT_EQ(point.size(), 3U);
   ASSERT_EQ(frontier["points"].size(), summary.points.size());
   ASSERT_GE(summary.points.size(), 2U);
   // Fastest plan: stage 0's critical F0 and B3 at 1410 MHz; slack reclaimed elsewhere.
@@ -52,6 +55,28 @@ TEST(SolvePerseusProfile, WritesSortedFrontierWithValidPlans) {
   EXPECT_NEAR(summary.points.front().time_s, 0.162, 1e-12);
   EXPECT_NEAR(summary.points.front().energy_j, 76.16 - 3 * 0.46 - 1.02, 1e-9);
   EXPECT_FALSE(std::filesystem::exists(request.out / "frontier.json.tmp"));
+}
+
+TEST(SolvePerseusProfile, BoundIsBelowEveryPointAndTightAtTheFastest) {
+  SolveRequest request;
+  request.profile = std::string(KAREUS_TEST_DATA_DIR) + "/plan/perseus_csv/valid.csv";
+  request.stages = 2;
+  request.microbatches = 4;
+  request.static_power_w = 30;
+  request.bound = true;
+  request.out = fresh_dir("bound");
+  const SolveSummary summary = solve_perseus_profile(request);
+  for (const FrontierPoint& point : summary.points) {
+    EXPECT_GT(point.lower_bound_energy_j, 0);
+    EXPECT_LE(point.lower_bound_energy_j, point.energy_j + 1e-9);
+  }
+  // At 0.162 s the relaxation can do no better than the brute-force optimum of 73.76 J
+  // (frontier above); the bound must not exceed it.
+  EXPECT_LE(summary.points.front().lower_bound_energy_j, 73.76 + 1e-9);
+  const nlohmann::json report = read_json_file(request.out / "solve.json");
+  EXPECT_EQ(report["schema"], "kareus.solve/1");
+  EXPECT_EQ(report["points"].size(), summary.points.size());
+  EXPECT_DOUBLE_EQ(report["points"][0]["lower_bound_energy_j"].get<double>(), summary.points.front().lower_bound_energy_j);
 }
 
 TEST(SolvePerseusProfile, MaxPointsKeepsEnds) {

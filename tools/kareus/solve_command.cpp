@@ -1,4 +1,5 @@
 // kareus solve: the time-energy frontier of a pipeline from a Perseus profile CSV.
+#include <algorithm>
 #include <memory>
 
 #include <CLI/CLI.hpp>
@@ -17,6 +18,7 @@ struct SolveOptions {
   double unit_time_s = 0.001;
   double static_power_w = 0;
   int max_points = 0;
+  bool bound = false;
   std::string out;
 };
 
@@ -28,13 +30,27 @@ void run_solve(const SolveOptions& options) {
   request.unit_time_s = options.unit_time_s;
   request.static_power_w = options.static_power_w;
   request.max_points = options.max_points;
+  request.bound = options.bound;
   request.out = options.out;
+  request.progress = [unit_time_s = options.unit_time_s](const pipeline::IterationResult& iteration) {
+    if (iteration.iteration == 0 || iteration.iteration % 2000 != 0) return;
+    fmt::print(stderr, "kareus solve: iteration {}, planned makespan {:.3f} s (this plan: {:.3f} s, {:.1f} J)\n",
+               iteration.iteration, static_cast<double>(iteration.quant_time) * unit_time_s, iteration.time_s,
+               iteration.energy_j);
+  };
   const plan::SolveSummary summary = plan::solve_perseus_profile(request);
-  fmt::print("{} iterations ({}) in {:.3f} s, {} frontier points\n", summary.iterations,
-             pipeline::to_string(summary.stop_reason), summary.solver_s, summary.points.size());
+  fmt::print("{} iterations ({}) in {:.3f} s ({:.3f} s cpu), {} frontier points\n", summary.iterations,
+             pipeline::to_string(summary.stop_reason), summary.solver_s, summary.solver_cpu_s, summary.points.size());
   if (!summary.points.empty()) {
     fmt::print("fastest:      {:.6f} s  {:.3f} J\n", summary.points.front().time_s, summary.points.front().energy_j);
     fmt::print("least energy: {:.6f} s  {:.3f} J\n", summary.points.back().time_s, summary.points.back().energy_j);
+  }
+  if (summary.bound && !summary.points.empty()) {
+    double max_gap = 0;
+    for (const plan::FrontierPoint& point : summary.points) {
+      max_gap = std::max(max_gap, point.energy_j / point.lower_bound_energy_j - 1);
+    }
+    fmt::print("every point is within {:.3f}% of the lower bound at its time\n", 100 * max_gap);
   }
   fmt::print("wrote {}/frontier.json\n", options.out);
 }
@@ -54,6 +70,8 @@ void add_solve_command(CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   command->add_option("--max-points", options->max_points, "write at most N frontier points, evenly spread (default: all)")
       ->check(CLI::NonNegativeNumber);
+  command->add_flag("--bound", options->bound,
+                    "also solve the convex relaxation: a certified lower bound per point, in OUT/solve.json");
   command->add_option("--out", options->out, "output folder for frontier.json and plans/")->required();
   command->callback([options] { run_solve(*options); });
 }

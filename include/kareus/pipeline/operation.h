@@ -30,11 +30,18 @@ struct ExecutionOption {
 /// floor(time_s / unit_time_s), robust to the representation error of e.g. 0.003 / 0.001.
 [[nodiscard]] std::int64_t quantize_time(double time_s, double unit_time_s);
 
+/// Which option of a quantized time survives. kFastest (default, lowtime's rule) plans with
+/// options whose real times the quantization underestimates least. kCheapest makes the hull
+/// a lower bound of every option's effective energy at its quantized time, which
+/// relaxation_lower_bound (phillips_dessouky.h) needs.
+enum class QuantumRule { kFastest, kCheapest };
+
 class CandidateExecutionOptions {
  public:
-  /// Quantizes, Pareto-filters (on time_s and effective_energy_j) and keeps the fastest
-  /// option per quant_time. Preconditions: `options` non-empty, `unit_time_s` > 0, times >= 0.
-  CandidateExecutionOptions(std::vector<ExecutionOption> options, double unit_time_s);
+  /// Quantizes, Pareto-filters (on time_s and effective_energy_j) and keeps one option per
+  /// quant_time (by `rule`). Preconditions: `options` non-empty, `unit_time_s` > 0, times >= 0.
+  CandidateExecutionOptions(std::vector<ExecutionOption> options, double unit_time_s,
+                            QuantumRule rule = QuantumRule::kFastest);
 
   /// The candidates, quant_time strictly increasing, effective_energy_j strictly decreasing.
   [[nodiscard]] const std::vector<ExecutionOption>& options() const { return options_; }

@@ -11,7 +11,9 @@
 // option that fits its planned duration (then, by default, any real slack left is reclaimed by
 // slower, cheaper options); makespan from real times; energy = sum of effective
 // energies + static_power_w x makespan x GPUs (lowtime's convention; = the real energies plus
-// static power while a GPU idles). One iteration costs two O(V+E) passes and one max flow.
+// static power while a GPU idles). One iteration: a few O(V+E) passes and one max flow
+// (Dinic, src/pipeline/max_flow.h) on the critical sub-DAG; one iteration per unit_time_s of
+// makespan between the all-slowest and all-fastest plans.
 #pragma once
 
 #include <cstdint>
@@ -54,8 +56,9 @@ struct PhillipsDessoukyOptions {
 };
 
 struct PhillipsDessoukyResult {
-  /// In solve order, makespan decreasing. After kMinimumTime, a last entry runs every
-  /// operation at its fastest option (the true minimum real makespan) unless PD got there.
+  /// In solve order, makespan decreasing. After kMinimumTime, a last entry repairs the last
+  /// PD plan to the true minimum real makespan (operations on real critical paths at their
+  /// fastest options), unless the last PD plan already got there.
   std::vector<IterationResult> iterations;
   StopReason stop_reason = StopReason::kMinimumTime;
   std::vector<int> frontier;  ///< indices into iterations, Pareto-optimal in real (time_s, energy_j), time ascending
@@ -64,8 +67,9 @@ struct PhillipsDessoukyResult {
 
 class PhillipsDessouky {
  public:
-  /// Precondition: `dag` is acyclic (build_one_f_one_b_dag's are). Throws InputError if
-  /// options.gpus < 0 or options.max_iterations < 0.
+  /// Precondition: `dag` is acyclic (build_one_f_one_b_dag's are) and outlives this object.
+  /// Throws InputError if options.gpus < 0 or options.max_iterations < 0; run() throws Error
+  /// if the DAG has a cycle.
   PhillipsDessouky(const PipelineDag& dag, PhillipsDessoukyOptions options);
   [[nodiscard]] PhillipsDessoukyResult run() const;
 
@@ -82,6 +86,25 @@ struct PlanEvaluation {
 /// Evaluates one option per operation (indices into each operation's candidates).
 /// Precondition: option_indices.size() == dag.operations.size(), each index valid.
 [[nodiscard]] PlanEvaluation evaluate_plan(const PipelineDag& dag, std::span<const int> option_indices, int gpus);
+
+struct BoundPoint {
+  double time_s = 0;
+  double energy_j = 0;
+};
+
+/// A certified lower bound on the frontier of every plan (any option per operation):
+/// `cheapest_dag` must be built with QuantumRule::kCheapest, so each operation's hull is below
+/// all its options at their quantized times; PhillipsDessouky is exact on that convex
+/// relaxation (see the brute-force tests), so the planned cost at quantized makespan q bounds
+/// the effective energy of every plan whose quantized makespan is <= q... Returns, for every
+/// q from the all-fastest to the all-slowest quantized makespan, (q x unit_time_s,
+/// relaxed(q) + static_power_w x q x unit_time_s x gpus). Any real plan finishing within T uses
+/// at least the least energy_j among the points with time_s <= T (quantization floors, so a
+/// plan's quantized makespan never exceeds its real one). gpus 0 = dag.stages.
+[[nodiscard]] std::vector<BoundPoint> relaxation_lower_bound(const PipelineDag& cheapest_dag, int gpus = 0);
+
+/// Least energy_j among `bound` points with time_s <= time_s (+infinity when none).
+[[nodiscard]] double lower_bound_at(const std::vector<BoundPoint>& bound, double time_s);
 
 /// Indices of the points not dominated in (time_s, energy_j) (strictly better in neither is
 /// dropped; of equal points the first is kept), sorted by time ascending.

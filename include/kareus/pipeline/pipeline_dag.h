@@ -54,6 +54,7 @@ struct OneFOneBConfig {
   std::vector<StageOptions> stages;                      ///< one per pipeline stage
   std::optional<ExecutionOption> transfer;               ///< P2P activation/gradient send between stages
   std::optional<std::vector<ExecutionOption>> gradient_reduce;  ///< DP>1: reduction after each stage's last backward
+  QuantumRule quantum_rule = QuantumRule::kFastest;  ///< see CandidateExecutionOptions
 };
 
 /// The synchronous 1F1B DAG: consecutive instructions of a stage, F(s,m) -> F(s+1,m),

@@ -4,6 +4,8 @@
 // the plan that achieves it:
 //   {"schema": "kareus.frontier/1", "points": [{"time_s": T, "energy_j": E, "plan": "plans/plan_0000.json"}, ...],
 //    "stop_reason": "...", "iterations": N, "unit_time_s": u, "static_power_w": P}
+// With --bound each point also has "lower_bound_energy_j": no plan finishing within time_s
+// uses less (pipeline::relaxation_lower_bound).
 // sorted by time ascending; plan paths are relative to the frontier file's folder. Energy is
 // lowtime's convention: sum of effective energies + static power x makespan x stages, for one
 // iteration of the whole pipeline (J). Files are written PATH.tmp then renamed, frontier.json last.
@@ -21,11 +23,13 @@
 namespace kareus::plan {
 
 inline constexpr std::string_view kFrontierSchema = "kareus.frontier/1";
+inline constexpr std::string_view kSolveSchema = "kareus.solve/1";
 
 struct FrontierPoint {
   double time_s = 0;
   double energy_j = 0;
   std::string plan;  ///< relative to the frontier file's folder
+  double lower_bound_energy_j = 0;  ///< with SolveRequest::bound: no plan within time_s uses less
 };
 
 /// The plan of one iteration: every instruction at the knob (freq_mhz) of its chosen option,
@@ -41,6 +45,7 @@ struct SolveRequest {
   double unit_time_s = 0.001;
   double static_power_w = 0;
   int max_points = 0;  ///< 0 = every frontier point; else at most this many, evenly spread in time
+  bool bound = false;  ///< also compute pipeline::relaxation_lower_bound (a second solve)
   std::filesystem::path out;
   std::function<void(const pipeline::IterationResult&)> progress;
 };
@@ -49,17 +54,22 @@ struct SolveSummary {
   std::vector<FrontierPoint> points;
   pipeline::StopReason stop_reason = pipeline::StopReason::kMinimumTime;
   int iterations = 0;
-  double solver_s = 0;  ///< wall time of PhillipsDessouky::run alone
+  double solver_s = 0;      ///< wall time of PhillipsDessouky::run alone
+  double solver_cpu_s = 0;  ///< its CPU time (robust when the machine is shared)
+  bool bound = false;   ///< points carry lower_bound_energy_j
 };
 
-/// Reads the profile, builds the 1F1B DAG, runs PhillipsDessouky and writes OUT/frontier.json
-/// and OUT/plans/plan_NNNN.json. A stale OUT/frontier.json is removed first, so a failed run
+/// Reads the profile, builds the 1F1B DAG, runs PhillipsDessouky and writes OUT/frontier.json,
+/// OUT/solve.json and OUT/plans/plan_NNNN.json. A stale OUT/frontier.json is removed first, so a failed run
 /// never leaves a frontier that looks complete. Throws InputError naming the flag or file:line
 /// for bad input (including an unwritable --out and a --unit-time so small that the solve
 /// would take more than 50 million operation-iterations), Error when writing fails.
 SolveSummary solve_perseus_profile(const SolveRequest& request);
 
-/// The frontier file's JSON text.
-[[nodiscard]] std::string frontier_to_json(const SolveSummary& summary, double unit_time_s, double static_power_w);
+/// The frontier file's JSON text (schema and points only).
+[[nodiscard]] std::string frontier_to_json(const SolveSummary& summary);
+
+/// solve.json's text: the solve's statistics and, with bounds, each point's lower bound.
+[[nodiscard]] std::string solve_report_to_json(const SolveSummary& summary, double unit_time_s, double static_power_w);
 
 }  // namespace kareus::plan

@@ -3,6 +3,7 @@ solve_data=$(dirname "${BASH_SOURCE[0]}")/../../data/plan/perseus_csv
 solve_out=$(mktemp -d)
 expect 0 'frontier points' -- solve --profile "$solve_data/valid.csv" --stages 2 --microbatches 4 --static-power 30 --out "$solve_out/a"
 expect 0 'fastest: +0\.162000 s' -- solve --profile "$solve_data/valid.csv" --stages 2 --microbatches 4 --out "$solve_out/b"
+expect 0 'within 0\.[0-9]+% of the lower bound' -- solve --profile "$solve_data/valid.csv" --stages 2 --microbatches 4 --static-power 30 --bound --out "$solve_out/d"
 if [[ ! -f $solve_out/a/frontier.json || ! -f $solve_out/a/plans/plan_0000.json ]]; then
   echo "FAIL: kareus solve did not write frontier.json and plans/plan_0000.json"
   failed=$((failed + 1))
