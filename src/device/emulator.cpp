@@ -69,19 +69,7 @@ PartitionRun run_partition(const GpuSpec& gpu, const partition::Partition& parti
   const double freq = config.freq_mhz;
   const ComputeResources full = full_resources(gpu);
   TimelineBuilder timeline;
-  if (!partition.collective) {
-    for (const workload::Op& op : partition.compute_ops) {
-      auto power_at = [&](double clock) {
-        const KernelRun kernel = compute_kernel(gpu, op, clock, full);
-        return power_w(gpu, clock, &kernel, nullptr, 0);
-      };
-      const double clock = throttled_clock(gpu, freq, power_at);
-      const KernelRun kernel = compute_kernel(gpu, op, clock, full);
-      timeline.add(kernel.time_s, power_w(gpu, clock, &kernel, nullptr, 0), clock, op.name, false);
-    }
-    timeline.run().compute_end_s = timeline.now();
-    return timeline.finish();
-  }
+  if (!partition.collective) return run_serial(gpu, partition.compute_ops, config.freq_mhz, 0);
 
   // Two streams, advanced event by event: the next event is the end of the current compute op
   // or of the collective. While both run, compute has the resources the collective leaves and

@@ -5,6 +5,8 @@
 #include <string>
 
 #include <gtest/gtest.h>
+
+#include "support/input_error.h"
 #include <nlohmann/json.hpp>
 
 #include "kareus/common/embedded_data.h"
@@ -13,14 +15,7 @@
 namespace kareus::device {
 namespace {
 
-std::string error_of(const std::function<void()>& action) {
-  try {
-    action();
-  } catch (const InputError& error) {
-    return error.what();
-  }
-  return "<no InputError>";
-}
+using kareus::test_support::error_of;
 
 nlohmann::ordered_json a100_document() {
   return nlohmann::ordered_json::parse(std::string(*find_embedded_file("gpus/a100-40gb.json")));

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include "support/input_error.h"
+
 #include "kareus/common/error.h"
 
 namespace kareus::partition {
@@ -34,14 +36,7 @@ std::map<std::string, Partition> partitions_of(int cp, int tp, const std::string
   return partitions;
 }
 
-std::string error_of(const std::function<void()>& action) {
-  try {
-    action();
-  } catch (const InputError& error) {
-    return error.what();
-  }
-  return "<no InputError>";
-}
+using kareus::test_support::error_of;
 
 // clocks (18) x CTAs (TP 3..30 step 3: 10; CP 1..20: 20) x the artifact's slots.
 TEST(SearchSpace, ArtifactSpaceSizesOnA100MatchReference) {

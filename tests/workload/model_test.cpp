@@ -8,19 +8,14 @@
 
 #include <gtest/gtest.h>
 
+#include "support/input_error.h"
+
 #include "kareus/common/error.h"
 
 namespace kareus::workload {
 namespace {
 
-std::string error_of(const std::function<void()>& action) {
-  try {
-    action();
-  } catch (const InputError& error) {
-    return error.what();
-  }
-  return "<no InputError>";
-}
+using kareus::test_support::error_of;
 
 TEST(ModelPreset, EveryPresetLoadsUnderItsOwnName) {
   const std::vector<std::string> names = model_preset_names();

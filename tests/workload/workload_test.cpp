@@ -4,6 +4,8 @@
 #include <string>
 
 #include <gtest/gtest.h>
+
+#include "support/input_error.h"
 #include <nlohmann/json.hpp>
 
 #include "kareus/common/error.h"
@@ -11,14 +13,7 @@
 namespace kareus::workload {
 namespace {
 
-std::string error_of(const std::function<void()>& action) {
-  try {
-    action();
-  } catch (const InputError& error) {
-    return error.what();
-  }
-  return "<no InputError>";
-}
+using kareus::test_support::error_of;
 
 TEST(MakeWorkload, DefaultsAreTheArtifactSettingWithEvenSplit) {
   const Workload workload = make_workload(load_model("llama3.2-3b"), Parallelism{});

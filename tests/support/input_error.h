@@ -1,0 +1,21 @@
+// Test support: the message of the InputError an action throws.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "kareus/common/error.h"
+
+namespace kareus::test_support {
+
+/// The InputError's message, or "<no InputError>" when `action` does not throw one.
+inline std::string error_of(const std::function<void()>& action) {
+  try {
+    action();
+  } catch (const InputError& error) {
+    return error.what();
+  }
+  return "<no InputError>";
+}
+
+}  // namespace kareus::test_support
