@@ -53,7 +53,7 @@ struct SearchOptions {
   std::size_t budget = 0;  ///< measurements, 1..space size
   std::uint64_t seed = 0;
   Strategy strategy = Strategy::kKareus;
-  std::size_t batch_size = 4;      ///< configs chosen per batch (measured in parallel)
+  std::size_t batch_size = 2;      ///< configs chosen per batch (measured in parallel)
   std::size_t initial_design = 0;  ///< 0 = automatic (about 30% of the budget)
   double refinement_fraction = 0.25;  ///< share of the budget kept for the refinement pass
   /// Stop when the best expected hypervolume improvement, relative to the hypervolume of the
