@@ -2,13 +2,16 @@
 # Search quality on the emulator (default noise): every searchable partition of the ten artifact
 # configurations (REFERENCE.md section 7, PP 2, 8 microbatches) on a100-40gb, our search and the
 # artifact's strategy at the same budget (default 10% of each space), artifact and all-slot spaces.
-# Usage: bench/search_quality.sh [OUT.tsv]   (KAREUS=path/to/kareus, JOBS=parallel runs, SEEDS="0 1")
+# Usage: bench/search_quality.sh [OUT.tsv]   (env: KAREUS=path/to/kareus, JOBS=parallel runs,
+# SEEDS="0 1 2", SLOTS="artifact all", STRATEGIES="kareus artifact", FRACTION=0.1 of each space as the budget)
 # Prints a markdown summary; the per-partition rows go to OUT.tsv (default search_quality.tsv).
 set -euo pipefail
 KAREUS=${KAREUS:-build/tools/kareus}
 JOBS=${JOBS:-2}
 SEEDS=${SEEDS:-0}
 FRACTION=${FRACTION:-0.1}
+SLOTS=${SLOTS:-artifact all}
+STRATEGIES=${STRATEGIES:-kareus artifact}
 out=${1:-search_quality.tsv}
 configs=(
   "llama3.2-3b 1 8 8 4096" "llama3.2-3b 2 4 8 4096" "llama3.2-3b 2 4 8 8192" "llama3.2-3b 2 4 16 4096"
@@ -19,13 +22,13 @@ jobs_file=$(mktemp)
 for config in "${configs[@]}"; do
   read -r model cp tp mbs seq <<<"$config"
   flags="--model $model --cp $cp --tp $tp --mbs $mbs --seq $seq --pp 2 --microbatches 8"
-  for slots in artifact all; do
+  for slots in $SLOTS; do
     # shellcheck disable=SC2086
     "$KAREUS" partitions $flags --slots "$slots" --clocks artifact --json |
       jq -r '.partitions[] | select(.collective != null) | "\(.key) \(.space_size)"' | sort -u |
       while read -r key size; do
         budget=$(awk "BEGIN { b = int($FRACTION * $size + 0.5); print (b < 1 ? 1 : b) }")
-        for strategy in kareus artifact; do
+        for strategy in $STRATEGIES; do
           for seed in $SEEDS; do
             echo "$flags --partition $key --slots $slots --clocks artifact --budget $budget --strategy $strategy --seed $seed"
           done

@@ -10,6 +10,7 @@
 #include <optional>
 #include <random>
 #include <thread>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -278,8 +279,8 @@ class KareusStrategy {
     return best_design;
   }
 
-  // Configs one step away (clock, CTA count or slot) from `index`.
-  std::vector<std::size_t> neighbours(std::size_t index) const {
+  // Configs one step away from `index` in CTA count or slot, and in clock if `clocks`.
+  std::vector<std::size_t> neighbours(std::size_t index, bool clocks) const {
     const std::size_t slots = space_.slots().size();
     const std::size_t ctas = space_.ctas().size();
     const std::size_t slot = index % slots;
@@ -287,8 +288,8 @@ class KareusStrategy {
     const std::size_t clock = index / (slots * ctas);
     std::vector<std::size_t> result;
     const auto add = [&](std::size_t c, std::size_t t, std::size_t s) { result.push_back((c * ctas + t) * slots + s); };
-    if (clock > 0) add(clock - 1, cta, slot);
-    if (clock + 1 < space_.clocks_mhz().size()) add(clock + 1, cta, slot);
+    if (clocks && clock > 0) add(clock - 1, cta, slot);
+    if (clocks && clock + 1 < space_.clocks_mhz().size()) add(clock + 1, cta, slot);
     if (cta > 0) add(clock, cta - 1, slot);
     if (cta + 1 < ctas) add(clock, cta + 1, slot);
     if (slot > 0) add(clock, cta, slot - 1);
@@ -316,16 +317,57 @@ class KareusStrategy {
     for (std::size_t which = 0; which < 2; ++which) {
       references[which] = reference_point(measured, static_power_w_, objectives[which]);
     }
-    std::vector<bool> near_front(space_.size(), false);
+    // The fronts the acquisition improves on are those of the posterior means at the measured
+    // configs, not of the raw measurements: a measurement that noise made look good would
+    // otherwise hide the region around it from the search.
+    std::vector<Evaluation> believed;  // denoised measurements, then the batch's fantasies
+    {
+      const std::vector<Prediction> times = time_model_.predict(rows);
+      const std::vector<Prediction> energies = energy_model_.predict(rows);
+      for (std::size_t position = 0; position < rows.size(); ++position) {
+        const double time_s = std::exp(times[position].mean);
+        believed.push_back({measured[position].config, time_s, std::exp(energies[position].mean) + static_power_w_ * time_s});
+      }
+    }
+    // Refinement is a local search around the measured front of the batch's objective that does
+    // not trust the model's ranking across CTA counts and slots: a collective's time has a kink
+    // where it stops being CTA-bound (the optimum often sits right there), which a smooth kernel
+    // rounds off. The untried CTA/slot neighbours of the front point with the largest exclusive
+    // hypervolume contribution come first (EHVI breaks ties); each pick halves that point's
+    // weight so a batch spreads over the front. Clock neighbours (smooth, well modelled) only
+    // when no CTA/slot neighbour is left.
+    std::vector<double> contribution;        // per point of `front`
+    std::vector<std::size_t> source;         // per config: the front point it neighbours, or npos
+    constexpr std::size_t kNone = std::numeric_limits<std::size_t>::max();
     if (refining) {
-      for (Objective objective : objectives) {
-        for (const Evaluation& point : pareto_front(measured, static_power_w_, objective)) {
-          for (std::size_t neighbour : neighbours(space_.index_of(point.config))) near_front[neighbour] = true;
+      const std::vector<Evaluation> front = pareto_front(measured, static_power_w_, batch_objective);
+      const ObjectivePoint& reference = references[batch_objective == Objective::kEnergy ? 0 : 1];
+      std::vector<ObjectivePoint> points;
+      for (const Evaluation& point : front) {
+        points.push_back(normalise(objective_point(point, static_power_w_, batch_objective), reference));
+      }
+      const double total = hypervolume(points, {1, 1});
+      for (std::size_t which = 0; which < points.size(); ++which) {
+        std::vector<ObjectivePoint> without = points;
+        without.erase(without.begin() + static_cast<std::ptrdiff_t>(which));
+        contribution.push_back(total - hypervolume(without, {1, 1}));
+      }
+      source.assign(space_.size(), kNone);
+      for (bool clocks : {false, true}) {
+        bool any = false;
+        for (std::size_t which = 0; which < front.size(); ++which) {
+          for (std::size_t neighbour : neighbours(space_.index_of(front[which].config), clocks)) {
+            if (evaluated_[neighbour]) continue;
+            if (source[neighbour] == kNone || contribution[which] > contribution[source[neighbour]]) {
+              source[neighbour] = which;
+            }
+            any = true;
+          }
         }
+        if (any) break;
       }
     }
 
-    std::vector<Evaluation> believed = measured;  // measurements plus the batch's fantasies
     std::vector<bool> taken = evaluated_;
     std::vector<std::size_t> batch;
     while (batch.size() < options_.batch_size && order_.size() + batch.size() < options_.budget) {
@@ -351,6 +393,7 @@ class KareusStrategy {
       std::size_t best_near = candidates.size();
       double best_global_score = -1;
       double best_near_score = -1;
+      double best_near_weight = -1;
       double best_gain = 0;
       for (std::size_t position = 0; position < candidates.size(); ++position) {
         const GaussianMarginal time = lognormal_marginal(times[position]);
@@ -369,19 +412,23 @@ class KareusStrategy {
         }
         const double gain = std::max(gains[0], gains[1]);
         best_gain = std::max(best_gain, gain);
-        const double score = refining ? gain : gains[batch_objective == Objective::kEnergy ? 0 : 1];
+        const double score = gains[batch_objective == Objective::kEnergy ? 0 : 1];
         if (score > best_global_score) {
           best_global_score = score;
           best_global = position;
         }
-        if (near_front[candidates[position]] && gain > best_near_score) {
-          best_near_score = gain;
+        const std::size_t near = refining ? source[candidates[position]] : kNone;
+        if (near != kNone && (contribution[near] > best_near_weight ||
+                              (contribution[near] == best_near_weight && score > best_near_score))) {
+          best_near_weight = contribution[near];
+          best_near_score = score;
           best_near = position;
         }
       }
       std::size_t pick = candidates.size();
       if (refining && best_near < candidates.size()) {
         pick = best_near;
+        contribution[source[candidates[pick]]] *= 0.5;
       } else if (best_gain >= options_.min_relative_gain) {
         pick = best_global;
       }

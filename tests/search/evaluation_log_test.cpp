@@ -184,7 +184,7 @@ class KillingDevice final : public device::Device {
 TEST(EvaluationLog, SearchResumesAfterSigkillWithoutLosingOrRepeatingAMeasurement) {
   const LogFixture f;
   const fs::path path = temp_path("killed.jsonl");
-  const int kill_at = 23;  // inside a batch: the initial design is 10, batches are 4
+  const int kill_at = 24;  // inside a batch: the initial design is 10, then batches of 2
   const pid_t child = ::fork();
   ASSERT_GE(child, 0);
   if (child == 0) {
@@ -196,7 +196,7 @@ TEST(EvaluationLog, SearchResumesAfterSigkillWithoutLosingOrRepeatingAMeasuremen
   ASSERT_EQ(::waitpid(child, &status, 0), child);
   ASSERT_TRUE(WIFSIGNALED(status));
   EXPECT_EQ(WTERMSIG(status), SIGKILL);
-  EXPECT_EQ(lines_of(path).size(), static_cast<std::size_t>(kill_at));  // header + 22 measurements
+  EXPECT_EQ(lines_of(path).size(), static_cast<std::size_t>(kill_at));  // header + 23 measurements
 
   device::EmulatedDevice device(f.gpu, {true, 3});
   const SearchResult resumed = run_search(device, f.part, f.space, f.options(path));

@@ -28,7 +28,10 @@ struct SearchCommandOptions {
   bool budget_given = false;
   std::uint64_t seed = 0;
   std::string strategy = "kareus";
-  std::size_t batch = 4;
+  std::size_t batch = 0;  // 0: max(2, devices)
+  std::size_t initial = 0;
+  double refinement = 0.25;
+  double min_gain = 1e-5;
   std::size_t devices = 1;
   bool exhaustive = false;
   bool no_noise = false;
@@ -60,12 +63,14 @@ void run_search_command(const SearchCommandOptions& options) {
   if (budget < 1 || budget > static_cast<long long>(space.size())) {
     throw InputError(fmt::format("--budget {} must be between 1 and the space size {}", budget, space.size()));
   }
-  if (options.batch < 1) throw InputError(fmt::format("--batch {} must be >= 1", options.batch));
   if (options.devices < 1) throw InputError(fmt::format("--devices {} must be >= 1", options.devices));
   search_options.budget = static_cast<std::size_t>(budget);
   search_options.seed = options.seed;
   search_options.strategy = search::parse_strategy(options.strategy);
-  search_options.batch_size = options.batch;
+  search_options.batch_size = options.batch > 0 ? options.batch : std::max<std::size_t>(2, options.devices);
+  search_options.initial_design = options.initial;
+  search_options.refinement_fraction = options.refinement;
+  search_options.min_relative_gain = options.min_gain;
   if (!options.log.empty()) search_options.log_path = options.log;
   search_options.workload_json = workload::workload_to_json(work);
   search_options.warn = [](const std::string& message) { fmt::print(stderr, "kareus search: warning: {}\n", message); };
@@ -148,7 +153,16 @@ void add_search_command(CLI::App& app) {
   command->add_option("--seed", options->seed, "seed of the search and the emulator's noise")->capture_default_str();
   command->add_option("--strategy", options->strategy, "kareus (GP + EHVI) or artifact (the baseline)")
       ->capture_default_str();
-  command->add_option("--batch", options->batch, "configs per batch")->capture_default_str();
+  command->add_option("--batch", options->batch, "configs chosen per batch (0: max(2, --devices))")->capture_default_str();
+  command->add_option("--initial", options->initial, "configs in the initial design (0: about 25% of the budget)")
+      ->capture_default_str();
+  command->add_option("--refinement", options->refinement, "share of the budget kept for the refinement pass")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  command->add_option("--min-gain", options->min_gain,
+                      "stop when the best expected hypervolume gain (relative) is below this")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   command->add_option("--devices", options->devices, "emulated devices measuring a batch in parallel")
       ->capture_default_str();
   command->add_flag("--exhaustive", options->exhaustive, "measure every config (ground truth)");

@@ -3,13 +3,17 @@
 // Fourth stage of the data flow: for one partition (partition.h) and its space of clocks x
 // CTA counts x launch slots (search_space.h), find the time-energy Pareto fronts on (t, E)
 // and (t, E - P_static t) with few measurements (each ~10 s on a real GPU). Our strategy:
-//   1. a maximin space-filling initial design over the normalised grid;
+//   1. a maximin Latin initial design over the normalised grid (CTA counts on a log scale);
 //   2. batches chosen by exact 2-D expected hypervolume improvement (hypervolume_improvement.h)
 //      under Gaussian-process posteriors (surrogate.h) of log t and log effective energy,
-//      batches built by the Kriging believer, alternating (t, E) and (t, E_eff);
-//   3. a refinement pass over the unevaluated neighbours (next clock, CTA count, slot) of the
-//      current fronts; it stops when the predicted gain falls below a threshold or the budget
-//      is spent.
+//      improving on the fronts of the posterior means at the measured configs (so noise does
+//      not hide a region), batches built by the Kriging believer, alternating (t, E) and
+//      (t, E_eff);
+//   3. a refinement pass (the last refinement_fraction of the budget, or earlier when the
+//      predicted gain falls below min_relative_gain): a local search over the untried CTA /
+//      slot neighbours (then clock neighbours) of the measured front, starting at the front
+//      points with the largest hypervolume contribution. It stops when the budget is spent,
+//      or with kConverged when no neighbour is left and no config promises a gain.
 // The artifact's strategy (REFERENCE.md section 4: random design, 40/20/20/20 quota batches
 // over a bootstrap ensemble of gradient-boosted trees) is kept as a baseline, and exhaustive
 // search gives the ground truth. Every measurement can go through an EvaluationLog, so a
@@ -53,8 +57,8 @@ struct SearchOptions {
   std::size_t budget = 0;  ///< measurements, 1..space size
   std::uint64_t seed = 0;
   Strategy strategy = Strategy::kKareus;
-  std::size_t batch_size = 4;      ///< configs chosen per batch (measured in parallel)
-  std::size_t initial_design = 0;  ///< 0 = automatic (about 30% of the budget)
+  std::size_t batch_size = 2;      ///< configs chosen per batch (measured in parallel)
+  std::size_t initial_design = 0;  ///< 0 = automatic (25% of the budget, at least 8)
   double refinement_fraction = 0.25;  ///< share of the budget kept for the refinement pass
   /// Stop when the best expected hypervolume improvement, relative to the hypervolume of the
   /// current front (reference 1.1 x the worst measured point), is below this.

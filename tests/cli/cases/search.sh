@@ -13,7 +13,7 @@ expect 0 'fwd_mlp of llama3.2-3b on a100-40gb: 20 of 720 configs measured' -- se
 # The log: a second run takes every measurement from it.
 expect 0 '"from_log": 0,' -- search --partition fwd_mlp --budget 20 --log "$search_tmp/fwd_mlp.jsonl" --json
 expect 0 '"from_log": 20,' -- search --partition fwd_mlp --budget 20 --log "$search_tmp/fwd_mlp.jsonl" --json
-expect 0 '"from_log": 20,' -- search --partition fwd_mlp --budget 20 --devices 3 --log "$search_tmp/fwd_mlp.jsonl" --json
+expect 0 '"from_log": 20,' -- search --partition fwd_mlp --budget 20 --devices 3 --batch 2 --log "$search_tmp/fwd_mlp.jsonl" --json
 printf '{"config": {"freq_mhz": 9' >>"$search_tmp/fwd_mlp.jsonl"
 expect 0 'warning: .*fwd_mlp\.jsonl:22: dropping a corrupt last line' -- search --partition fwd_mlp --budget 20 --log "$search_tmp/fwd_mlp.jsonl"
 
