@@ -114,6 +114,17 @@ MethodResult solve_method(const std::string& name, const device::GpuSpec& gpu, c
   config.unit_time_s = options.unit_time_s > 0 ? options.unit_time_s : automatic_unit_time_s(workload, method);
   config.static_power_w = gpu.static_power_w;
   config.stages = method.stages;
+  if (workload.parallel.dp > 1) {
+    // The DP gradient all-reduce ends every stage's iteration; the solver gets the largest
+    // stage's (embeddings make the first and last stages larger), at the default clock.
+    device::InstructionRun largest;
+    for (int stage = 0; stage < workload.parallel.pp; ++stage) {
+      const device::InstructionRun run = device::run_gradient_reduction(gpu, workload, stage, gpu.clock_default_mhz);
+      if (run.time_s > largest.time_s) largest = run;
+    }
+    config.gradient_reduce = std::vector<pipeline::ExecutionOption>{
+        pipeline::make_execution_option(largest.time_s, largest.energy_j, 0, gpu.static_power_w)};
+  }
   const pipeline::PipelineDag dag = pipeline::build_one_f_one_b_dag(config);
   pipeline::PhillipsDessoukyOptions solver_options;
   solver_options.gpus = workload.parallel.pp;
