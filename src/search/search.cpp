@@ -550,4 +550,23 @@ double hypervolume_ratio(const std::vector<partition::KnobConfig>& found, const 
   return hypervolume(true_values, static_power_w, objective, reference) / best;
 }
 
+SearchQuality rate_search(const device::GpuSpec& gpu, const partition::Partition& partition,
+                          const partition::SearchSpace& space, const SearchResult& result) {
+  const std::vector<Evaluation> exact = exact_evaluations(gpu, partition, space);
+  auto configs_of = [](const std::vector<Evaluation>& evaluations) {
+    std::vector<partition::KnobConfig> configs;
+    for (const Evaluation& evaluation : evaluations) configs.push_back(evaluation.config);
+    return configs;
+  };
+  const std::vector<partition::KnobConfig> evaluated = configs_of(result.evaluations);
+  auto ratio = [&](const std::vector<partition::KnobConfig>& configs, Objective objective) {
+    return hypervolume_ratio(configs, exact, space, gpu.static_power_w, objective);
+  };
+  SearchQuality quality;
+  quality.evaluated = {ratio(evaluated, Objective::kEnergy), ratio(evaluated, Objective::kEffectiveEnergy)};
+  quality.front = {ratio(configs_of(result.energy_front), Objective::kEnergy),
+                   ratio(configs_of(result.effective_energy_front), Objective::kEffectiveEnergy)};
+  return quality;
+}
+
 }  // namespace kareus::search

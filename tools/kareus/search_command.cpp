@@ -11,6 +11,7 @@
 #include "kareus/common/error.h"
 #include "kareus/device/emulator.h"
 #include "kareus/search/search.h"
+#include "space_flags.h"
 #include "workload_flags.h"
 
 namespace kareus::cli {
@@ -20,10 +21,7 @@ struct SearchCommandOptions {
   WorkloadFlags workload;
   GpuFlags gpu;
   std::string partition;
-  std::string slots = "all";
-  std::string clocks = "artifact";
-  std::string tp_ctas = "3:30:3";
-  std::string cp_ctas = "1:20:1";
+  SpaceFlags space;
   long long budget = 0;  // 0: not given, 10% of the space
   bool budget_given = false;
   std::uint64_t seed = 0;
@@ -53,10 +51,8 @@ void run_search_command(const SearchCommandOptions& options) {
   const workload::Workload work = options.workload.resolve();
   const device::GpuSpec gpu = options.gpu.resolve();
   const partition::Partition part = partition::representative_partition(work, options.partition);
-  const partition::SearchSpace space = partition::make_search_space(
-      part, device::parse_clock_list(gpu, options.clocks),
-      {partition::parse_slot_policy(options.slots), partition::parse_cta_range(options.tp_ctas, "--tp-ctas"),
-       partition::parse_cta_range(options.cp_ctas, "--cp-ctas")});
+  const partition::SearchSpace space =
+      partition::make_search_space(part, options.space.resolve_clocks(gpu), options.space.resolve_space());
   search::SearchOptions search_options;
   const long long budget =
       options.budget_given ? options.budget : std::max(1LL, std::llround(0.1 * static_cast<double>(space.size())));
@@ -83,23 +79,10 @@ void run_search_command(const SearchCommandOptions& options) {
   }
   const search::SearchResult result = options.exhaustive ? search::run_exhaustive(devices, part, space, search_options)
                                                          : search::run_search(devices, part, space, search_options);
-  const std::vector<search::Evaluation> exact = search::exact_evaluations(gpu, part, space);
-  // hypervolume_ratio rates what the search evaluated, front_hypervolume_ratio what its
-  // measured fronts report; both over noise-free values (search.h).
-  std::vector<partition::KnobConfig> evaluated;
-  for (const search::Evaluation& point : result.evaluations) evaluated.push_back(point.config);
-  nlohmann::ordered_json ratio;
-  nlohmann::ordered_json front_ratio;
-  for (search::Objective objective : {search::Objective::kEnergy, search::Objective::kEffectiveEnergy}) {
-    std::vector<partition::KnobConfig> front;
-    for (const search::Evaluation& point :
-         objective == search::Objective::kEnergy ? result.energy_front : result.effective_energy_front) {
-      front.push_back(point.config);
-    }
-    const std::string name(search::to_string(objective));
-    ratio[name] = search::hypervolume_ratio(evaluated, exact, space, gpu.static_power_w, objective);
-    front_ratio[name] = search::hypervolume_ratio(front, exact, space, gpu.static_power_w, objective);
-  }
+  const search::SearchQuality quality = search::rate_search(gpu, part, space, result);
+  auto ratios_json = [](const search::HypervolumeRatios& ratios) {
+    return nlohmann::ordered_json{{"energy", ratios.energy}, {"effective_energy", ratios.effective_energy}};
+  };
   if (options.json) {
     const nlohmann::ordered_json output = {
         {"schema", "kareus.search/1"},
@@ -117,8 +100,8 @@ void run_search_command(const SearchCommandOptions& options) {
         {"static_power_w", gpu.static_power_w},
         {"frontier", front_json(result.energy_front)},
         {"effective_energy_frontier", front_json(result.effective_energy_front)},
-        {"hypervolume_ratio", ratio},
-        {"front_hypervolume_ratio", front_ratio}};
+        {"hypervolume_ratio", ratios_json(quality.evaluated)},
+        {"front_hypervolume_ratio", ratios_json(quality.front)}};
     fmt::print("{}\n", output.dump(2));
     return;
   }
@@ -126,8 +109,8 @@ void run_search_command(const SearchCommandOptions& options) {
              gpu.name, result.evaluations.size(), space.size(), result.from_log, search::to_string(result.stop_reason));
   fmt::print("hypervolume ratio vs exhaustive (noise-free values), evaluated configs: energy {:.4f}, effective "
              "energy {:.4f}; measured fronts: {:.4f}, {:.4f}\n",
-             ratio["energy"].get<double>(), ratio["effective_energy"].get<double>(), front_ratio["energy"].get<double>(),
-             front_ratio["effective_energy"].get<double>());
+             quality.evaluated.energy, quality.evaluated.effective_energy, quality.front.energy,
+             quality.front.effective_energy);
   fmt::print("(t, E) front:\n{:>10} {:>10} {:>8} {:>5}  {}\n", "time_ms", "energy_j", "freq_mhz", "ctas", "slot");
   for (const search::Evaluation& point : result.energy_front) {
     fmt::print("{:>10.3f} {:>10.4f} {:>8} {:>5}  {}\n", point.time_s * 1e3, point.energy_j, point.config.freq_mhz,
@@ -144,10 +127,7 @@ void add_search_command(CLI::App& app) {
       ->required();
   add_workload_flags(command, options->workload);
   add_gpu_flags(command, options->gpu);
-  command->add_option("--slots", options->slots, "launch slots: all, or artifact")->capture_default_str();
-  command->add_option("--clocks", options->clocks, "SM clocks: all, artifact or MIN:MAX:STEP")->capture_default_str();
-  command->add_option("--tp-ctas", options->tp_ctas, "CTA counts of TP all-reduces, MIN:MAX[:STEP]")->capture_default_str();
-  command->add_option("--cp-ctas", options->cp_ctas, "CTA counts of CP collectives, MIN:MAX[:STEP]")->capture_default_str();
+  add_space_flags(command, options->space);
   command->add_option("--budget", options->budget, "measurements (default: 10% of the space)")
       ->each([options](const std::string&) { options->budget_given = true; });
   command->add_option("--seed", options->seed, "seed of the search and the emulator's noise")->capture_default_str();

@@ -112,6 +112,21 @@ struct SearchResult {
                                        const std::vector<Evaluation>& exact, const partition::SearchSpace& space,
                                        double static_power_w, Objective objective);
 
+struct HypervolumeRatios {
+  double energy = 0;            ///< on (t, E)
+  double effective_energy = 0;  ///< on (t, E - P_static t)
+};
+
+/// How good a search result is on the emulator: hypervolume_ratio of every evaluated config
+/// (what the search found) and of the configs on its measured fronts (what it reports).
+struct SearchQuality {
+  HypervolumeRatios evaluated;
+  HypervolumeRatios front;
+};
+
+[[nodiscard]] SearchQuality rate_search(const device::GpuSpec& gpu, const partition::Partition& partition,
+                                        const partition::SearchSpace& space, const SearchResult& result);
+
 /// Normalised features of config `index` of `space`: clock, CTA count and slot index, each
 /// scaled to [0, 1] over the space's values (0.5 for a single value).
 [[nodiscard]] std::vector<double> config_features(const partition::SearchSpace& space, std::size_t index);
