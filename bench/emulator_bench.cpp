@@ -26,8 +26,8 @@ void BM_PartitionMeasure(benchmark::State& state) {
     benchmark::DoNotOptimize(device.measure(partition, config));
     ++index;
   }
-  state.counters["evaluations_per_s"] = benchmark::Counter(static_cast<double>(state.iterations()),
-                                                           benchmark::Counter::kIsRate);
+  state.counters["evaluations_per_s"] =
+      benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_PartitionMeasure);
 

@@ -24,8 +24,10 @@ pipeline::PipelineDag make_dag(const std::string& file, int stages, int microbat
   config.quantum_rule = rule;
   for (const plan::StageProfile& stage : profile.stages) {
     pipeline::StageOptions options;
-    for (const plan::ProfileOption& row : stage.forward) options.forward.push_back({row.time_s, row.energy_j, 0, row.freq_mhz, 0});
-    for (const plan::ProfileOption& row : stage.backward) options.backward.push_back({row.time_s, row.energy_j, 0, row.freq_mhz, 0});
+    for (const plan::ProfileOption& row : stage.forward)
+      options.forward.push_back({row.time_s, row.energy_j, 0, row.freq_mhz, 0});
+    for (const plan::ProfileOption& row : stage.backward)
+      options.backward.push_back({row.time_s, row.energy_j, 0, row.freq_mhz, 0});
     config.stages.push_back(options);
   }
   return pipeline::build_one_f_one_b_dag(config);
@@ -74,9 +76,9 @@ void solve(benchmark::State& state, const std::string& file, int stages, int mic
   state.counters["operations"] = static_cast<double>(dag.operations.size());
   state.counters["pd_iterations"] = static_cast<double>(iterations);
   state.counters["frontier_points"] = static_cast<double>(frontier);
-  state.counters["us_per_pd_iteration"] = benchmark::Counter(
-      static_cast<double>(iterations) * static_cast<double>(state.iterations()),
-      benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  state.counters["us_per_pd_iteration"] =
+      benchmark::Counter(static_cast<double>(iterations) * static_cast<double>(state.iterations()),
+                         benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
 
 void BM_PhillipsDessouky_2x8(benchmark::State& state) { solve(state, "a100_2stages.csv", 2, 8); }

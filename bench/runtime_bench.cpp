@@ -43,8 +43,8 @@ void BM_PlanCursorStep(benchmark::State& state) {
     }
     cursor.on_step_end();
   }
-  state.counters["instructions"] = benchmark::Counter(static_cast<double>(order.size()) * state.iterations(),
-                                                      benchmark::Counter::kIsRate);
+  state.counters["instructions"] =
+      benchmark::Counter(static_cast<double>(order.size()) * state.iterations(), benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_PlanCursorStep)->Arg(8)->Arg(64);
 
@@ -63,8 +63,8 @@ void BM_RuntimeStepWithClockChanges(benchmark::State& state) {
     runtime.flush();  // the controller keeps up between steps; not the training thread's cost
     state.ResumeTiming();
   }
-  state.counters["instructions"] = benchmark::Counter(static_cast<double>(order.size()) * state.iterations(),
-                                                      benchmark::Counter::kIsRate);
+  state.counters["instructions"] =
+      benchmark::Counter(static_cast<double>(order.size()) * state.iterations(), benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_RuntimeStepWithClockChanges)->Arg(8);
 

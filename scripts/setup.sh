@@ -5,7 +5,7 @@ packages=(
   cmake ninja-build g++ python3 python3-venv python3-dev
   nlohmann-json3-dev libcli11-dev libfmt-dev libeigen3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  pybind11-dev clang libclang-rt-14-dev
+  pybind11-dev clang libclang-rt-14-dev clang-format
   chromium
 )
 missing=()

@@ -67,7 +67,8 @@ PYBIND11_MODULE(_runtime, module) {
       "read_frontier",
       [](const std::filesystem::path& path) {
         std::vector<std::tuple<double, double, std::string>> points;
-        for (const FrontierPoint& point : read_frontier(path)) points.emplace_back(point.time_s, point.energy_j, point.plan);
+        for (const FrontierPoint& point : read_frontier(path))
+          points.emplace_back(point.time_s, point.energy_j, point.plan);
         return points;
       },
       py::arg("path"));

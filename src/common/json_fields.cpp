@@ -40,8 +40,7 @@ double require_non_negative(const nlohmann::json& object, std::string_view key, 
 long long require_positive_int(const nlohmann::json& object, std::string_view key, std::string_view origin) {
   const nlohmann::json& value = require(object, key, origin);
   if (!value.is_number_integer() || value.get<long long>() <= 0) {
-    throw InputError(
-        fmt::format("{}: field '{}' must be a positive integer, found {}", origin, key, value.dump()));
+    throw InputError(fmt::format("{}: field '{}' must be a positive integer, found {}", origin, key, value.dump()));
   }
   return value.get<long long>();
 }

@@ -43,7 +43,8 @@ std::vector<SumPoint> prune(std::vector<SumPoint> front, int limit, int& pruned)
   std::size_t cursor = 0;
   for (int index = 0; index < limit; ++index) {
     const double target = first + span * index / (limit - 1);
-    while (cursor + 1 < front.size() && std::fabs(front[cursor + 1].time_s - target) <= std::fabs(front[cursor].time_s - target)) {
+    while (cursor + 1 < front.size() &&
+           std::fabs(front[cursor + 1].time_s - target) <= std::fabs(front[cursor].time_s - target)) {
       ++cursor;
     }
     if (kept.empty() || kept.back().time_s != front[cursor].time_s) kept.push_back(front[cursor]);
@@ -91,9 +92,9 @@ InstructionComposition compose_instruction(const device::GpuSpec& gpu, const wor
   for (int clock : clocks_mhz) {
     SumPoint base;
     for (const partition::Partition& partition : fixed) {
-      const partition::KnobConfig config = partition.collective
-                                               ? partition::KnobConfig{clock, gpu.default_comm_ctas, partition.slots.front().name}
-                                               : partition::KnobConfig{clock, 0, ""};
+      const partition::KnobConfig config =
+          partition.collective ? partition::KnobConfig{clock, gpu.default_comm_ctas, partition.slots.front().name}
+                               : partition::KnobConfig{clock, 0, ""};
       const device::PartitionRun run = device::run_partition(gpu, partition, config);
       base.time_s += run.time_s;
       base.energy_j += run.energy_j;
@@ -128,8 +129,8 @@ InstructionComposition compose_instruction(const device::GpuSpec& gpu, const wor
           sums.push_back(std::move(sum));
         }
       }
-      front = prune(pareto(std::move(sums), gpu.static_power_w), options.max_options_per_clock,
-                    composition.pruned_points);
+      front =
+          prune(pareto(std::move(sums), gpu.static_power_w), options.max_options_per_clock, composition.pruned_points);
     }
     if (!complete) {
       composition.skipped_clocks_mhz.push_back(clock);

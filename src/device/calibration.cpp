@@ -106,16 +106,23 @@ std::vector<double> nelder_mead(const std::function<double(const std::vector<dou
 }  // namespace
 
 std::vector<std::string> default_calibration_parameters() {
-  return {"gemm_efficiency",       "gemm_small_k_half",    "attention_forward_efficiency",
-          "attention_backward_efficiency", "hbm_efficiency", "cta_bytes_per_clock",
-          "link_efficiency",       "sm_dynamic_power_w",   "hbm_power_w_per_tbps"};
+  return {"gemm_efficiency",
+          "gemm_small_k_half",
+          "attention_forward_efficiency",
+          "attention_backward_efficiency",
+          "hbm_efficiency",
+          "cta_bytes_per_clock",
+          "link_efficiency",
+          "sm_dynamic_power_w",
+          "hbm_power_w_per_tbps"};
 }
 
 std::vector<ClassError> fit_errors(const GpuSpec& gpu, const std::vector<MeasurementRecord>& records) {
   std::vector<ClassError> errors;
   for (const MeasurementRecord& record : records) {
     const std::string kernel_class = record.kernel_class();
-    auto found = std::find_if(errors.begin(), errors.end(), [&](const ClassError& e) { return e.kernel_class == kernel_class; });
+    auto found =
+        std::find_if(errors.begin(), errors.end(), [&](const ClassError& e) { return e.kernel_class == kernel_class; });
     if (found == errors.end()) found = errors.insert(errors.end(), ClassError{kernel_class, 0, 0, 0});
     const Prediction prediction = predict(gpu, record);
     const double time = prediction.time_s / record.time_s - 1;
@@ -142,8 +149,10 @@ CalibrationResult calibrate(const GpuSpec& start, const std::vector<MeasurementR
     stable.push_back(record);
   }
   if (usable.empty()) {
-    throw InputError(fmt::format("no stable measurements to calibrate on ({} records, all with a clock that did not "
-                                 "hold)", records.size()));
+    throw InputError(
+        fmt::format("no stable measurements to calibrate on ({} records, all with a clock that did not "
+                    "hold)",
+                    records.size()));
   }
   if (options.parameters.empty()) throw InputError("no parameters to calibrate");
   CalibrationResult result;
@@ -153,7 +162,8 @@ CalibrationResult calibrate(const GpuSpec& start, const std::vector<MeasurementR
   for (const std::string& name : options.parameters) {
     const std::optional<ParameterRef> ref = find_parameter(result.gpu, name);
     if (!ref) throw InputError(fmt::format("'{}' is not a floating-point parameter of a GPU preset", name));
-    if (*ref->value <= 0) throw InputError(fmt::format("parameter {} starts at {}: it must be positive to fit", name, *ref->value));
+    if (*ref->value <= 0)
+      throw InputError(fmt::format("parameter {} starts at {}: it must be positive to fit", name, *ref->value));
     refs.push_back(*ref);
     point.push_back(std::log(*ref->value));
     result.parameters.push_back({name, *ref->value, *ref->value});

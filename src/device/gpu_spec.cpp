@@ -154,17 +154,17 @@ GpuSpec parse_gpu(std::string_view json_text, std::string_view origin_view) {
                                  gpu.clock_min_mhz, gpu.clock_max_mhz, gpu.clock_step_mhz));
   }
   if (!gpu.supports_clock(gpu.clock_default_mhz) || !gpu.supports_clock(gpu.voltage_knee_mhz)) {
-    throw InputError(fmt::format("{}: clock_default_mhz {} and voltage_knee_mhz {} must be supported clocks ({}..{} step {})",
-                                 origin, gpu.clock_default_mhz, gpu.voltage_knee_mhz, gpu.clock_min_mhz,
-                                 gpu.clock_max_mhz, gpu.clock_step_mhz));
+    throw InputError(fmt::format(
+        "{}: clock_default_mhz {} and voltage_knee_mhz {} must be supported clocks ({}..{} step {})", origin,
+        gpu.clock_default_mhz, gpu.voltage_knee_mhz, gpu.clock_min_mhz, gpu.clock_max_mhz, gpu.clock_step_mhz));
   }
   if (gpu.voltage_max_v < gpu.voltage_min_v) {
-    throw InputError(fmt::format("{}: voltage_max_v {} is below voltage_min_v {}", origin, gpu.voltage_max_v,
-                                 gpu.voltage_min_v));
+    throw InputError(
+        fmt::format("{}: voltage_max_v {} is below voltage_min_v {}", origin, gpu.voltage_max_v, gpu.voltage_min_v));
   }
   if (gpu.default_comm_ctas > gpu.sm_count) {
-    throw InputError(fmt::format("{}: default_comm_ctas {} exceeds sm_count {}", origin, gpu.default_comm_ctas,
-                                 gpu.sm_count));
+    throw InputError(
+        fmt::format("{}: default_comm_ctas {} exceeds sm_count {}", origin, gpu.default_comm_ctas, gpu.sm_count));
   }
   return gpu;
 }
@@ -208,7 +208,8 @@ std::vector<int> parse_clock_list(const GpuSpec& gpu, const std::string& text) {
     begin = end + 1;
   }
   if (count != 3 || begin <= text.size() || values[0] > values[1] || values[2] < 1) {
-    throw InputError(fmt::format("--clocks {}: expected \"all\", \"artifact\" or MIN:MAX:STEP in MHz, e.g. 900:1410:30", text));
+    throw InputError(
+        fmt::format("--clocks {}: expected \"all\", \"artifact\" or MIN:MAX:STEP in MHz, e.g. 900:1410:30", text));
   }
   for (int clock = values[0]; clock <= values[1]; clock += values[2]) {
     require_supported_clock(gpu, clock, "--clocks");

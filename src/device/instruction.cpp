@@ -79,15 +79,14 @@ OverlapMode parse_overlap_mode(const std::string& text) {
   throw InputError(fmt::format("--overlap {}: expected \"none\" (Megatron) or \"nanobatch\"", text));
 }
 
-InstructionRun run_instruction(const GpuSpec& gpu, const workload::Workload& workload, int stage,
-                               Direction direction, int freq_mhz, OverlapMode overlap, const CommChoices& choices) {
+InstructionRun run_instruction(const GpuSpec& gpu, const workload::Workload& workload, int stage, Direction direction,
+                               int freq_mhz, OverlapMode overlap, const CommChoices& choices) {
   require_supported_clock(gpu, freq_mhz, "--clock");
   if (overlap == OverlapMode::kNone) return run_sequential(gpu, workload, stage, direction, freq_mhz);
   return run_overlapped(gpu, workload, stage, direction, freq_mhz, choices);
 }
 
-InstructionRun run_gradient_reduction(const GpuSpec& gpu, const workload::Workload& workload, int stage,
-                                      int freq_mhz) {
+InstructionRun run_gradient_reduction(const GpuSpec& gpu, const workload::Workload& workload, int stage, int freq_mhz) {
   const std::optional<workload::Op> reduction = workload::gradient_reduction(workload, stage);
   if (!reduction) return {};
   const PartitionRun run = run_serial(gpu, {*reduction}, freq_mhz, gpu.default_comm_ctas);

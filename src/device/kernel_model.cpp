@@ -19,9 +19,12 @@ double smooth_min(double a, double b) {
 
 double activity_of(const GpuSpec& gpu, OpKind kind) {
   switch (kind) {
-    case OpKind::kGemm: return gpu.activity_gemm;
-    case OpKind::kAttention: return gpu.activity_attention;
-    default: return gpu.activity_memory_bound;
+    case OpKind::kGemm:
+      return gpu.activity_gemm;
+    case OpKind::kAttention:
+      return gpu.activity_attention;
+    default:
+      return gpu.activity_memory_bound;
   }
 }
 
@@ -47,10 +50,11 @@ KernelRun compute_kernel(const GpuSpec& gpu, const workload::Op& op, double freq
     utilization = tiles / (waves * std::floor(sms));
     const double efficiency = gpu.gemm_efficiency * op.gemm.k / (op.gemm.k + gpu.gemm_small_k_half);
     // The FLOPs are spread over whole waves of tiles; direction doubles the work in backward.
-    compute_time = waves * std::floor(sms) * (op.flops / tiles) / (gpu.peak_flops(freq_mhz, std::floor(sms)) * efficiency);
+    compute_time =
+        waves * std::floor(sms) * (op.flops / tiles) / (gpu.peak_flops(freq_mhz, std::floor(sms)) * efficiency);
   } else if (op.kind == OpKind::kAttention) {
     const double efficiency = op.direction == workload::Direction::kForward ? gpu.attention_forward_efficiency
-                                                                           : gpu.attention_backward_efficiency;
+                                                                            : gpu.attention_backward_efficiency;
     compute_time = op.flops / (gpu.peak_flops(freq_mhz, sms) * efficiency);
   } else {
     // Memory-bound ops: a few FLOPs per element on CUDA cores (1/16 of tensor-core rate).

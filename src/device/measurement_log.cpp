@@ -27,8 +27,9 @@ Enum parse_enum(const std::string& text, const Enum (&values)[N], const char* wh
   throw InputError(fmt::format("unknown {} \"{}\"", what, text));
 }
 
-constexpr OpKind kOpKinds[] = {OpKind::kGemm, OpKind::kAttention, OpKind::kNorm, OpKind::kRope, OpKind::kActivation,
-                               OpKind::kElementwise, OpKind::kEmbedding, OpKind::kLoss, OpKind::kCollective};
+constexpr OpKind kOpKinds[] = {OpKind::kGemm,      OpKind::kAttention,  OpKind::kNorm,
+                               OpKind::kRope,      OpKind::kActivation, OpKind::kElementwise,
+                               OpKind::kEmbedding, OpKind::kLoss,       OpKind::kCollective};
 constexpr CommGroup kGroups[] = {CommGroup::kTp, CommGroup::kCp, CommGroup::kDp, CommGroup::kPp};
 constexpr CollectiveKind kCollectiveKinds[] = {CollectiveKind::kAllReduce, CollectiveKind::kAllGather,
                                                CollectiveKind::kReduceScatter, CollectiveKind::kSendRecv};
@@ -38,11 +39,11 @@ using ordered = nlohmann::ordered_json;
 
 ordered op_to_json(const workload::Op& op) {
   ordered value = {{"name", op.name},
-                {"kind", workload::to_string(op.kind)},
-                {"direction", op.direction == workload::Direction::kForward ? "forward" : "backward"},
-                {"flops", op.flops},
-                {"bytes_read", op.bytes_read},
-                {"bytes_written", op.bytes_written}};
+                   {"kind", workload::to_string(op.kind)},
+                   {"direction", op.direction == workload::Direction::kForward ? "forward" : "backward"},
+                   {"flops", op.flops},
+                   {"bytes_read", op.bytes_read},
+                   {"bytes_written", op.bytes_written}};
   if (op.kind == OpKind::kGemm) value["gemm"] = {{"m", op.gemm.m}, {"n", op.gemm.n}, {"k", op.gemm.k}};
   if (op.collective) {
     value["collective"] = {{"kind", workload::to_string(op.collective->kind)},
@@ -71,13 +72,14 @@ workload::Op op_from_json(const json& value) {
   }
   if (value.contains("collective")) {
     const json& collective = value.at("collective");
-    op.collective = workload::Collective{
-        parse_enum(collective.at("kind").get<std::string>(), kCollectiveKinds, "collective kind"),
-        parse_enum(collective.at("group").get<std::string>(), kGroups, "collective group"),
-        collective.at("group_size").get<int>(), collective.at("bytes").get<double>()};
+    op.collective =
+        workload::Collective{parse_enum(collective.at("kind").get<std::string>(), kCollectiveKinds, "collective kind"),
+                             parse_enum(collective.at("group").get<std::string>(), kGroups, "collective group"),
+                             collective.at("group_size").get<int>(), collective.at("bytes").get<double>()};
   }
   if ((op.kind == OpKind::kCollective) != op.collective.has_value()) {
-    throw InputError(fmt::format("op \"{}\": a collective op needs a 'collective' object and only it has one", op.name));
+    throw InputError(
+        fmt::format("op \"{}\": a collective op needs a 'collective' object and only it has one", op.name));
   }
   return op;
 }
@@ -99,7 +101,8 @@ std::string to_json_line(const MeasurementRecord& record) {
   ordered ops = ordered::array();
   for (const workload::Op& op : record.partition.compute_ops) ops.push_back(op_to_json(op));
   ordered slots = ordered::array();
-  for (const partition::Slot& slot : record.partition.slots) slots.push_back({{"name", slot.name}, {"first_op", slot.first_op}});
+  for (const partition::Slot& slot : record.partition.slots)
+    slots.push_back({{"name", slot.name}, {"first_op", slot.first_op}});
   const MeasurementDetails& details = record.details;
   ordered value = {
       {"schema", kMeasurementSchema},
@@ -119,7 +122,8 @@ std::string to_json_line(const MeasurementRecord& record) {
       {"energy_j", record.energy_j},
       {"repetitions", details.repetitions},
       {"window_s", details.window_s},
-      {"clock", {{"min_mhz", details.clock_min_mhz}, {"max_mhz", details.clock_max_mhz}, {"mean_mhz", details.clock_mean_mhz}}},
+      {"clock",
+       {{"min_mhz", details.clock_min_mhz}, {"max_mhz", details.clock_max_mhz}, {"mean_mhz", details.clock_mean_mhz}}},
       {"clock_events", details.clock_events},
       {"clock_event_names", clock_event_names(details.clock_events)},
       {"temperature_c", {{"start", details.temperature_start_c}, {"end", details.temperature_end_c}}},
@@ -145,8 +149,9 @@ MeasurementRecord parse_measurement_line(std::string_view line, std::string_view
     }
     partition::Partition& partition = record.partition;
     partition.key = value.at("partition").get<std::string>();
-    partition.direction = value.value("direction", std::string("forward")) == "backward" ? workload::Direction::kBackward
-                                                                                        : workload::Direction::kForward;
+    partition.direction = value.value("direction", std::string("forward")) == "backward"
+                              ? workload::Direction::kBackward
+                              : workload::Direction::kForward;
     partition.nanobatch = value.value("nanobatch", 0);
     for (const json& op : value.at("ops")) partition.compute_ops.push_back(op_from_json(op));
     if (!value.at("collective").is_null()) partition.collective = op_from_json(value.at("collective"));
@@ -154,7 +159,8 @@ MeasurementRecord parse_measurement_line(std::string_view line, std::string_view
       partition.slots.push_back({slot.at("name").get<std::string>(), slot.at("first_op").get<std::size_t>()});
     }
     const json& config = value.at("config");
-    record.config = {config.at("freq_mhz").get<int>(), config.at("ctas").get<int>(), config.at("slot").get<std::string>()};
+    record.config = {config.at("freq_mhz").get<int>(), config.at("ctas").get<int>(),
+                     config.at("slot").get<std::string>()};
     record.time_s = value.at("time_s").get<double>();
     record.energy_j = value.at("energy_j").get<double>();
     if (!(record.time_s > 0) || !(record.energy_j > 0)) {

@@ -24,8 +24,8 @@ constexpr nvmlReturn_t kNvmlErrorNoPermission = 4;
 constexpr nvmlReturn_t kNvmlErrorInsufficientSize = 7;
 constexpr nvmlReturn_t kNvmlErrorDriverNotLoaded = 9;
 constexpr nvmlReturn_t kNvmlErrorGpuIsLost = 15;
-constexpr int kNvmlClockSm = 1;          // nvmlClockType_t NVML_CLOCK_SM
-constexpr int kNvmlTemperatureGpu = 0;   // nvmlTemperatureSensors_t NVML_TEMPERATURE_GPU
+constexpr int kNvmlClockSm = 1;               // nvmlClockType_t NVML_CLOCK_SM
+constexpr int kNvmlTemperatureGpu = 0;        // nvmlTemperatureSensors_t NVML_TEMPERATURE_GPU
 constexpr unsigned int kNvmlNameLength = 96;  // NVML_DEVICE_NAME_V2_BUFFER_SIZE
 
 }  // namespace
@@ -65,10 +65,11 @@ NvmlLibrary::NvmlLibrary(const std::string& library_path) : library_path_(librar
   library_ = ::dlopen(library_path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (library_ == nullptr) {
     const char* reason = ::dlerror();
-    throw Error(fmt::format("no NVIDIA driver found: {} could not be loaded ({}); install the NVIDIA "
-                            "driver, or on a machine without a GPU use the emulator (--backend emulator) or the "
-                            "runtime's \"recorder\" clock backend",
-                            library_path, reason != nullptr ? reason : "unknown reason"));
+    throw Error(
+        fmt::format("no NVIDIA driver found: {} could not be loaded ({}); install the NVIDIA "
+                    "driver, or on a machine without a GPU use the emulator (--backend emulator) or the "
+                    "runtime's \"recorder\" clock backend",
+                    library_path, reason != nullptr ? reason : "unknown reason"));
   }
   try {
     bind(library_, "nvmlInit_v2", api_->init, library_path);
@@ -107,11 +108,13 @@ void NvmlLibrary::fail(int code, const std::string& call) const {
   const char* text = api_->error_string != nullptr ? api_->error_string(code) : nullptr;
   std::string message = fmt::format("{} failed: {} (NVML error {})", call, text != nullptr ? text : "unknown", code);
   if (code == kNvmlErrorNoPermission) {
-    message += "; changing GPU clocks needs root or CAP_SYS_ADMIN: run as root, or run the kareusd daemon and use the "
-               "\"kareusd:SOCKET_PATH\" clock backend";
+    message +=
+        "; changing GPU clocks needs root or CAP_SYS_ADMIN: run as root, or run the kareusd daemon and use the "
+        "\"kareusd:SOCKET_PATH\" clock backend";
   } else if (code == kNvmlErrorNotSupported) {
-    message += "; this GPU or driver does not support the call (clock locking and the energy counter need Volta "
-               "or newer and a recent driver; use the emulator for other GPUs)";
+    message +=
+        "; this GPU or driver does not support the call (clock locking and the energy counter need Volta "
+        "or newer and a recent driver; use the emulator for other GPUs)";
   } else if (code == kNvmlErrorDriverNotLoaded) {
     message += "; no NVIDIA driver is loaded: install it, or use the emulator (--backend emulator)";
   } else if (code == kNvmlErrorGpuIsLost) {
@@ -178,14 +181,15 @@ std::vector<int> NvmlLibrary::supported_clocks_mhz(int gpu_index) {
     values.resize(count);
     return values;
   };
-  const auto memory = query([&](unsigned int* count, unsigned int* values) {
-    return api_->supported_memory_clocks(device, count, values);
-  }, fmt::format("nvmlDeviceGetSupportedMemoryClocks(gpu {})", gpu_index));
+  const auto memory = query(
+      [&](unsigned int* count, unsigned int* values) { return api_->supported_memory_clocks(device, count, values); },
+      fmt::format("nvmlDeviceGetSupportedMemoryClocks(gpu {})", gpu_index));
   if (memory.empty()) throw Error(fmt::format("gpu {}: NVML reports no supported memory clocks", gpu_index));
   const unsigned int memory_mhz = *std::max_element(memory.begin(), memory.end());
-  const auto graphics = query([&](unsigned int* count, unsigned int* values) {
-    return api_->supported_graphics_clocks(device, memory_mhz, count, values);
-  }, fmt::format("nvmlDeviceGetSupportedGraphicsClocks(gpu {}, memory {} MHz)", gpu_index, memory_mhz));
+  const auto graphics =
+      query([&](unsigned int* count,
+                unsigned int* values) { return api_->supported_graphics_clocks(device, memory_mhz, count, values); },
+            fmt::format("nvmlDeviceGetSupportedGraphicsClocks(gpu {}, memory {} MHz)", gpu_index, memory_mhz));
   std::vector<int> clocks(graphics.begin(), graphics.end());
   std::sort(clocks.begin(), clocks.end(), std::greater<>());
   return clocks;
@@ -311,7 +315,8 @@ std::vector<std::string> clock_event_names(std::uint64_t reasons) {
   for (int bit = 0; bit < 64; ++bit) {
     const std::uint64_t mask = std::uint64_t{1} << bit;
     if ((reasons & mask) == 0) continue;
-    const auto* known = std::find_if(std::begin(kNames), std::end(kNames), [&](const auto& entry) { return entry.first == mask; });
+    const auto* known =
+        std::find_if(std::begin(kNames), std::end(kNames), [&](const auto& entry) { return entry.first == mask; });
     names.push_back(known != std::end(kNames) ? known->second : fmt::format("bit_{}", bit));
   }
   return names;

@@ -40,7 +40,8 @@ std::vector<partition::Partition> kernel_partitions(const workload::Workload& wo
       partition::Partition kernel;
       kernel.direction = op.direction;
       if (op.is_collective()) {
-        if (op.collective->group != workload::CommGroup::kTp && op.collective->group != workload::CommGroup::kCp) continue;
+        if (op.collective->group != workload::CommGroup::kTp && op.collective->group != workload::CommGroup::kCp)
+          continue;
         kernel.key = "collective:" + op.name;
         kernel.collective = op;
         kernel.slots.push_back({"start", 0});
@@ -102,7 +103,8 @@ Measurement RecordingDevice::measure(const partition::Partition& partition, cons
   return measurement;
 }
 
-std::vector<MeasurementRecord> run_profile(Device& device, const std::vector<ProfileJob>& jobs, const ProfileSink& sink) {
+std::vector<MeasurementRecord> run_profile(Device& device, const std::vector<ProfileJob>& jobs,
+                                           const ProfileSink& sink) {
   RecordingDevice recording(device, sink, jobs.size());
   for (const ProfileJob& job : jobs) (void)recording.measure(job.partition, job.config);
   return recording.records();

@@ -36,9 +36,15 @@ std::string describe(const StreamSchedule& schedule) {
   std::vector<std::string> parts;
   for (const StreamStep& step : schedule.steps) {
     switch (step.kind) {
-      case StreamStepKind::kComputeOp: parts.push_back(fmt::format("op {}", step.op_index)); break;
-      case StreamStepKind::kLaunchCollective: parts.emplace_back("launch"); break;
-      case StreamStepKind::kJoin: parts.emplace_back("join"); break;
+      case StreamStepKind::kComputeOp:
+        parts.push_back(fmt::format("op {}", step.op_index));
+        break;
+      case StreamStepKind::kLaunchCollective:
+        parts.emplace_back("launch");
+        break;
+      case StreamStepKind::kJoin:
+        parts.emplace_back("join");
+        break;
     }
   }
   return fmt::format("{}", fmt::join(parts, ", "));

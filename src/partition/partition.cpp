@@ -112,18 +112,26 @@ std::vector<Slot> slots_of(const std::vector<Op>& ops) {
   // elementwise (Qwen3's q/k norm runs beside RoPE, and that run is the artifact's rope_0).
   auto rank = [](OpKind kind) {
     switch (kind) {
-      case OpKind::kRope: return 4;
-      case OpKind::kNorm: return 3;
-      case OpKind::kActivation: return 2;
-      default: return 1;
+      case OpKind::kRope:
+        return 4;
+      case OpKind::kNorm:
+        return 3;
+      case OpKind::kActivation:
+        return 2;
+      default:
+        return 1;
     }
   };
   auto run_name = [](OpKind kind) -> std::string {
     switch (kind) {
-      case OpKind::kNorm: return "norm";
-      case OpKind::kRope: return "rope";
-      case OpKind::kActivation: return "activation";
-      default: return "elementwise";
+      case OpKind::kNorm:
+        return "norm";
+      case OpKind::kRope:
+        return "rope";
+      case OpKind::kActivation:
+        return "activation";
+      default:
+        return "elementwise";
     }
   };
   std::vector<Slot> slots;
@@ -148,8 +156,9 @@ std::vector<Slot> slots_of(const std::vector<Op>& ops) {
       index = end;
       continue;
     }
-    const std::string base = op.kind == OpKind::kGemm ? "linear" : op.kind == OpKind::kAttention ? "attn"
-                                                                                                : std::string(to_string(op.kind));
+    const std::string base = op.kind == OpKind::kGemm        ? "linear"
+                             : op.kind == OpKind::kAttention ? "attn"
+                                                             : std::string(to_string(op.kind));
     slots.push_back({next_name(base), index});
     ++index;
   }

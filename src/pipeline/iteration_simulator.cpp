@@ -34,7 +34,8 @@ IterationRun simulate_one_f_one_b(int stages, int microbatches, const Instructio
         const double previous_end = stage_run.instructions.empty() ? 0 : stage_run.instructions.back().end_s;
         const InstructionCost instruction_cost = cost(instruction);
         const double start = std::max(previous_end, dependency_end);
-        stage_run.instructions.push_back({instruction, start, start + instruction_cost.time_s, instruction_cost.energy_j});
+        stage_run.instructions.push_back(
+            {instruction, start, start + instruction_cost.time_s, instruction_cost.energy_j});
         stage_run.busy_s += instruction_cost.time_s;
         stage_run.energy_j += instruction_cost.energy_j;
         (forward ? forward_end : backward_end)[stage][instruction.microbatch] = start + instruction_cost.time_s;

@@ -57,7 +57,7 @@ class MaxFlow {
   std::vector<int> tail_;
   std::vector<int> head_;
   std::vector<double> residual_;
-  std::vector<int> first_;      // adjacency of node n: edges_of_[first_[n] .. first_[n+1])
+  std::vector<int> first_;  // adjacency of node n: edges_of_[first_[n] .. first_[n+1])
   std::vector<int> edges_of_;
   std::vector<int> fill_;
   std::vector<int> level_;

@@ -47,8 +47,9 @@ CandidateExecutionOptions::CandidateExecutionOptions(std::vector<ExecutionOption
       const ExecutionOption& b = options_[hull_.back()];
       const ExecutionOption& c = options_[index];
       // Drop b if it lies on or above the segment a-c.
-      const double cross = static_cast<double>(b.quant_time - a.quant_time) * (c.effective_energy_j - a.effective_energy_j) -
-                           (b.effective_energy_j - a.effective_energy_j) * static_cast<double>(c.quant_time - a.quant_time);
+      const double cross =
+          static_cast<double>(b.quant_time - a.quant_time) * (c.effective_energy_j - a.effective_energy_j) -
+          (b.effective_energy_j - a.effective_energy_j) * static_cast<double>(c.quant_time - a.quant_time);
       if (cross <= 0) {
         hull_.pop_back();
       } else {
@@ -60,21 +61,23 @@ CandidateExecutionOptions::CandidateExecutionOptions(std::vector<ExecutionOption
 }
 
 int CandidateExecutionOptions::option_index_for(std::int64_t quant_time) const {
-  const auto after = std::upper_bound(options_.begin(), options_.end(), quant_time,
-                                      [](std::int64_t time, const ExecutionOption& option) { return time < option.quant_time; });
+  const auto after =
+      std::upper_bound(options_.begin(), options_.end(), quant_time,
+                       [](std::int64_t time, const ExecutionOption& option) { return time < option.quant_time; });
   return std::max(0, static_cast<int>(after - options_.begin()) - 1);
 }
 
 double CandidateExecutionOptions::hull_cost(std::int64_t quant_time) const {
   if (quant_time <= min_quant_time()) return options_.front().effective_energy_j;
   if (quant_time >= max_quant_time()) return options_.back().effective_energy_j;
-  const auto after = std::upper_bound(hull_.begin(), hull_.end(), quant_time,
-                                      [this](std::int64_t time, int index) { return time < options_[index].quant_time; });
+  const auto after = std::upper_bound(hull_.begin(), hull_.end(), quant_time, [this](std::int64_t time, int index) {
+    return time < options_[index].quant_time;
+  });
   const ExecutionOption& right = options_[*after];
   const ExecutionOption& left = options_[*(after - 1)];
   if (left.quant_time == quant_time) return left.effective_energy_j;
-  const double fraction = static_cast<double>(quant_time - left.quant_time) /
-                          static_cast<double>(right.quant_time - left.quant_time);
+  const double fraction =
+      static_cast<double>(quant_time - left.quant_time) / static_cast<double>(right.quant_time - left.quant_time);
   return left.effective_energy_j + fraction * (right.effective_energy_j - left.effective_energy_j);
 }
 

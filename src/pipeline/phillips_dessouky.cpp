@@ -74,14 +74,15 @@ T forward_pass(const Topology& topology, std::vector<T>& start, Duration duratio
   return makespan;
 }
 
-PlanEvaluation evaluate(const PipelineDag& dag, const Topology& topology, std::span<const int> option_indices,
-                        int gpus, std::vector<double>& start) {
+PlanEvaluation evaluate(const PipelineDag& dag, const Topology& topology, std::span<const int> option_indices, int gpus,
+                        std::vector<double>& start) {
   auto option = [&](int op) -> const ExecutionOption& {
     return dag.specs[dag.operations[op].spec].options()[option_indices[op]];
   };
   const double makespan = forward_pass<double>(topology, start, [&](int op) { return option(op).time_s; });
   double effective = 0;
-  for (std::size_t op = 0; op < dag.operations.size(); ++op) effective += option(static_cast<int>(op)).effective_energy_j;
+  for (std::size_t op = 0; op < dag.operations.size(); ++op)
+    effective += option(static_cast<int>(op)).effective_energy_j;
   return {makespan, effective + dag.static_power_w * makespan * gpus};
 }
 
@@ -91,7 +92,9 @@ PlanEvaluation evaluate(const PipelineDag& dag, const Topology& topology, std::s
 // never grows and no operation gets costlier, since its current option always fits.
 void reclaim_slack(const PipelineDag& dag, const Topology& topology, std::vector<int>& option_indices,
                    std::vector<double>& start, std::vector<double>& latest_start) {
-  auto options_of = [&](int op) -> const std::vector<ExecutionOption>& { return dag.specs[dag.operations[op].spec].options(); };
+  auto options_of = [&](int op) -> const std::vector<ExecutionOption>& {
+    return dag.specs[dag.operations[op].spec].options();
+  };
   const double makespan =
       forward_pass<double>(topology, start, [&](int op) { return options_of(op)[option_indices[op]].time_s; });
   for (auto position = topology.order.rbegin(); position != topology.order.rend(); ++position) {
@@ -113,10 +116,14 @@ void reclaim_slack(const PipelineDag& dag, const Topology& topology, std::vector
 
 std::string_view to_string(StopReason reason) {
   switch (reason) {
-    case StopReason::kMinimumTime: return "minimum time reached";
-    case StopReason::kNoCut: return "no cut shortens the makespan";
-    case StopReason::kZeroCostChange: return "zero cost change";
-    case StopReason::kIterationLimit: return "iteration limit";
+    case StopReason::kMinimumTime:
+      return "minimum time reached";
+    case StopReason::kNoCut:
+      return "no cut shortens the makespan";
+    case StopReason::kZeroCostChange:
+      return "zero cost change";
+    case StopReason::kIterationLimit:
+      return "iteration limit";
   }
   return "unknown";
 }
@@ -137,7 +144,8 @@ std::vector<int> pareto_frontier(const std::vector<IterationResult>& iterations)
   });
   std::vector<int> frontier;
   for (const int index : order) {
-    if (frontier.empty() || iterations[index].energy_j < iterations[frontier.back()].energy_j) frontier.push_back(index);
+    if (frontier.empty() || iterations[index].energy_j < iterations[frontier.back()].energy_j)
+      frontier.push_back(index);
   }
   return frontier;
 }
@@ -203,9 +211,9 @@ PhillipsDessoukyResult PhillipsDessouky::run() const {
   constexpr int source = 0;
   constexpr int sink = 1;
   detail::MaxFlow network;
-  std::vector<int> compact(count, -1);  // operation -> critical index k, or -1
-  std::vector<int> critical_ops;        // k -> operation
-  std::vector<int> lower_in, lower_out; // k -> arc, or -1 when l = 0
+  std::vector<int> compact(count, -1);   // operation -> critical index k, or -1
+  std::vector<int> critical_ops;         // k -> operation
+  std::vector<int> lower_in, lower_out;  // k -> arc, or -1 when l = 0
   struct TightEdge {
     int arc, before, after;  // before/after as critical indices
   };
@@ -238,9 +246,7 @@ PhillipsDessoukyResult PhillipsDessouky::run() const {
     result.iterations.push_back(std::move(point));
     if (options_.progress) options_.progress(result.iterations.back());
   };
-  auto makespan_now = [&] {
-    return forward_pass<std::int64_t>(topology, start, [&](int op) { return duration[op]; });
-  };
+  auto makespan_now = [&] { return forward_pass<std::int64_t>(topology, start, [&](int op) { return duration[op]; }); };
 
   std::int64_t makespan = makespan_now();
   record(0, makespan);

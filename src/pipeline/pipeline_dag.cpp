@@ -10,7 +10,8 @@ namespace kareus::pipeline {
 
 int PipelineDag::find(const Instruction& instruction) const {
   for (int index = 0; index < static_cast<int>(operations.size()); ++index) {
-    if (operations[index].kind == OperationKind::kInstruction && operations[index].instruction == instruction) return index;
+    if (operations[index].kind == OperationKind::kInstruction && operations[index].instruction == instruction)
+      return index;
   }
   return -1;
 }
@@ -18,8 +19,10 @@ int PipelineDag::find(const Instruction& instruction) const {
 PipelineDag build_one_f_one_b_dag(const OneFOneBConfig& config) {
   const int stages = static_cast<int>(config.stages.size());
   if (stages < 1) throw InputError("1f1b dag: need at least 1 stage, found 0");
-  if (config.microbatches < 1) throw InputError(fmt::format("1f1b dag: microbatches must be >= 1, found {}", config.microbatches));
-  if (!(config.unit_time_s > 0)) throw InputError(fmt::format("1f1b dag: unit_time_s must be > 0, found {}", config.unit_time_s));
+  if (config.microbatches < 1)
+    throw InputError(fmt::format("1f1b dag: microbatches must be >= 1, found {}", config.microbatches));
+  if (!(config.unit_time_s > 0))
+    throw InputError(fmt::format("1f1b dag: unit_time_s must be > 0, found {}", config.unit_time_s));
   if (!(config.static_power_w >= 0)) {
     throw InputError(fmt::format("1f1b dag: static_power_w must be >= 0, found {}", config.static_power_w));
   }
@@ -27,8 +30,9 @@ PipelineDag build_one_f_one_b_dag(const OneFOneBConfig& config) {
   auto effective = [&](std::vector<ExecutionOption> options, std::string_view what) {
     for (ExecutionOption& option : options) {
       if (!(option.time_s >= 0) || !(option.energy_j >= 0)) {
-        throw InputError(fmt::format("1f1b dag: {} option (knob {}) needs time_s >= 0 and energy_j >= 0, found {} s, {} J",
-                                     what, option.knob, option.time_s, option.energy_j));
+        throw InputError(
+            fmt::format("1f1b dag: {} option (knob {}) needs time_s >= 0 and energy_j >= 0, found {} s, {} J", what,
+                        option.knob, option.time_s, option.energy_j));
       }
       option.effective_energy_j = option.energy_j - config.static_power_w * option.time_s;
     }
@@ -42,10 +46,13 @@ PipelineDag build_one_f_one_b_dag(const OneFOneBConfig& config) {
   for (int stage = 0; stage < stages; ++stage) {
     const StageOptions& options = config.stages[stage];
     if (options.forward.empty() || options.backward.empty()) {
-      throw InputError(fmt::format("1f1b dag: stage {} has no {} options", stage, options.forward.empty() ? "forward" : "backward"));
+      throw InputError(
+          fmt::format("1f1b dag: stage {} has no {} options", stage, options.forward.empty() ? "forward" : "backward"));
     }
-    dag.specs.emplace_back(effective(options.forward, "forward"), config.unit_time_s, config.quantum_rule);    // spec 2*stage
-    dag.specs.emplace_back(effective(options.backward, "backward"), config.unit_time_s, config.quantum_rule);  // spec 2*stage+1
+    dag.specs.emplace_back(effective(options.forward, "forward"), config.unit_time_s,
+                           config.quantum_rule);  // spec 2*stage
+    dag.specs.emplace_back(effective(options.backward, "backward"), config.unit_time_s,
+                           config.quantum_rule);  // spec 2*stage+1
   }
   int transfer_spec = -1;
   if (config.transfer) {
@@ -56,21 +63,23 @@ PipelineDag build_one_f_one_b_dag(const OneFOneBConfig& config) {
   if (config.gradient_reduce) {
     if (config.gradient_reduce->empty()) throw InputError("1f1b dag: gradient reduction has no options");
     reduce_spec = static_cast<int>(dag.specs.size());
-    dag.specs.emplace_back(effective(*config.gradient_reduce, "gradient reduction"), config.unit_time_s, config.quantum_rule);
+    dag.specs.emplace_back(effective(*config.gradient_reduce, "gradient reduction"), config.unit_time_s,
+                           config.quantum_rule);
   }
 
   // index[stage][type][microbatch] -> operation
   const int microbatches = config.microbatches;
   std::vector<int> index(static_cast<std::size_t>(stages) * 2 * microbatches);
   auto slot = [&](int stage, InstructionType type, int microbatch) -> int& {
-    return index[(static_cast<std::size_t>(stage) * 2 + (type == InstructionType::kBackward)) * microbatches + microbatch];
+    return index[(static_cast<std::size_t>(stage) * 2 + (type == InstructionType::kBackward)) * microbatches +
+                 microbatch];
   };
   for (int stage = 0; stage < stages; ++stage) {
     int previous = -1;
     for (const Instruction& instruction : one_f_one_b(stage, stages, microbatches)) {
       const int id = static_cast<int>(dag.operations.size());
-      dag.operations.push_back({OperationKind::kInstruction, instruction,
-                                2 * stage + (instruction.type == InstructionType::kBackward)});
+      dag.operations.push_back(
+          {OperationKind::kInstruction, instruction, 2 * stage + (instruction.type == InstructionType::kBackward)});
       slot(stage, instruction.type, instruction.microbatch) = id;
       if (previous >= 0) dag.edges.emplace_back(previous, id);
       previous = id;
@@ -93,10 +102,10 @@ PipelineDag build_one_f_one_b_dag(const OneFOneBConfig& config) {
   };
   for (int stage = 0; stage + 1 < stages; ++stage) {
     for (int microbatch = 0; microbatch < microbatches; ++microbatch) {
-      connect(slot(stage, InstructionType::kForward, microbatch), slot(stage + 1, InstructionType::kForward, microbatch),
-              {stage, microbatch, InstructionType::kForward});
-      connect(slot(stage + 1, InstructionType::kBackward, microbatch), slot(stage, InstructionType::kBackward, microbatch),
-              {stage + 1, microbatch, InstructionType::kBackward});
+      connect(slot(stage, InstructionType::kForward, microbatch),
+              slot(stage + 1, InstructionType::kForward, microbatch), {stage, microbatch, InstructionType::kForward});
+      connect(slot(stage + 1, InstructionType::kBackward, microbatch),
+              slot(stage, InstructionType::kBackward, microbatch), {stage + 1, microbatch, InstructionType::kBackward});
     }
   }
   return dag;

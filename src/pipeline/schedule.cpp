@@ -9,9 +9,7 @@
 
 namespace kareus::pipeline {
 
-std::string_view to_string(InstructionType type) {
-  return type == InstructionType::kForward ? "forward" : "backward";
-}
+std::string_view to_string(InstructionType type) { return type == InstructionType::kForward ? "forward" : "backward"; }
 
 InstructionType parse_instruction_type(std::string_view text, std::string_view origin) {
   if (text == "forward") return InstructionType::kForward;

@@ -88,7 +88,8 @@ std::string solve_report_to_json(const SolveSummary& summary, double unit_time_s
 
 SolveSummary solve_perseus_profile(const SolveRequest& request) {
   if (request.stages < 1) throw InputError(fmt::format("--stages must be >= 1, found {}", request.stages));
-  if (request.microbatches < 1) throw InputError(fmt::format("--microbatches must be >= 1, found {}", request.microbatches));
+  if (request.microbatches < 1)
+    throw InputError(fmt::format("--microbatches must be >= 1, found {}", request.microbatches));
   if (!(request.unit_time_s > 0) || !std::isfinite(request.unit_time_s)) {
     throw InputError(fmt::format("--unit-time must be > 0 seconds, found {}", request.unit_time_s));
   }
@@ -103,7 +104,8 @@ SolveSummary solve_perseus_profile(const SolveRequest& request) {
   config.microbatches = request.microbatches;
   config.unit_time_s = request.unit_time_s;
   config.static_power_w = request.static_power_w;
-  for (const StageProfile& stage : profile.stages) config.stages.push_back({to_options(stage.forward), to_options(stage.backward)});
+  for (const StageProfile& stage : profile.stages)
+    config.stages.push_back({to_options(stage.forward), to_options(stage.backward)});
   const pipeline::PipelineDag dag = pipeline::build_one_f_one_b_dag(config);
 
   // One iteration per unit of makespan between the all-slowest and all-fastest plans; each
@@ -112,12 +114,14 @@ SolveSummary solve_perseus_profile(const SolveRequest& request) {
   for (const pipeline::Operation& operation : dag.operations) {
     slowest.push_back(static_cast<int>(dag.specs[operation.spec].options().size()) - 1);
   }
-  const double range_s = pipeline::evaluate_plan(dag, slowest, dag.stages).time_s - pipeline::evaluate_plan(dag, fastest, dag.stages).time_s;
+  const double range_s = pipeline::evaluate_plan(dag, slowest, dag.stages).time_s -
+                         pipeline::evaluate_plan(dag, fastest, dag.stages).time_s;
   const double work = (range_s / request.unit_time_s + 1) * static_cast<double>(dag.operations.size());
   if (work > 5e7) {
-    throw InputError(fmt::format("--unit-time {} s over a makespan range of {:.6g} s and {} operations needs {:.3g} "
-                                 "operation-iterations (limit 5e7); use a larger --unit-time",
-                                 request.unit_time_s, range_s, dag.operations.size(), work));
+    throw InputError(
+        fmt::format("--unit-time {} s over a makespan range of {:.6g} s and {} operations needs {:.3g} "
+                    "operation-iterations (limit 5e7); use a larger --unit-time",
+                    request.unit_time_s, range_s, dag.operations.size(), work));
   }
 
   pipeline::PhillipsDessoukyOptions options;
@@ -136,7 +140,8 @@ SolveSummary solve_perseus_profile(const SolveRequest& request) {
   if (std::filesystem::is_directory(plans_dir, ignored)) {
     for (const auto& entry : std::filesystem::directory_iterator(plans_dir, ignored)) {
       const std::string name = entry.path().filename().string();
-      if (name.rfind("plan_", 0) == 0 && entry.path().extension() == ".json") std::filesystem::remove(entry.path(), ignored);
+      if (name.rfind("plan_", 0) == 0 && entry.path().extension() == ".json")
+        std::filesystem::remove(entry.path(), ignored);
     }
   }
   ensure_writable_directory(plans_dir, "--out");
@@ -170,7 +175,8 @@ SolveSummary solve_perseus_profile(const SolveRequest& request) {
     summary.points.push_back({iteration.time_s, iteration.energy_j, relative,
                               request.bound ? pipeline::lower_bound_at(bound, iteration.time_s) : 0.0});
   }
-  write_file_atomic(request.out / "solve.json", solve_report_to_json(summary, request.unit_time_s, request.static_power_w));
+  write_file_atomic(request.out / "solve.json",
+                    solve_report_to_json(summary, request.unit_time_s, request.static_power_w));
   write_file_atomic(frontier_path, frontier_to_json(summary));
   return summary;
 }

@@ -69,7 +69,8 @@ compose::PartitionMeasurements measure_partitions(const device::GpuSpec& gpu, co
   compose::PartitionMeasurements measurements;
   for (const std::string& key : partition::searchable_keys(workload)) {
     const partition::Partition representative = partition::representative_partition(workload, key);
-    const partition::SearchSpace space = partition::make_search_space(representative, options.clocks_mhz, options.space);
+    const partition::SearchSpace space =
+        partition::make_search_space(representative, options.clocks_mhz, options.space);
     search::SearchOptions search_options;
     search_options.seed = options.seed;
     search_options.budget = std::clamp<std::size_t>(

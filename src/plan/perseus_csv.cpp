@@ -60,7 +60,8 @@ PerseusProfile parse_perseus_csv(std::string_view text, std::string_view origin,
     if (line.empty()) continue;
     if (!header_seen) {
       if (line != kHeader) {
-        throw InputError(fmt::format("{}:{}: expected the header \"{}\", found \"{}\"", origin, line_number, kHeader, line));
+        throw InputError(
+            fmt::format("{}:{}: expected the header \"{}\", found \"{}\"", origin, line_number, kHeader, line));
       }
       header_seen = true;
       continue;
@@ -68,7 +69,8 @@ PerseusProfile parse_perseus_csv(std::string_view text, std::string_view origin,
     std::vector<std::string_view> fields;
     for (std::size_t begin = 0;;) {
       const std::size_t comma = line.find(',', begin);
-      fields.push_back(trim(line.substr(begin, comma == std::string_view::npos ? std::string_view::npos : comma - begin)));
+      fields.push_back(
+          trim(line.substr(begin, comma == std::string_view::npos ? std::string_view::npos : comma - begin)));
       if (comma == std::string_view::npos) break;
       begin = comma + 1;
     }
@@ -78,11 +80,12 @@ PerseusProfile parse_perseus_csv(std::string_view text, std::string_view origin,
     }
     long long stage = 0;
     if (!parse_int(fields[0], stage) || stage < 0) {
-      throw InputError(fmt::format("{}:{}: stage must be an integer >= 0, found \"{}\"", origin, line_number, fields[0]));
+      throw InputError(
+          fmt::format("{}:{}: stage must be an integer >= 0, found \"{}\"", origin, line_number, fields[0]));
     }
     if (stage >= stages) {
-      throw InputError(fmt::format("{}:{}: stage {} is out of range for --stages {} (expected 0..{})", origin, line_number,
-                                   stage, stages, stages - 1));
+      throw InputError(fmt::format("{}:{}: stage {} is out of range for --stages {} (expected 0..{})", origin,
+                                   line_number, stage, stages, stages - 1));
     }
     bool backward = false;
     if (fields[1] == "backward") {
@@ -93,25 +96,28 @@ PerseusProfile parse_perseus_csv(std::string_view text, std::string_view origin,
     }
     long long freq_mhz = 0;
     if (!parse_int(fields[2], freq_mhz) || freq_mhz <= 0 || freq_mhz > 100000) {
-      throw InputError(fmt::format("{}:{}: frequency must be a positive integer (MHz), found \"{}\"", origin, line_number,
-                                   fields[2]));
+      throw InputError(fmt::format("{}:{}: frequency must be a positive integer (MHz), found \"{}\"", origin,
+                                   line_number, fields[2]));
     }
     double time_s = 0;
     if (!parse_double(fields[3], time_s)) {
-      throw InputError(fmt::format("{}:{}: time must be a number (seconds), found \"{}\"", origin, line_number, fields[3]));
+      throw InputError(
+          fmt::format("{}:{}: time must be a number (seconds), found \"{}\"", origin, line_number, fields[3]));
     }
-    if (time_s <= 0) throw InputError(fmt::format("{}:{}: time must be > 0 seconds, found {}", origin, line_number, fields[3]));
+    if (time_s <= 0)
+      throw InputError(fmt::format("{}:{}: time must be > 0 seconds, found {}", origin, line_number, fields[3]));
     double energy_j = 0;
     if (!parse_double(fields[4], energy_j)) {
-      throw InputError(fmt::format("{}:{}: energy must be a number (joules), found \"{}\"", origin, line_number, fields[4]));
+      throw InputError(
+          fmt::format("{}:{}: energy must be a number (joules), found \"{}\"", origin, line_number, fields[4]));
     }
     if (energy_j < 0) {
       throw InputError(fmt::format("{}:{}: energy must be >= 0 joules, found {}", origin, line_number, fields[4]));
     }
     const auto key = std::make_tuple(static_cast<int>(stage), static_cast<int>(backward), static_cast<int>(freq_mhz));
     if (const auto found = seen.find(key); found != seen.end()) {
-      throw InputError(fmt::format("{}:{}: duplicate row for stage {} {} at {} MHz (first on line {})", origin, line_number,
-                                   stage, fields[1], freq_mhz, found->second));
+      throw InputError(fmt::format("{}:{}: duplicate row for stage {} {} at {} MHz (first on line {})", origin,
+                                   line_number, stage, fields[1], freq_mhz, found->second));
     }
     seen.emplace(key, line_number);
     StageProfile& stage_profile = profile.stages[stage];
@@ -122,12 +128,12 @@ PerseusProfile parse_perseus_csv(std::string_view text, std::string_view origin,
   for (int stage = 0; stage < stages; ++stage) {
     const StageProfile& stage_profile = profile.stages[stage];
     if (stage_profile.forward.empty() && stage_profile.backward.empty()) {
-      throw InputError(fmt::format("{}: no rows for stage {} (--stages {} needs stages 0..{})", origin, stage, stages,
-                                   stages - 1));
+      throw InputError(
+          fmt::format("{}: no rows for stage {} (--stages {} needs stages 0..{})", origin, stage, stages, stages - 1));
     }
     if (stage_profile.forward.empty() || stage_profile.backward.empty()) {
-      throw InputError(fmt::format("{}: stage {} has no {} rows (every stage needs forward and backward)", origin, stage,
-                                   stage_profile.forward.empty() ? "forward" : "backward"));
+      throw InputError(fmt::format("{}: stage {} has no {} rows (every stage needs forward and backward)", origin,
+                                   stage, stage_profile.forward.empty() ? "forward" : "backward"));
     }
   }
   return profile;

@@ -16,7 +16,8 @@ namespace jf = json_fields;
 int require_int(const json& object, std::string_view key, std::string_view origin, int minimum) {
   const json& value = jf::require(object, key, origin);
   if (!value.is_number_integer() || value.get<long long>() < minimum || value.get<long long>() > 1'000'000'000) {
-    throw InputError(fmt::format("{}: field '{}' must be an integer >= {}, found {}", origin, key, minimum, value.dump()));
+    throw InputError(
+        fmt::format("{}: field '{}' must be an integer >= {}, found {}", origin, key, minimum, value.dump()));
   }
   return value.get<int>();
 }
@@ -85,8 +86,8 @@ Plan parse_plan(std::string_view text, std::string_view origin_view) {
     StagePlan stage;
     stage.stage = require_int(stages[index], "stage", stage_origin, 0);
     if (stage.stage != static_cast<int>(index)) {
-      throw InputError(fmt::format("{}: stage must be {} (stages in order from 0), found {}", stage_origin, index,
-                                   stage.stage));
+      throw InputError(
+          fmt::format("{}: stage must be {} (stages in order from 0), found {}", stage_origin, index, stage.stage));
     }
     const json& instructions = jf::require(stages[index], "instructions", stage_origin);
     if (!instructions.is_array()) throw InputError(fmt::format("{}: 'instructions' must be an array", stage_origin));

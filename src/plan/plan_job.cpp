@@ -13,9 +13,9 @@
 #include "kareus/partition/partition.h"
 #include "kareus/pipeline/phillips_dessouky.h"
 #include "kareus/plan/frontier.h"
-#include "method_options.h"
 #include "kareus/plan/plan_simulator.h"
 #include "kareus/search/search.h"
+#include "method_options.h"
 
 namespace kareus::plan {
 namespace {
@@ -25,14 +25,15 @@ int gpus_per_stage(const workload::Workload& workload) {
 }
 
 /// The plan of a solved iteration: every instruction's knob turned into clock and comm configs.
-Plan make_plan(const pipeline::PipelineDag& dag, const pipeline::IterationResult& iteration, const MethodOptions& method,
-               const std::string& workload_json) {
+Plan make_plan(const pipeline::PipelineDag& dag, const pipeline::IterationResult& iteration,
+               const MethodOptions& method, const std::string& workload_json) {
   Plan plan = plan_from_iteration(dag, iteration, workload_json);
   for (StagePlan& stage : plan.stages) {
     for (PlannedInstruction& instruction : stage.instructions) {
       const StageKnobs& knobs = method.knobs[stage.stage];
-      const Knob& knob = (instruction.type == pipeline::InstructionType::kForward ? knobs.forward
-                                                                                 : knobs.backward)[instruction.freq_mhz];
+      const Knob& knob =
+          (instruction.type == pipeline::InstructionType::kForward ? knobs.forward
+                                                                   : knobs.backward)[instruction.freq_mhz];
       instruction.freq_mhz = knob.freq_mhz;
       for (const auto& [key, choice] : knob.choices) instruction.partitions[key] = {choice.slot, choice.ctas};
     }
@@ -132,9 +133,10 @@ MethodResult solve_method(const std::string& name, const device::GpuSpec& gpu, c
   if (options.progress) {
     // Every 2,000 iterations: how far the makespan has come down, and an ETA from that pace.
     std::int64_t first_quant_time = -1;
-    const std::int64_t floor_quant_time = pipeline::quantize_time(minimum_makespan_s(workload, method), config.unit_time_s);
-    solver_options.progress = [&options, &name, started, floor_quant_time, first_quant_time](
-                                  const pipeline::IterationResult& iteration) mutable {
+    const std::int64_t floor_quant_time =
+        pipeline::quantize_time(minimum_makespan_s(workload, method), config.unit_time_s);
+    solver_options.progress = [&options, &name, started, floor_quant_time,
+                               first_quant_time](const pipeline::IterationResult& iteration) mutable {
       if (first_quant_time < 0) first_quant_time = iteration.quant_time;
       if (iteration.iteration == 0 || iteration.iteration % 2000 != 0) return;
       const double elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
@@ -160,7 +162,8 @@ MethodResult solve_method(const std::string& name, const device::GpuSpec& gpu, c
   const int samples = std::min(count, std::max(options.max_plans, 2));
   std::vector<int> chosen;
   for (int sample = 0; sample < samples; ++sample) {
-    const int position = samples == 1 ? 0 : static_cast<int>(std::lround(static_cast<double>(sample) * (count - 1) / (samples - 1)));
+    const int position =
+        samples == 1 ? 0 : static_cast<int>(std::lround(static_cast<double>(sample) * (count - 1) / (samples - 1)));
     if (chosen.empty() || chosen.back() != position) chosen.push_back(position);
   }
   std::vector<MethodPoint> points;
@@ -210,10 +213,12 @@ Comparison compare(const MethodResult& method, const MethodResult* megatron, con
       }
     }
     if (least_energy) {
-      comparison.iso_time_energy_reduction_pct = (perseus_fastest.energy_j - *least_energy) / perseus_fastest.energy_j * 100;
+      comparison.iso_time_energy_reduction_pct =
+          (perseus_fastest.energy_j - *least_energy) / perseus_fastest.energy_j * 100;
     }
     if (least_time) {
-      comparison.iso_energy_time_reduction_pct = (perseus_least_energy.time_s - *least_time) / perseus_least_energy.time_s * 100;
+      comparison.iso_energy_time_reduction_pct =
+          (perseus_least_energy.time_s - *least_time) / perseus_least_energy.time_s * 100;
     }
   }
   return comparison;
@@ -223,7 +228,8 @@ PlanJobResult run_plan_job(const device::GpuSpec& gpu, const workload::Workload&
                            const PlanJobOptions& options) {
   for (const std::string& method : options.methods) {
     if (std::find(kMethods.begin(), kMethods.end(), method) == kMethods.end()) {
-      throw InputError(fmt::format("--methods: unknown method \"{}\" (methods: {})", method, fmt::join(kMethods, ", ")));
+      throw InputError(
+          fmt::format("--methods: unknown method \"{}\" (methods: {})", method, fmt::join(kMethods, ", ")));
     }
   }
   if (options.clocks_mhz.empty()) throw InputError("--clocks: no clock to plan with");
@@ -297,10 +303,11 @@ void write_plan_job(const std::filesystem::path& dir, const workload::Workload& 
   }
   nlohmann::ordered_json comparison = nlohmann::ordered_json::object();
   for (const auto& [name, metrics] : result.comparison) {
-    comparison[name] = {{"max_throughput_time_reduction_pct", optional_number(metrics.max_throughput_time_reduction_pct)},
-                        {"max_throughput_energy_reduction_pct", optional_number(metrics.max_throughput_energy_reduction_pct)},
-                        {"iso_time_energy_reduction_pct", optional_number(metrics.iso_time_energy_reduction_pct)},
-                        {"iso_energy_time_reduction_pct", optional_number(metrics.iso_energy_time_reduction_pct)}};
+    comparison[name] = {
+        {"max_throughput_time_reduction_pct", optional_number(metrics.max_throughput_time_reduction_pct)},
+        {"max_throughput_energy_reduction_pct", optional_number(metrics.max_throughput_energy_reduction_pct)},
+        {"iso_time_energy_reduction_pct", optional_number(metrics.iso_time_energy_reduction_pct)},
+        {"iso_energy_time_reduction_pct", optional_number(metrics.iso_energy_time_reduction_pct)}};
   }
   nlohmann::ordered_json searches = nlohmann::ordered_json::array();
   for (const KeySearch& search : result.searches) {

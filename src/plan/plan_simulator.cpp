@@ -54,7 +54,7 @@ pipeline::IterationRun simulate_plan(const device::GpuSpec& gpu, const workload:
     auto [entry, inserted] = cache.try_emplace(key);
     if (inserted) {
       const auto direction = instruction.type == pipeline::InstructionType::kForward ? workload::Direction::kForward
-                                                                                    : workload::Direction::kBackward;
+                                                                                     : workload::Direction::kBackward;
       const device::InstructionRun run =
           device::run_instruction(gpu, workload, stage, direction, freq_mhz, overlap, choices);
       entry->second = {run.time_s, run.energy_j};
@@ -73,7 +73,8 @@ pipeline::IterationRun simulate_plan(const device::GpuSpec& gpu, const workload:
       // The first switch_s of the instruction still runs at the old clock.
       const pipeline::InstructionCost old = run_at(instruction.stage, planned, previous);
       const double fraction = std::min(1.0, switch_s / old.time_s);
-      now = {fraction * old.time_s + (1 - fraction) * now.time_s, fraction * old.energy_j + (1 - fraction) * now.energy_j};
+      now = {fraction * old.time_s + (1 - fraction) * now.time_s,
+             fraction * old.energy_j + (1 - fraction) * now.energy_j};
     }
     previous = planned.freq_mhz;
     return now;
@@ -85,8 +86,8 @@ pipeline::IterationRun simulate_plan(const device::GpuSpec& gpu, const workload:
     tail.push_back({reduction.time_s, reduction.energy_j});
   }
   const int gpus_per_stage = workload.parallel.tp * workload.parallel.cp * workload.parallel.dp;
-  return pipeline::simulate_one_f_one_b(workload.parallel.pp, workload.parallel.microbatches, cost,
-                                        gpu.static_power_w, gpus_per_stage, tail);
+  return pipeline::simulate_one_f_one_b(workload.parallel.pp, workload.parallel.microbatches, cost, gpu.static_power_w,
+                                        gpus_per_stage, tail);
 }
 
 }  // namespace kareus::plan

@@ -19,9 +19,7 @@ const char* method_color(const std::string& name) {
   return "#2ca02c";
 }
 
-std::string percent(const std::optional<double>& value) {
-  return value ? fmt::format("{:+.1f}%", *value) : "&ndash;";
-}
+std::string percent(const std::optional<double>& value) { return value ? fmt::format("{:+.1f}%", *value) : "&ndash;"; }
 
 std::string comparison_table(const plan::PlanJobResult& result, int gpus) {
   std::string html =
@@ -32,13 +30,13 @@ std::string comparison_table(const plan::PlanJobResult& result, int gpus) {
     const plan::MethodResult& method = result.methods[index];
     const plan::Comparison& metrics = result.comparison[index].second;
     const plan::MethodPoint& fastest = method.frontier.front();
-    html += fmt::format("<tr><td>{}</td><td>{:.3f}</td><td>{:.0f}</td><td>{:.1f}</td><td>{}</td><td>{}</td><td>{}</td>"
-                        "<td>{}</td><td>{}</td></tr>\n",
-                        method.name, fastest.time_s, fastest.energy_j, fastest.energy_j / (fastest.time_s * gpus),
-                        percent(metrics.max_throughput_time_reduction_pct),
-                        percent(metrics.max_throughput_energy_reduction_pct),
-                        percent(metrics.iso_time_energy_reduction_pct), percent(metrics.iso_energy_time_reduction_pct),
-                        method.frontier.size());
+    html += fmt::format(
+        "<tr><td>{}</td><td>{:.3f}</td><td>{:.0f}</td><td>{:.1f}</td><td>{}</td><td>{}</td><td>{}</td>"
+        "<td>{}</td><td>{}</td></tr>\n",
+        method.name, fastest.time_s, fastest.energy_j, fastest.energy_j / (fastest.time_s * gpus),
+        percent(metrics.max_throughput_time_reduction_pct), percent(metrics.max_throughput_energy_reduction_pct),
+        percent(metrics.iso_time_energy_reduction_pct), percent(metrics.iso_energy_time_reduction_pct),
+        method.frontier.size());
   }
   return html + "</table>\n";
 }
@@ -47,10 +45,12 @@ std::string frontier_plot(const plan::PlanJobResult& result) {
   std::vector<Series> series;
   for (const plan::MethodResult& method : result.methods) {
     Series achieved{method.name, method_color(method.name), {}, true, true};
-    for (const plan::MethodPoint& point : method.frontier) achieved.points.emplace_back(point.time_s, point.energy_j / 1e3);
+    for (const plan::MethodPoint& point : method.frontier)
+      achieved.points.emplace_back(point.time_s, point.energy_j / 1e3);
     series.push_back(std::move(achieved));
   }
-  return line_chart(series, {"Iteration time-energy frontiers", "iteration time (s)", "energy per iteration, all GPUs (kJ)"});
+  return line_chart(series,
+                    {"Iteration time-energy frontiers", "iteration time (s)", "energy per iteration, all GPUs (kJ)"});
 }
 
 std::string timeline_plot(const device::GpuSpec& gpu, const workload::Workload& workload,
@@ -62,7 +62,7 @@ std::string timeline_plot(const device::GpuSpec& gpu, const workload::Workload& 
   if (chosen == nullptr || chosen->frontier.empty()) return "<p>no plan to show</p>";
   const plan::Plan& plan = chosen->frontier.front().plan;
   const auto overlap = chosen->name == "megatron" || chosen->name == "perseus" ? device::OverlapMode::kNone
-                                                                             : device::OverlapMode::kNanobatch;
+                                                                               : device::OverlapMode::kNanobatch;
   const pipeline::IterationRun run = plan::simulate_plan(gpu, workload, plan, overlap);
   int low = gpu.clock_max_mhz, high = gpu.clock_min_mhz;
   for (const plan::StagePlan& stage : plan.stages) {
@@ -101,12 +101,13 @@ std::string partition_plots(const device::GpuSpec& gpu, const plan::PlanJobResul
       all.points.emplace_back(measured[index].time_s * 1e3, measured[index].energy_j);
     }
     Series front{"Pareto front (t, E)", "#2ca02c", {}, true, true};
-    for (const search::Evaluation& point : search::pareto_front(measured, gpu.static_power_w, search::Objective::kEnergy)) {
+    for (const search::Evaluation& point :
+         search::pareto_front(measured, gpu.static_power_w, search::Objective::kEnergy)) {
       front.points.emplace_back(point.time_s * 1e3, point.energy_j);
     }
-    html += line_chart({all, front}, {fmt::format("{} ({} configs, static power {} W)", key, measured.size(),
-                                                  gpu.static_power_w),
-                                      "time (ms)", "energy (J, one GPU)", 560, 340});
+    html += line_chart({all, front},
+                       {fmt::format("{} ({} configs, static power {} W)", key, measured.size(), gpu.static_power_w),
+                        "time (ms)", "energy (J, one GPU)", 560, 340});
   }
   return html;
 }

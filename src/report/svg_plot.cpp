@@ -48,20 +48,22 @@ std::string frame(const ChartOptions& options, const Range& x, const Range* y, d
       "font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"{0}\" height=\"{1}\" fill=\"white\"/>\n"
       "<text x=\"{2}\" y=\"22\" font-size=\"15\" font-weight=\"bold\">{3}</text>\n",
       options.width, options.height, kLeft, escape_xml(options.title));
-  svg += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#444\"/>\n", kLeft, kTop,
-                     plot_w, plot_h);
+  svg += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#444\"/>\n", kLeft,
+                     kTop, plot_w, plot_h);
   for (double value : ticks(x.low, x.high)) {
     const double px = kLeft + (value - x.low) / (x.high - x.low) * plot_w;
-    svg += fmt::format("<line x1=\"{0:.1f}\" x2=\"{0:.1f}\" y1=\"{1}\" y2=\"{2}\" stroke=\"#ddd\"/>"
-                       "<text x=\"{0:.1f}\" y=\"{3}\" text-anchor=\"middle\">{4:g}</text>\n",
-                       px, kTop, kTop + plot_h, kTop + plot_h + 16, value);
+    svg += fmt::format(
+        "<line x1=\"{0:.1f}\" x2=\"{0:.1f}\" y1=\"{1}\" y2=\"{2}\" stroke=\"#ddd\"/>"
+        "<text x=\"{0:.1f}\" y=\"{3}\" text-anchor=\"middle\">{4:g}</text>\n",
+        px, kTop, kTop + plot_h, kTop + plot_h + 16, value);
   }
   if (y != nullptr) {
     for (double value : ticks(y->low, y->high)) {
       const double py = kTop + plot_h - (value - y->low) / (y->high - y->low) * plot_h;
-      svg += fmt::format("<line x1=\"{0}\" x2=\"{1}\" y1=\"{2:.1f}\" y2=\"{2:.1f}\" stroke=\"#ddd\"/>"
-                         "<text x=\"{3}\" y=\"{4:.1f}\" text-anchor=\"end\">{5:g}</text>\n",
-                         kLeft, kLeft + plot_w, py, kLeft - 6, py + 4, value);
+      svg += fmt::format(
+          "<line x1=\"{0}\" x2=\"{1}\" y1=\"{2:.1f}\" y2=\"{2:.1f}\" stroke=\"#ddd\"/>"
+          "<text x=\"{3}\" y=\"{4:.1f}\" text-anchor=\"end\">{5:g}</text>\n",
+          kLeft, kLeft + plot_w, py, kLeft - 6, py + 4, value);
     }
   }
   svg += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n", kLeft + plot_w / 2,
@@ -77,11 +79,20 @@ std::string escape_xml(const std::string& text) {
   std::string escaped;
   for (char c : text) {
     switch (c) {
-      case '&': escaped += "&amp;"; break;
-      case '<': escaped += "&lt;"; break;
-      case '>': escaped += "&gt;"; break;
-      case '"': escaped += "&quot;"; break;
-      default: escaped += c;
+      case '&':
+        escaped += "&amp;";
+        break;
+      case '<':
+        escaped += "&lt;";
+        break;
+      case '>':
+        escaped += "&gt;";
+        break;
+      case '"':
+        escaped += "&quot;";
+        break;
+      default:
+        escaped += c;
     }
   }
   return escaped;
@@ -120,18 +131,21 @@ std::string line_chart(const std::vector<Series>& series, const ChartOptions& op
     if (one.line && one.points.size() > 1) {
       std::string path;
       for (const auto& [px, py] : one.points) path += fmt::format("{:.1f},{:.1f} ", to_px(px), to_py(py));
-      svg += fmt::format("<polyline fill=\"none\" stroke=\"{}\" stroke-width=\"1.8\" points=\"{}\"/>\n", one.color, path);
+      svg +=
+          fmt::format("<polyline fill=\"none\" stroke=\"{}\" stroke-width=\"1.8\" points=\"{}\"/>\n", one.color, path);
     }
     if (one.markers) {
       for (const auto& [px, py] : one.points) {
-        svg += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3.2\" fill=\"{}\"><title>{}: {:.4g}, {:.4g}</title></circle>\n",
-                           to_px(px), to_py(py), one.color, escape_xml(one.name), px, py);
+        svg += fmt::format(
+            "<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"3.2\" fill=\"{}\"><title>{}: {:.4g}, {:.4g}</title></circle>\n",
+            to_px(px), to_py(py), one.color, escape_xml(one.name), px, py);
       }
     }
     const double ly = kTop + 14 + 18 * legend_row++;
-    svg += fmt::format("<rect x=\"{}\" y=\"{:.1f}\" width=\"12\" height=\"12\" fill=\"{}\"/>"
-                       "<text x=\"{}\" y=\"{:.1f}\">{}</text>\n",
-                       kLeft + plot_w + 12, ly - 10, one.color, kLeft + plot_w + 30, ly, escape_xml(one.name));
+    svg += fmt::format(
+        "<rect x=\"{}\" y=\"{:.1f}\" width=\"12\" height=\"12\" fill=\"{}\"/>"
+        "<text x=\"{}\" y=\"{:.1f}\">{}</text>\n",
+        kLeft + plot_w + 12, ly - 10, one.color, kLeft + plot_w + 30, ly, escape_xml(one.name));
   }
   return svg + "</svg>\n";
 }
@@ -156,12 +170,14 @@ std::string timeline_chart(const std::vector<TimelineBar>& bars, const std::vect
     const double px = kLeft + (bar.start - x.low) / (x.high - x.low) * plot_w;
     const double width = std::max((bar.end - bar.start) / (x.high - x.low) * plot_w, 0.5);
     const double py = kTop + row_h * bar.row + 3;
-    svg += fmt::format("<rect x=\"{:.2f}\" y=\"{:.1f}\" width=\"{:.2f}\" height=\"{:.1f}\" fill=\"{}\" stroke=\"white\" "
-                       "stroke-width=\"0.5\"><title>{}</title></rect>\n",
-                       px, py, width, row_h - 6, bar.color, escape_xml(bar.tooltip));
+    svg += fmt::format(
+        "<rect x=\"{:.2f}\" y=\"{:.1f}\" width=\"{:.2f}\" height=\"{:.1f}\" fill=\"{}\" stroke=\"white\" "
+        "stroke-width=\"0.5\"><title>{}</title></rect>\n",
+        px, py, width, row_h - 6, bar.color, escape_xml(bar.tooltip));
     if (width > 7.0 * bar.label.size()) {
-      svg += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\" fill=\"white\" font-size=\"10\">{}</text>\n",
-                         px + width / 2, py + (row_h - 6) / 2 + 4, escape_xml(bar.label));
+      svg += fmt::format(
+          "<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\" fill=\"white\" font-size=\"10\">{}</text>\n",
+          px + width / 2, py + (row_h - 6) / 2 + 4, escape_xml(bar.label));
     }
   }
   return svg + "</svg>\n";

@@ -83,9 +83,10 @@ std::unique_ptr<ClockBackend> make_clock_backend(std::string_view spec, int gpu_
   if (spec.starts_with("kareusd:") && spec.size() > 8) {
     return std::make_unique<KareusdClockBackend>(std::string(spec.substr(8)), gpu_index);
   }
-  throw InputError(fmt::format(
-      "clock backend \"{}\" is unknown: expected \"recorder\", \"nvml\", \"nvml:LIBRARY_PATH\" or \"kareusd:SOCKET_PATH\"",
-      spec));
+  throw InputError(
+      fmt::format("clock backend \"{}\" is unknown: expected \"recorder\", \"nvml\", \"nvml:LIBRARY_PATH\" or "
+                  "\"kareusd:SOCKET_PATH\"",
+                  spec));
 }
 
 }  // namespace kareus::runtime

@@ -5,8 +5,8 @@
 
 #include <fmt/format.h>
 #include <grp.h>
-#include <nlohmann/json.hpp>
 #include <pwd.h>
+#include <nlohmann/json.hpp>
 
 #include "kareus/common/error.h"
 #include "kareus/common/file_io.h"
@@ -63,19 +63,19 @@ DaemonReply failure(std::string message) {
 DaemonConfig parse_daemon_config(std::string_view text, std::string_view origin_view) {
   const std::string origin(origin_view);
   const json document = parse_json(text, origin);
-  jf::reject_unknown(document,
-                     {"socket_path", "socket_group", "allowed_uids", "allowed_gids", "max_message_bytes",
-                      "max_requests_per_second", "max_clients", "backend", "nvml_library", "fake_gpu_count",
-                      "fake_clocks_mhz"},
-                     origin);
+  jf::reject_unknown(
+      document,
+      {"socket_path", "socket_group", "allowed_uids", "allowed_gids", "max_message_bytes", "max_requests_per_second",
+       "max_clients", "backend", "nvml_library", "fake_gpu_count", "fake_clocks_mhz"},
+      origin);
   DaemonConfig config;
   config.socket_path = jf::require_string(document, "socket_path", origin);
   if (document.contains("socket_group")) config.socket_group = jf::require_string(document, "socket_group", origin);
   config.allowed_uids = require_ids<uid_t>(document, "allowed_uids", origin);
   config.allowed_gids = require_ids<gid_t>(document, "allowed_gids", origin);
   if (config.allowed_uids.empty() && config.allowed_gids.empty()) {
-    throw InputError(fmt::format("{}: allowed_uids and allowed_gids are both empty: nobody could use the daemon",
-                                 origin));
+    throw InputError(
+        fmt::format("{}: allowed_uids and allowed_gids are both empty: nobody could use the daemon", origin));
   }
   if (document.contains("max_message_bytes")) {
     config.max_message_bytes =
@@ -89,7 +89,8 @@ DaemonConfig parse_daemon_config(std::string_view text, std::string_view origin_
   }
   if (document.contains("backend")) config.backend = jf::require_string(document, "backend", origin);
   if (config.backend != "nvml" && config.backend != "fake") {
-    throw InputError(fmt::format("{}: field 'backend' must be \"nvml\" or \"fake\", found \"{}\"", origin, config.backend));
+    throw InputError(
+        fmt::format("{}: field 'backend' must be \"nvml\" or \"fake\", found \"{}\"", origin, config.backend));
   }
   if (document.contains("nvml_library")) config.nvml_library = jf::require_string(document, "nvml_library", origin);
   if (document.contains("fake_gpu_count")) {
@@ -149,9 +150,10 @@ std::optional<std::string> check_peer(const PeerIdentity& peer, const DaemonConf
       if (std::find(gids.begin(), gids.end(), group) != gids.end()) return std::nullopt;
     }
   }
-  return fmt::format("uid {} (gid {}, pid {}) is not allowed to use kareusd: add it to allowed_uids or a group "
-                     "of it to allowed_gids in the daemon's config",
-                     peer.uid, peer.gid, peer.pid);
+  return fmt::format(
+      "uid {} (gid {}, pid {}) is not allowed to use kareusd: add it to allowed_uids or a group "
+      "of it to allowed_gids in the daemon's config",
+      peer.uid, peer.gid, peer.pid);
 }
 
 // --- DaemonCore --------------------------------------------------------------------------------
@@ -195,8 +197,8 @@ DaemonReply DaemonCore::handle(ClientId client_id, std::string_view line, double
   Client& client = found->second;
   // Token bucket: max_requests_per_second per second, bursts up to the same number.
   if (client.last_refill_s >= 0) {
-    client.tokens = std::min(max_requests_per_second_,
-                             client.tokens + (now_s - client.last_refill_s) * max_requests_per_second_);
+    client.tokens =
+        std::min(max_requests_per_second_, client.tokens + (now_s - client.last_refill_s) * max_requests_per_second_);
   }
   client.last_refill_s = now_s;
   if (client.tokens < 1) {
@@ -227,14 +229,15 @@ DaemonReply DaemonCore::handle(ClientId client_id, std::string_view line, double
   const auto held_by_other = [&] { return gpu.holder && *gpu.holder != client_id; };
   const auto holder_text = [&] {
     const auto other = clients_.find(*gpu.holder);
-    return other == clients_.end() ? std::string("another client")
-                                   : fmt::format("another client (pid {}, uid {})", other->second.peer.pid,
-                                                 other->second.peer.uid);
+    return other == clients_.end()
+               ? std::string("another client")
+               : fmt::format("another client (pid {}, uid {})", other->second.peer.pid, other->second.peer.uid);
   };
   try {
     switch (request.op) {
       case DaemonOp::kSet: {
-        if (std::find(gpu.supported_mhz.begin(), gpu.supported_mhz.end(), request.freq_mhz) == gpu.supported_mhz.end()) {
+        if (std::find(gpu.supported_mhz.begin(), gpu.supported_mhz.end(), request.freq_mhz) ==
+            gpu.supported_mhz.end()) {
           return refuse(fmt::format("gpu {} does not support {} MHz (supported: {})", request.gpu, request.freq_mhz,
                                     list_clocks(gpu.supported_mhz)));
         }
@@ -251,8 +254,12 @@ DaemonReply DaemonCore::handle(ClientId client_id, std::string_view line, double
         }
         break;
       }
-      case DaemonOp::kGet: reply.freq_mhz = gpu.backend->read_clock_mhz(); break;
-      case DaemonOp::kSupported: reply.clocks_mhz = gpu.supported_mhz; break;
+      case DaemonOp::kGet:
+        reply.freq_mhz = gpu.backend->read_clock_mhz();
+        break;
+      case DaemonOp::kSupported:
+        reply.clocks_mhz = gpu.supported_mhz;
+        break;
       case DaemonOp::kEnergy: {
         reply.energy_mj = gpu.backend->read_energy_mj();
         if (!reply.energy_mj) return refuse(fmt::format("gpu {} has no energy counter", request.gpu));

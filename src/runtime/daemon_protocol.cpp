@@ -25,11 +25,16 @@ int require_int(const json& object, const char* key, long long minimum) {
 
 std::string_view to_string(DaemonOp op) {
   switch (op) {
-    case DaemonOp::kSet: return "set";
-    case DaemonOp::kReset: return "reset";
-    case DaemonOp::kGet: return "get";
-    case DaemonOp::kSupported: return "supported";
-    case DaemonOp::kEnergy: return "energy";
+    case DaemonOp::kSet:
+      return "set";
+    case DaemonOp::kReset:
+      return "reset";
+    case DaemonOp::kGet:
+      return "get";
+    case DaemonOp::kSupported:
+      return "supported";
+    case DaemonOp::kEnergy:
+      return "energy";
   }
   return "?";
 }

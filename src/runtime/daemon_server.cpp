@@ -47,8 +47,8 @@ DaemonServer::DaemonServer(DaemonConfig config, std::vector<std::unique_ptr<Cloc
   sockaddr_un address{};
   address.sun_family = AF_UNIX;
   if (config_.socket_path.empty() || config_.socket_path.size() >= sizeof(address.sun_path)) {
-    throw InputError(fmt::format("socket_path \"{}\" must be 1..{} characters", config_.socket_path,
-                                 sizeof(address.sun_path) - 1));
+    throw InputError(
+        fmt::format("socket_path \"{}\" must be 1..{} characters", config_.socket_path, sizeof(address.sun_path) - 1));
   }
   std::optional<gid_t> group;
   if (!config_.socket_group.empty()) {
@@ -76,7 +76,8 @@ DaemonServer::DaemonServer(DaemonConfig config, std::vector<std::unique_ptr<Cloc
   stop_write_fd_ = pipe_fds[1];
   listen_fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   const mode_t previous_umask = ::umask(0117);  // the socket is born 0660, never wider
-  const bool bound = listen_fd_ >= 0 && ::bind(listen_fd_, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) == 0;
+  const bool bound =
+      listen_fd_ >= 0 && ::bind(listen_fd_, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) == 0;
   const int bind_errno = errno;
   ::umask(previous_umask);
   const auto fail = [&](const std::string& what, int code) {

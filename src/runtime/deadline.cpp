@@ -43,7 +43,8 @@ std::vector<FrontierPoint> read_frontier(const std::filesystem::path& path) {
     throw InputError(fmt::format("{}: schema must be \"kareus.frontier/1\", found \"{}\"", origin, schema));
   }
   const nlohmann::json& points = jf::require(document, "points", origin);
-  if (!points.is_array() || points.empty()) throw InputError(fmt::format("{}: 'points' must be a non-empty array", origin));
+  if (!points.is_array() || points.empty())
+    throw InputError(fmt::format("{}: 'points' must be a non-empty array", origin));
   std::vector<FrontierPoint> frontier;
   for (std::size_t index = 0; index < points.size(); ++index) {
     const std::string point_origin = fmt::format("{}: points[{}]", origin, index);

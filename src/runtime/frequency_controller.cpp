@@ -221,8 +221,9 @@ SignalResetGuard::SignalResetGuard(std::function<void()> on_signal, std::vector<
   if (!signal_pipe_write_fd.compare_exchange_strong(expected, write_fd_)) {
     ::close(read_fd_);
     ::close(write_fd_);
-    throw Error("signal handlers are already installed by another kareus runtime in this process; create the "
-                "others without them (install_signal_handlers = false)");
+    throw Error(
+        "signal handlers are already installed by another kareus runtime in this process; create the "
+        "others without them (install_signal_handlers = false)");
   }
   guard_owner_pid.store(::getpid());
   for (int signal_number : signals_) install(signal_number);

@@ -81,8 +81,8 @@ kareus_status kareus_runtime_on_instruction_begin(kareus_runtime* runtime, int t
     return KAREUS_INPUT_ERROR;
   }
   return guarded([&] {
-    const auto converted =
-        type == KAREUS_FORWARD ? kareus::pipeline::InstructionType::kForward : kareus::pipeline::InstructionType::kBackward;
+    const auto converted = type == KAREUS_FORWARD ? kareus::pipeline::InstructionType::kForward
+                                                  : kareus::pipeline::InstructionType::kBackward;
     runtime->runtime->on_instruction_begin(converted, microbatch < 0 ? std::nullopt : std::optional<int>(microbatch));
   });
 }
@@ -113,13 +113,11 @@ kareus_status kareus_runtime_comm_config(kareus_runtime* runtime, const char* pa
 kareus_status kareus_runtime_switch_plan(kareus_runtime* runtime, const char* plan_path) {
   if (runtime == nullptr) return null_argument("runtime");
   if (plan_path == nullptr) return null_argument("plan_path");
-  return guarded([&] {
-    runtime->runtime->switch_plan(std::filesystem::path(plan_path));
-  });
+  return guarded([&] { runtime->runtime->switch_plan(std::filesystem::path(plan_path)); });
 }
 
-kareus_status kareus_runtime_switch_for_deadline(kareus_runtime* runtime, const char* frontier_path,
-                                                 double deadline_s, int* meets_deadline) {
+kareus_status kareus_runtime_switch_for_deadline(kareus_runtime* runtime, const char* frontier_path, double deadline_s,
+                                                 int* meets_deadline) {
   if (runtime == nullptr) return null_argument("runtime");
   if (frontier_path == nullptr) return null_argument("frontier_path");
   return guarded([&] {

@@ -16,8 +16,8 @@ KareusdConnection::KareusdConnection(std::string socket_path) : socket_path_(std
   sockaddr_un address{};
   address.sun_family = AF_UNIX;
   if (socket_path_.empty() || socket_path_.size() >= sizeof(address.sun_path)) {
-    throw InputError(fmt::format("kareusd socket path \"{}\" must be 1..{} characters", socket_path_,
-                                 sizeof(address.sun_path) - 1));
+    throw InputError(
+        fmt::format("kareusd socket path \"{}\" must be 1..{} characters", socket_path_, sizeof(address.sun_path) - 1));
   }
   std::memcpy(address.sun_path, socket_path_.c_str(), socket_path_.size() + 1);
   fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -78,7 +78,8 @@ KareusdClockBackend::KareusdClockBackend(std::string socket_path, int gpu_index)
 DaemonReply KareusdClockBackend::call(DaemonOp op, int freq_mhz) {
   DaemonRequest request{op, gpu_index_, freq_mhz, next_id_++};
   DaemonReply reply = parse_daemon_reply(connection_.exchange(format_daemon_request(request)));
-  if (!reply.ok) throw Error(fmt::format("kareusd at {}: {} gpu {}: {}", socket_path_, to_string(op), gpu_index_, reply.error));
+  if (!reply.ok)
+    throw Error(fmt::format("kareusd at {}: {} gpu {}: {}", socket_path_, to_string(op), gpu_index_, reply.error));
   return reply;
 }
 

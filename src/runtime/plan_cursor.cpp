@@ -15,7 +15,8 @@ void check_stage(const std::shared_ptr<const plan::Plan>& plan, int stage) {
   if (!plan) throw InputError("plan cursor: no plan given");
   const int stages = static_cast<int>(plan->stages.size());
   if (stage < 0 || stage >= stages) {
-    throw InputError(fmt::format("stage {} is out of range: the plan has {} stages (0..{})", stage, stages, stages - 1));
+    throw InputError(
+        fmt::format("stage {} is out of range: the plan has {} stages (0..{})", stage, stages, stages - 1));
   }
 }
 
@@ -41,8 +42,8 @@ const plan::PlannedInstruction& PlanCursor::on_instruction_begin(pipeline::Instr
   const auto& instructions = stage_plan().instructions;
   if (in_instruction_) {
     const auto& running = instructions[next_index_ - 1];
-    throw InputError(fmt::format("stage {}: {} began while {} is still running (call on_instruction_end first)",
-                                 stage_, got, describe(running.type, running.microbatch)));
+    throw InputError(fmt::format("stage {}: {} began while {} is still running (call on_instruction_end first)", stage_,
+                                 got, describe(running.type, running.microbatch)));
   }
   if (next_index_ >= instructions.size()) {
     throw InputError(fmt::format("stage {}: expected the step to end after {} instructions, got {}", stage_,
@@ -50,8 +51,8 @@ const plan::PlannedInstruction& PlanCursor::on_instruction_begin(pipeline::Instr
   }
   const plan::PlannedInstruction& expected = instructions[next_index_];
   if (expected.type != type || expected.microbatch != microbatch) {
-    throw InputError(fmt::format("stage {}: expected {}, got {}", stage_,
-                                 describe(expected.type, expected.microbatch), got));
+    throw InputError(
+        fmt::format("stage {}: expected {}, got {}", stage_, describe(expected.type, expected.microbatch), got));
   }
   in_instruction_ = true;
   ++next_index_;
@@ -59,7 +60,8 @@ const plan::PlannedInstruction& PlanCursor::on_instruction_begin(pipeline::Instr
 }
 
 void PlanCursor::on_instruction_end() {
-  if (!in_instruction_) throw InputError(fmt::format("stage {}: on_instruction_end without a running instruction", stage_));
+  if (!in_instruction_)
+    throw InputError(fmt::format("stage {}: on_instruction_end without a running instruction", stage_));
   in_instruction_ = false;
 }
 

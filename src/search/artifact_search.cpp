@@ -190,7 +190,8 @@ SearchResult run_artifact_strategy(BatchEvaluator& evaluator, const partition::S
   // The artifact's budgets put 43% (96 of 224, 48 of 112) into the random design and the rest
   // into four equal batches.
   const std::size_t budget = options.budget;
-  const std::size_t initial = budget < 8 ? budget : static_cast<std::size_t>(std::lround(0.43 * static_cast<double>(budget)));
+  const std::size_t initial =
+      budget < 8 ? budget : static_cast<std::size_t>(std::lround(0.43 * static_cast<double>(budget)));
   std::vector<std::size_t> shuffled(space.size());
   std::iota(shuffled.begin(), shuffled.end(), 0);
   std::shuffle(shuffled.begin(), shuffled.end(), random);
@@ -208,8 +209,8 @@ SearchResult run_artifact_strategy(BatchEvaluator& evaluator, const partition::S
       const Evaluation& evaluation = result.evaluations[position];
       rows.push_back(features[order[position]]);
       log_times.push_back(std::log(evaluation.time_s));
-      log_energies.push_back(std::log(std::max(evaluation.energy_j - static_power_w * evaluation.time_s,
-                                               1e-3 * evaluation.energy_j)));
+      log_energies.push_back(
+          std::log(std::max(evaluation.energy_j - static_power_w * evaluation.time_s, 1e-3 * evaluation.energy_j)));
     }
     time_model.fit(rows, log_times);
     energy_model.fit(rows, log_energies);
@@ -225,7 +226,8 @@ SearchResult run_artifact_strategy(BatchEvaluator& evaluator, const partition::S
     const HypervolumeImprovement energy_gain(
         [&] {
           std::vector<ObjectivePoint> points;
-          for (const Evaluation& e : result.evaluations) points.push_back(objective_point(e, static_power_w, Objective::kEnergy));
+          for (const Evaluation& e : result.evaluations)
+            points.push_back(objective_point(e, static_power_w, Objective::kEnergy));
           return points;
         }(),
         reference_point(result.evaluations, static_power_w, Objective::kEnergy));

@@ -61,7 +61,8 @@ void check_header(const nlohmann::json& found, const nlohmann::ordered_json& exp
   if (schema != kSchema) {
     throw InputError(fmt::format("{}: schema '{}' is not an evaluation log (expected '{}')", origin, schema, kSchema));
   }
-  const auto compare = [&](const nlohmann::json& actual, const nlohmann::ordered_json& ordered, std::string_view field) {
+  const auto compare = [&](const nlohmann::json& actual, const nlohmann::ordered_json& ordered,
+                           std::string_view field) {
     const nlohmann::json wanted = nlohmann::json::parse(ordered.dump());
     if (actual != wanted) {
       throw InputError(fmt::format("{}: the log is for {} {}, not {} (use another --log file)", origin, field,
@@ -110,7 +111,8 @@ EvaluationLog::EvaluationLog(std::filesystem::path path, const LogHeader& header
       const ssize_t count = ::pread(fd_, buffer, sizeof buffer, static_cast<off_t>(content.size()));
       if (count < 0) {
         if (errno == EINTR) continue;
-        throw InputError(fmt::format("--log {}: cannot read the evaluation log: {}", path_.string(), std::strerror(errno)));
+        throw InputError(
+            fmt::format("--log {}: cannot read the evaluation log: {}", path_.string(), std::strerror(errno)));
       }
       if (count == 0) break;
       content.append(buffer, static_cast<std::size_t>(count));

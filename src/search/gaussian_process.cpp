@@ -62,7 +62,8 @@ struct GaussianProcess::State {
 
   // Factorises the training covariance under `parameters`; returns the log marginal
   // likelihood, or -inf if the matrix is not positive definite.
-  double factorise(const Eigen::VectorXd& parameters, Eigen::LLT<Eigen::MatrixXd>& llt, Eigen::VectorXd& weights) const {
+  double factorise(const Eigen::VectorXd& parameters, Eigen::LLT<Eigen::MatrixXd>& llt,
+                   Eigen::VectorXd& weights) const {
     const Eigen::Index n = inputs.rows();
     Eigen::MatrixXd covariance = kernel(inputs, inputs, parameters);
     covariance.diagonal().array() += std::exp(parameters(parameters.size() - 1)) + kJitter;
@@ -220,7 +221,8 @@ GaussianProcessHyperparameters GaussianProcess::hyperparameters() const {
   const State& state = *state_;
   GaussianProcessHyperparameters result;
   const Eigen::Index dims = state.inputs.cols();
-  for (Eigen::Index index = 0; index < dims; ++index) result.length_scales.push_back(std::exp(state.log_parameters(index)));
+  for (Eigen::Index index = 0; index < dims; ++index)
+    result.length_scales.push_back(std::exp(state.log_parameters(index)));
   result.signal_variance = std::exp(state.log_parameters(dims));
   result.noise_variance = std::exp(state.log_parameters(dims + 1));
   return result;

@@ -22,7 +22,8 @@ double partial_expectation(double a, double b, double mean, double stddev) {
 // E[(upper - max(lower, Y))+]: the expected width of the stripe [lower, upper) a point at Y covers.
 double expected_width(double lower, double upper, GaussianMarginal y) {
   if (y.stddev <= 0) return std::max(0.0, upper - std::max(lower, y.mean));
-  double width = partial_expectation(upper, upper, y.mean, y.stddev) - partial_expectation(upper, lower, y.mean, y.stddev);
+  double width =
+      partial_expectation(upper, upper, y.mean, y.stddev) - partial_expectation(upper, lower, y.mean, y.stddev);
   if (lower != -kInfinity) width += (upper - lower) * normal_cdf((lower - y.mean) / y.stddev);
   return std::max(0.0, width);
 }
@@ -68,9 +69,9 @@ double HypervolumeImprovement::expected_improvement(GaussianMarginal time, Gauss
   double expected = 0;
   for (std::size_t stripe = 0; stripe < lower_.size(); ++stripe) {
     // Independent marginals: the stripe's expected area is width times height in expectation.
-    const double height = energy.stddev <= 0 ? std::max(0.0, height_[stripe] - energy.mean)
-                                             : partial_expectation(height_[stripe], height_[stripe], energy.mean,
-                                                                   energy.stddev);
+    const double height = energy.stddev <= 0
+                              ? std::max(0.0, height_[stripe] - energy.mean)
+                              : partial_expectation(height_[stripe], height_[stripe], energy.mean, energy.stddev);
     if (height <= 0) continue;
     expected += expected_width(lower_[stripe], upper_[stripe], time) * height;
   }

@@ -20,7 +20,8 @@ NelderMeadResult nelder_mead(const std::function<double(const std::vector<double
   std::vector<std::size_t> order(dims + 1);
   auto along = [&](const std::vector<double>& centroid, const std::vector<double>& worst, double factor) {
     std::vector<double> point(dims);
-    for (std::size_t axis = 0; axis < dims; ++axis) point[axis] = centroid[axis] + factor * (worst[axis] - centroid[axis]);
+    for (std::size_t axis = 0; axis < dims; ++axis)
+      point[axis] = centroid[axis] + factor * (worst[axis] - centroid[axis]);
     return point;
   };
   while (evaluations < max_evaluations) {
@@ -33,7 +34,8 @@ NelderMeadResult nelder_mead(const std::function<double(const std::vector<double
     std::vector<double> centroid(dims, 0.0);
     for (std::size_t vertex = 0; vertex <= dims; ++vertex) {
       if (vertex == worst) continue;
-      for (std::size_t axis = 0; axis < dims; ++axis) centroid[axis] += simplex[vertex][axis] / static_cast<double>(dims);
+      for (std::size_t axis = 0; axis < dims; ++axis)
+        centroid[axis] += simplex[vertex][axis] / static_cast<double>(dims);
     }
     const std::vector<double> reflected = along(centroid, simplex[worst], -1.0);
     const double reflected_value = evaluate(reflected);

@@ -10,8 +10,8 @@ std::string_view to_string(Objective objective) {
 }
 
 ObjectivePoint objective_point(const Evaluation& evaluation, double static_power_w, Objective objective) {
-  const double energy_j = objective == Objective::kEnergy ? evaluation.energy_j
-                                                          : evaluation.energy_j - static_power_w * evaluation.time_s;
+  const double energy_j =
+      objective == Objective::kEnergy ? evaluation.energy_j : evaluation.energy_j - static_power_w * evaluation.time_s;
   return {evaluation.time_s, energy_j};
 }
 
@@ -70,8 +70,7 @@ double hypervolume(const std::vector<Evaluation>& evaluations, double static_pow
   return hypervolume(std::move(points), reference);
 }
 
-ObjectivePoint reference_point(const std::vector<Evaluation>& evaluations, double static_power_w,
-                               Objective objective) {
+ObjectivePoint reference_point(const std::vector<Evaluation>& evaluations, double static_power_w, Objective objective) {
   assert(!evaluations.empty() && "reference_point needs evaluations");
   ObjectivePoint worst = objective_point(evaluations.front(), static_power_w, objective);
   for (const Evaluation& evaluation : evaluations) {

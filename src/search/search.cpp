@@ -44,7 +44,9 @@ std::string_view to_string(StopReason reason) {
 
 std::vector<double> config_features(const partition::SearchSpace& space, std::size_t index) {
   const partition::KnobConfig config = space.at(index);
-  const auto scale = [](double value, double low, double high) { return high > low ? (value - low) / (high - low) : 0.5; };
+  const auto scale = [](double value, double low, double high) {
+    return high > low ? (value - low) / (high - low) : 0.5;
+  };
   const std::vector<int>& clocks = space.clocks_mhz();
   const std::vector<int>& ctas = space.ctas();
   const auto [clock_low, clock_high] = std::minmax_element(clocks.begin(), clocks.end());
@@ -71,7 +73,7 @@ BatchEvaluator::BatchEvaluator(std::span<device::Device* const> devices, const p
   }
   static_power_w_ = first.gpu().static_power_w;
   if (options.log_path) {
-    const LogHeader header{options.workload_json, partition.key,       partition.nanobatch,
+    const LogHeader header{options.workload_json,     partition.key,    partition.nanobatch,
                            std::string(first.kind()), first.gpu().name, options.seed};
     log_.emplace(*options.log_path, header, options.warn);
   }
@@ -160,7 +162,8 @@ class KareusStrategy {
     if (initial == 0) initial = std::max<std::size_t>(std::min<std::size_t>(budget, 8), (budget + 2) / 4);
     initial = std::min(initial, budget);
     measure(initial_design(initial), result);
-    const auto reserve = static_cast<std::size_t>(std::lround(options_.refinement_fraction * static_cast<double>(budget)));
+    const auto reserve =
+        static_cast<std::size_t>(std::lround(options_.refinement_fraction * static_cast<double>(budget)));
     const std::size_t refine_from = budget > reserve ? budget - reserve : 0;
     bool refining = false;
     result.stop_reason = StopReason::kBudget;
@@ -212,7 +215,8 @@ class KareusStrategy {
     const std::array<std::size_t, 3> levels{space_.clocks_mhz().size(), ctas, slots};
     // Feature value of each level of each dimension (config_features at one coordinate).
     std::array<std::vector<double>, 3> level_values;
-    for (std::size_t level = 0; level < levels[0]; ++level) level_values[0].push_back(features_[level * ctas * slots][0]);
+    for (std::size_t level = 0; level < levels[0]; ++level)
+      level_values[0].push_back(features_[level * ctas * slots][0]);
     for (std::size_t level = 0; level < levels[1]; ++level) level_values[1].push_back(features_[level * slots][1]);
     for (std::size_t level = 0; level < levels[2]; ++level) level_values[2].push_back(features_[level][2]);
     const auto nearest_level = [&](std::size_t dim, double value) {
@@ -245,7 +249,8 @@ class KareusStrategy {
       std::vector<std::size_t> design;
       std::vector<bool> used(space_.size(), false);
       for (std::size_t point = 0; point < count; ++point) {
-        const std::size_t index = (coordinates[0][point] * ctas + coordinates[1][point]) * slots + coordinates[2][point];
+        const std::size_t index =
+            (coordinates[0][point] * ctas + coordinates[1][point]) * slots + coordinates[2][point];
         if (!used[index]) design.push_back(index);
         used[index] = true;
       }
@@ -326,7 +331,8 @@ class KareusStrategy {
       const std::vector<Prediction> energies = energy_model_.predict(rows);
       for (std::size_t position = 0; position < rows.size(); ++position) {
         const double time_s = std::exp(times[position].mean);
-        believed.push_back({measured[position].config, time_s, std::exp(energies[position].mean) + static_power_w_ * time_s});
+        believed.push_back(
+            {measured[position].config, time_s, std::exp(energies[position].mean) + static_power_w_ * time_s});
       }
     }
     // Refinement is a local search around the measured front of the batch's objective that does
@@ -336,8 +342,8 @@ class KareusStrategy {
     // hypervolume contribution come first (EHVI breaks ties); each pick halves that point's
     // weight so a batch spreads over the front. Clock neighbours (smooth, well modelled) only
     // when no CTA/slot neighbour is left.
-    std::vector<double> contribution;        // per point of `front`
-    std::vector<std::size_t> source;         // per config: the front point it neighbours, or npos
+    std::vector<double> contribution;  // per point of `front`
+    std::vector<std::size_t> source;   // per config: the front point it neighbours, or npos
     constexpr std::size_t kNone = std::numeric_limits<std::size_t>::max();
     if (refining) {
       const std::vector<Evaluation> front = pareto_front(measured, static_power_w_, batch_objective);

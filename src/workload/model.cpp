@@ -15,7 +15,8 @@ namespace jf = json_fields;
 
 int positive_int(const nlohmann::json& document, std::string_view key, std::string_view origin) {
   const long long value = jf::require_positive_int(document, key, origin);
-  if (value > 100'000'000) throw InputError(fmt::format("{}: field '{}' = {} is implausibly large", origin, key, value));
+  if (value > 100'000'000)
+    throw InputError(fmt::format("{}: field '{}' = {} is implausibly large", origin, key, value));
   return static_cast<int>(value);
 }
 
@@ -40,8 +41,8 @@ std::vector<std::string> model_preset_names() { return embedded_names("models");
 ModelSpec parse_model(std::string_view json_text, std::string_view origin) {
   const nlohmann::json document = parse_json(json_text, origin);
   jf::reject_unknown(document,
-                     {"name", "hidden", "heads", "kv_groups", "head_dim", "ffn", "layers", "vocab", "qk_norm",
-                      "mlp", "tied_embeddings", "source"},
+                     {"name", "hidden", "heads", "kv_groups", "head_dim", "ffn", "layers", "vocab", "qk_norm", "mlp",
+                      "tied_embeddings", "source"},
                      origin);
   ModelSpec model;
   model.name = jf::require_string(document, "name", origin);
@@ -75,8 +76,8 @@ ModelSpec load_model(std::string_view name_or_path) {
   }
   const std::string path = fmt::format("models/{}.json", name_or_path);
   if (auto content = find_embedded_file(path)) return parse_model(*content, path);
-  throw InputError(fmt::format("--model {}: unknown model (presets: {}; or a path to a model .json file)",
-                               name_or_path, fmt::join(model_preset_names(), ", ")));
+  throw InputError(fmt::format("--model {}: unknown model (presets: {}; or a path to a model .json file)", name_or_path,
+                               fmt::join(model_preset_names(), ", ")));
 }
 
 }  // namespace kareus::workload

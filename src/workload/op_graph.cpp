@@ -8,9 +8,9 @@ namespace {
 constexpr double kBf16Bytes = 2;
 
 struct Shapes {
-  double tokens;       // tokens of one nanobatch on one GPU (its CP shard)
-  double batch;        // sequences in one nanobatch
-  double seq_full;     // full sequence (keys/values after the CP all-gather)
+  double tokens;    // tokens of one nanobatch on one GPU (its CP shard)
+  double batch;     // sequences in one nanobatch
+  double seq_full;  // full sequence (keys/values after the CP all-gather)
   double hidden;
   double q_width;      // query heads x head_dim on one TP rank
   double kv_width;     // key/value heads x head_dim on one TP rank (K or V alone)
@@ -91,45 +91,66 @@ bool Op::is_memory_bound() const {
 
 std::string_view to_string(OpKind kind) {
   switch (kind) {
-    case OpKind::kGemm: return "gemm";
-    case OpKind::kAttention: return "attention";
-    case OpKind::kNorm: return "norm";
-    case OpKind::kRope: return "rope";
-    case OpKind::kActivation: return "activation";
-    case OpKind::kElementwise: return "elementwise";
-    case OpKind::kEmbedding: return "embedding";
-    case OpKind::kLoss: return "loss";
-    case OpKind::kCollective: return "collective";
+    case OpKind::kGemm:
+      return "gemm";
+    case OpKind::kAttention:
+      return "attention";
+    case OpKind::kNorm:
+      return "norm";
+    case OpKind::kRope:
+      return "rope";
+    case OpKind::kActivation:
+      return "activation";
+    case OpKind::kElementwise:
+      return "elementwise";
+    case OpKind::kEmbedding:
+      return "embedding";
+    case OpKind::kLoss:
+      return "loss";
+    case OpKind::kCollective:
+      return "collective";
   }
   return "?";
 }
 
 std::string_view to_string(CommGroup group) {
   switch (group) {
-    case CommGroup::kTp: return "tp";
-    case CommGroup::kCp: return "cp";
-    case CommGroup::kDp: return "dp";
-    case CommGroup::kPp: return "pp";
+    case CommGroup::kTp:
+      return "tp";
+    case CommGroup::kCp:
+      return "cp";
+    case CommGroup::kDp:
+      return "dp";
+    case CommGroup::kPp:
+      return "pp";
   }
   return "?";
 }
 
 std::string_view to_string(CollectiveKind kind) {
   switch (kind) {
-    case CollectiveKind::kAllReduce: return "all_reduce";
-    case CollectiveKind::kAllGather: return "all_gather";
-    case CollectiveKind::kReduceScatter: return "reduce_scatter";
-    case CollectiveKind::kSendRecv: return "send_recv";
+    case CollectiveKind::kAllReduce:
+      return "all_reduce";
+    case CollectiveKind::kAllGather:
+      return "all_gather";
+    case CollectiveKind::kReduceScatter:
+      return "reduce_scatter";
+    case CollectiveKind::kSendRecv:
+      return "send_recv";
   }
   return "?";
 }
 
 std::string_view short_name(CollectiveKind kind) {
   switch (kind) {
-    case CollectiveKind::kAllReduce: return "ar";
-    case CollectiveKind::kAllGather: return "ag";
-    case CollectiveKind::kReduceScatter: return "rs";
-    case CollectiveKind::kSendRecv: return "p2p";
+    case CollectiveKind::kAllReduce:
+      return "ar";
+    case CollectiveKind::kAllGather:
+      return "ag";
+    case CollectiveKind::kReduceScatter:
+      return "rs";
+    case CollectiveKind::kSendRecv:
+      return "p2p";
   }
   return "?";
 }

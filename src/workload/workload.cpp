@@ -66,7 +66,8 @@ Workload make_workload(ModelSpec model, Parallelism parallel) {
                                    fmt::join(split, ","), resolved.pp, layers, workload.model.name));
     }
     for (int count : split) {
-      if (count < 1) throw InputError(fmt::format("--layers-per-stage {}: every stage needs >= 1 layer", fmt::join(split, ",")));
+      if (count < 1)
+        throw InputError(fmt::format("--layers-per-stage {}: every stage needs >= 1 layer", fmt::join(split, ",")));
     }
     workload.stage_layers = split;
   }
@@ -82,7 +83,8 @@ std::vector<int> parse_layers_per_stage(const std::string& text) {
     int value = 0;
     const auto [ptr, error] = std::from_chars(text.data() + begin, text.data() + end, value);
     if (error != std::errc() || ptr != text.data() + end || value < 1) {
-      throw InputError(fmt::format("--layers-per-stage {}: expected positive integers separated by commas, e.g. 15,13", text));
+      throw InputError(
+          fmt::format("--layers-per-stage {}: expected positive integers separated by commas, e.g. 15,13", text));
     }
     layers.push_back(value);
     begin = end + 1;
@@ -95,12 +97,24 @@ std::string workload_to_json(const Workload& workload) {
   const Parallelism& p = workload.parallel;
   nlohmann::ordered_json document = {
       {"model", model.name},
-      {"shape", {{"hidden", model.hidden}, {"heads", model.heads}, {"kv_groups", model.kv_groups},
-                 {"head_dim", model.head_dim}, {"ffn", model.ffn}, {"layers", model.layers},
-                 {"vocab", model.vocab}, {"qk_norm", model.qk_norm},
-                 {"mlp", model.mlp == MlpKind::kSwiGlu ? "swiglu" : "gelu"}}},
-      {"tp", p.tp}, {"cp", p.cp}, {"pp", p.pp}, {"dp", p.dp}, {"mbs", p.mbs}, {"seq", p.seq},
-      {"microbatches", p.microbatches}, {"nanobatches", p.nanobatches},
+      {"shape",
+       {{"hidden", model.hidden},
+        {"heads", model.heads},
+        {"kv_groups", model.kv_groups},
+        {"head_dim", model.head_dim},
+        {"ffn", model.ffn},
+        {"layers", model.layers},
+        {"vocab", model.vocab},
+        {"qk_norm", model.qk_norm},
+        {"mlp", model.mlp == MlpKind::kSwiGlu ? "swiglu" : "gelu"}}},
+      {"tp", p.tp},
+      {"cp", p.cp},
+      {"pp", p.pp},
+      {"dp", p.dp},
+      {"mbs", p.mbs},
+      {"seq", p.seq},
+      {"microbatches", p.microbatches},
+      {"nanobatches", p.nanobatches},
       {"recompute", p.recompute == Recompute::kFull ? "full" : "none"},
       {"layers_per_stage", workload.stage_layers},
   };

@@ -66,8 +66,8 @@ TEST(ComposeInstruction, PredictionMatchesTheSimulatedInstruction) {
         EXPECT_EQ(composition.pruned_points, 0);
         for (std::size_t index = 0; index < composition.options.size(); index += 3) {
           const ComposedOption& option = composition.options[index];
-          const device::InstructionRun run = device::run_instruction(
-              gpu, workload, stage, direction, option.freq_mhz, device::OverlapMode::kNanobatch, option.choices);
+          const device::InstructionRun run = device::run_instruction(gpu, workload, stage, direction, option.freq_mhz,
+                                                                     device::OverlapMode::kNanobatch, option.choices);
           // Not bit-exact: layer 0's NB1 partition lacks the previous layer's residual add that
           // the representative (a steady-state layer's) carries, ~0.1% of an instruction.
           EXPECT_NEAR(option.time_s / run.time_s, 1, 0.005);
@@ -92,7 +92,8 @@ TEST(ComposeInstruction, ExactParetoSumMatchesBruteForceOverAllChoices) {
     double sum = 0;
     for (const auto& [key, choice] : any.choices) {
       for (const search::Evaluation& measured : measurements.at(key)) {
-        if (measured.config.ctas == choice.ctas && measured.config.slot == choice.slot) sum += counts.at(key) * measured.time_s;
+        if (measured.config.ctas == choice.ctas && measured.config.slot == choice.slot)
+          sum += counts.at(key) * measured.time_s;
       }
     }
     return sum;
@@ -102,7 +103,8 @@ TEST(ComposeInstruction, ExactParetoSumMatchesBruteForceOverAllChoices) {
     double sum = 0;
     for (const auto& [key, choice] : any.choices) {
       for (const search::Evaluation& measured : measurements.at(key)) {
-        if (measured.config.ctas == choice.ctas && measured.config.slot == choice.slot) sum += counts.at(key) * measured.energy_j;
+        if (measured.config.ctas == choice.ctas && measured.config.slot == choice.slot)
+          sum += counts.at(key) * measured.energy_j;
       }
     }
     return sum;
@@ -129,7 +131,9 @@ TEST(ComposeInstruction, ExactParetoSumMatchesBruteForceOverAllChoices) {
   }
   EXPECT_NEAR(composition.options.front().time_s, fastest, 1e-12 * fastest);
   for (std::size_t index = 1; index < composition.options.size(); ++index) {
-    const auto effective = [&](const ComposedOption& option) { return option.energy_j - gpu.static_power_w * option.time_s; };
+    const auto effective = [&](const ComposedOption& option) {
+      return option.energy_j - gpu.static_power_w * option.time_s;
+    };
     EXPECT_GT(composition.options[index].time_s, composition.options[index - 1].time_s);
     EXPECT_LT(effective(composition.options[index]), effective(composition.options[index - 1]));
   }
@@ -140,8 +144,10 @@ TEST(ComposeInstruction, PruningBoundsOptionsPerClockAndCountsWhatItDropped) {
   const workload::Workload workload = small_workload(1, 8);
   const std::vector<int> clocks = {1410};
   const PartitionMeasurements measurements = exhaustive(gpu, workload, clocks);
-  const InstructionComposition exact = compose_instruction(gpu, workload, 0, Direction::kBackward, measurements, clocks, {0});
-  const InstructionComposition pruned = compose_instruction(gpu, workload, 0, Direction::kBackward, measurements, clocks, {4});
+  const InstructionComposition exact =
+      compose_instruction(gpu, workload, 0, Direction::kBackward, measurements, clocks, {0});
+  const InstructionComposition pruned =
+      compose_instruction(gpu, workload, 0, Direction::kBackward, measurements, clocks, {4});
   ASSERT_GT(exact.options.size(), 4u);
   EXPECT_LE(pruned.options.size(), 4u);
   EXPECT_GT(pruned.pruned_points, 0);

@@ -47,10 +47,15 @@ TEST(Calibration, RecoversPerturbedParametersFromKernelMeasurements) {
       measure(truth, plan_partition_sweep(workload, {"fwd_attn", "fwd_mlp", "bwd_attn", "bwd_mlp"}, clocks, 5, 7));
 
   GpuSpec start = truth;
-  const std::vector<std::pair<std::string, double>> perturbation = {
-      {"gemm_efficiency", 1.15},      {"gemm_small_k_half", 0.7},      {"attention_forward_efficiency", 1.2},
-      {"attention_backward_efficiency", 0.85}, {"hbm_efficiency", 0.9}, {"cta_bytes_per_clock", 1.3},
-      {"link_efficiency", 0.85},      {"sm_dynamic_power_w", 1.2},     {"hbm_power_w_per_tbps", 0.75}};
+  const std::vector<std::pair<std::string, double>> perturbation = {{"gemm_efficiency", 1.15},
+                                                                    {"gemm_small_k_half", 0.7},
+                                                                    {"attention_forward_efficiency", 1.2},
+                                                                    {"attention_backward_efficiency", 0.85},
+                                                                    {"hbm_efficiency", 0.9},
+                                                                    {"cta_bytes_per_clock", 1.3},
+                                                                    {"link_efficiency", 0.85},
+                                                                    {"sm_dynamic_power_w", 1.2},
+                                                                    {"hbm_power_w_per_tbps", 0.75}};
   for (const auto& [name, factor] : perturbation) *find_parameter(start, name)->value *= factor;
 
   const CalibrationResult result = calibrate(start, kernels);
@@ -89,7 +94,8 @@ TEST(Calibration, WritesFittedValuesWithTheirSource) {
   const CalibrationResult result = calibrate(start, kernels, options);
   ASSERT_EQ(result.parameters.size(), 1u);
   EXPECT_NEAR(result.parameters[0].fitted, truth.hbm_efficiency, 1e-3);
-  const std::string preset = write_calibrated_preset(gpu_preset_text("h200"), result, "[F] kareus calibrate on a.jsonl");
+  const std::string preset =
+      write_calibrated_preset(gpu_preset_text("h200"), result, "[F] kareus calibrate on a.jsonl");
   const nlohmann::json document = nlohmann::json::parse(preset);
   EXPECT_EQ(document["parameters"]["hbm_efficiency"]["source"], "[F] kareus calibrate on a.jsonl");
   EXPECT_NEAR(document["parameters"]["hbm_efficiency"]["value"].get<double>(), truth.hbm_efficiency, 1e-3);

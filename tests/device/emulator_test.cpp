@@ -47,7 +47,8 @@ TEST(Emulator, AllReduceFlattensBeyondAKneeInCtaCount) {
   // Below the knee the collective is CTA-bound: 3 CTAs are several times slower.
   EXPECT_GT(collective_kernel(gpu, all_reduce, 3, gpu.clock_max_mhz).time_s, 4 * asymptote);
   // The knee moves with the clock: per-CTA copy rate scales with f.
-  EXPECT_GT(collective_kernel(gpu, all_reduce, 12, 900).time_s, collective_kernel(gpu, all_reduce, 12, 1410).time_s * 1.3);
+  EXPECT_GT(collective_kernel(gpu, all_reduce, 12, 900).time_s,
+            collective_kernel(gpu, all_reduce, 12, 1410).time_s * 1.3);
 }
 
 TEST(Emulator, MemoryBoundKernelEnergyOptimalClockIsWellBelowMax) {

@@ -114,21 +114,32 @@ int nvmlDeviceGetName(void* device, char* name, unsigned int length) {
 }
 const char* nvmlErrorString(int code) {
   switch (code) {
-    case 0: return "Success";
-    case 1: return "Uninitialized";
-    case 2: return "Invalid Argument";
-    case 3: return "Not Supported";
-    case 4: return "Insufficient Permissions";
-    case 7: return "Insufficient Size";
-    default: return "Unknown Error";
+    case 0:
+      return "Success";
+    case 1:
+      return "Uninitialized";
+    case 2:
+      return "Invalid Argument";
+    case 3:
+      return "Not Supported";
+    case 4:
+      return "Insufficient Permissions";
+    case 7:
+      return "Insufficient Size";
+    default:
+      return "Unknown Error";
   }
 }
 
 void fake_nvml_deny_permission(int deny) { deny_permission = deny != 0; }
 unsigned int fake_nvml_locked_mhz(unsigned int index) { return devices[index].locked_mhz; }
 int fake_nvml_init_calls() { return init_calls; }
-void fake_nvml_set_clock_events(unsigned int index, unsigned long long reasons) { devices[index].clock_events = reasons; }
-void fake_nvml_set_energy_supported(unsigned int index, int supported) { devices[index].energy_supported = supported != 0; }
+void fake_nvml_set_clock_events(unsigned int index, unsigned long long reasons) {
+  devices[index].clock_events = reasons;
+}
+void fake_nvml_set_energy_supported(unsigned int index, int supported) {
+  devices[index].energy_supported = supported != 0;
+}
 int fake_nvml_shutdown_calls() { return shutdown_calls; }
 
 }  // extern "C"

@@ -6,8 +6,8 @@
 
 #include <gtest/gtest.h>
 
-#include "support/input_error.h"
 #include <nlohmann/json.hpp>
+#include "support/input_error.h"
 
 #include "kareus/common/embedded_data.h"
 #include "kareus/common/error.h"
@@ -146,7 +146,10 @@ TEST(ParseGpu, MalformedPresetNamesTheField) {
        "parameters.link_efficiency must be a number"},
       {"fractional int", [](auto& d) { d["parameters"]["sm_count"]["value"] = 107.5; },
        "g.json: parameters.sm_count must be an integer in [1, 100000], found 107.5"},
-      {"unknown parameter", [](auto& d) { d["parameters"]["warp_speed"] = {{"value", 9}, {"source", "[E]"}}; },
+      {"unknown parameter",
+       [](auto& d) {
+         d["parameters"]["warp_speed"] = {{"value", 9}, {"source", "[E]"}};
+       },
        "g.json: parameters: unknown field 'warp_speed'"},
       {"unknown top-level", [](auto& d) { d["vendor"] = "nvidia"; }, "g.json: unknown field 'vendor'"},
       {"unknown entry key", [](auto& d) { d["parameters"]["sm_count"]["unit"] = "SMs"; },

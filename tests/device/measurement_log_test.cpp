@@ -121,18 +121,21 @@ TEST(MeasurementLog, BadLinesNameFileAndLine) {
   {
     std::ofstream file(path);
     file << to_json_line(sample_record()) << "\n";
-    file << R"({"schema": "kareus.measurement/1", "backend": "cuda"})" << "\n";
+    file << R"({"schema": "kareus.measurement/1", "backend": "cuda"})"
+         << "\n";
   }
   try {
     (void)read_measurements(path);
     FAIL() << "expected InputError";
   } catch (const InputError& error) {
-    EXPECT_NE(std::string(error.what()).find(path.string() + ":2: not a kareus.measurement/1 record"), std::string::npos)
+    EXPECT_NE(std::string(error.what()).find(path.string() + ":2: not a kareus.measurement/1 record"),
+              std::string::npos)
         << error.what();
   }
   {
     std::ofstream file(path);
-    file << R"({"schema": "kareus.frontier/1"})" << "\n";
+    file << R"({"schema": "kareus.frontier/1"})"
+         << "\n";
   }
   EXPECT_THROW((void)read_measurements(path), InputError);
   std::filesystem::remove(path);

@@ -128,8 +128,9 @@ TEST(Nvml, PermissionErrorPointsToRootOrKareusd) {
   deny(1);
   const std::string message = message_of([&] { library.set_locked_clock(0, 1200); });
   deny(0);
-  EXPECT_NE(message.find("nvmlDeviceSetGpuLockedClocks(gpu 0, 1200 MHz) failed: Insufficient Permissions (NVML error 4)"),
-            std::string::npos)
+  EXPECT_NE(
+      message.find("nvmlDeviceSetGpuLockedClocks(gpu 0, 1200 MHz) failed: Insufficient Permissions (NVML error 4)"),
+      std::string::npos)
       << message;
   EXPECT_NE(message.find("root or CAP_SYS_ADMIN"), std::string::npos) << message;
   EXPECT_NE(message.find("kareusd"), std::string::npos) << message;

@@ -112,14 +112,26 @@ void expect_keys(const workload::Workload& workload, const std::vector<KeyRow>& 
 TEST(PartitionBuilder, CpOneKeysHoldReferenceOpsCollectivesAndSlots) {
   expect_keys(make("llama3.2-3b", 1, 8),
               {
-                  {"fwd_attn", {"mlp_bda", "input_norm", "qkv", "rope", "attention", "out_proj"},
-                   CollectiveKind::kAllReduce, CommGroup::kTp, {"norm_0", "linear_0", "rope_0", "attn_0", "linear_1"}},
-                  {"fwd_mlp", {"attn_bda", "mlp_norm", "fc1", "swiglu", "fc2"}, CollectiveKind::kAllReduce,
-                   CommGroup::kTp, {"norm_0", "linear_0", "activation_0", "linear_1"}},
-                  {"bwd_mlp", {"input_norm_bwd", "mlp_bda_bwd", "fc2_bwd", "swiglu_bwd", "fc1_bwd"},
-                   CollectiveKind::kAllReduce, CommGroup::kTp, {"norm_0", "linear_0", "activation_0", "linear_1"}},
-                  {"bwd_attn", {"mlp_norm_bwd", "attn_bda_bwd", "out_proj_bwd", "attention_bwd", "rope_bwd", "qkv_bwd"},
-                   CollectiveKind::kAllReduce, CommGroup::kTp, {"norm_0", "linear_0", "attn_0", "rope_0", "linear_1"}},
+                  {"fwd_attn",
+                   {"mlp_bda", "input_norm", "qkv", "rope", "attention", "out_proj"},
+                   CollectiveKind::kAllReduce,
+                   CommGroup::kTp,
+                   {"norm_0", "linear_0", "rope_0", "attn_0", "linear_1"}},
+                  {"fwd_mlp",
+                   {"attn_bda", "mlp_norm", "fc1", "swiglu", "fc2"},
+                   CollectiveKind::kAllReduce,
+                   CommGroup::kTp,
+                   {"norm_0", "linear_0", "activation_0", "linear_1"}},
+                  {"bwd_mlp",
+                   {"input_norm_bwd", "mlp_bda_bwd", "fc2_bwd", "swiglu_bwd", "fc1_bwd"},
+                   CollectiveKind::kAllReduce,
+                   CommGroup::kTp,
+                   {"norm_0", "linear_0", "activation_0", "linear_1"}},
+                  {"bwd_attn",
+                   {"mlp_norm_bwd", "attn_bda_bwd", "out_proj_bwd", "attention_bwd", "rope_bwd", "qkv_bwd"},
+                   CollectiveKind::kAllReduce,
+                   CommGroup::kTp,
+                   {"norm_0", "linear_0", "attn_0", "rope_0", "linear_1"}},
               });
 }
 
@@ -132,23 +144,28 @@ TEST(PartitionBuilder, CpTwoKeysHoldReferenceOpsCollectivesAndSlots) {
   const auto rs = CollectiveKind::kReduceScatter;
   const auto tp = CommGroup::kTp;
   const auto cp = CommGroup::kCp;
-  expect_keys(make("llama3.2-3b", 2, 4),
-              {
-                  {"fwd_qkv_ar", qkv, ar, tp, {"norm_0", "linear_0", "rope_0"}},
-                  {"fwd_qkv_ag", qkv, ag, cp, {"norm_0", "linear_0", "rope_0"}},
-                  {"fwd_ao_ag", {"attention", "out_proj"}, ag, cp, {"attn_0", "linear_0"}},
-                  {"fwd_ao_ar", {"attention", "out_proj"}, ar, tp, {"attn_0", "linear_0"}},
-                  {"fwd_mlp", {"attn_bda", "mlp_norm", "fc1", "swiglu", "fc2"}, ar, tp,
-                   {"norm_0", "linear_0", "activation_0", "linear_1"}},
-                  {"bwd_mlp", {"input_norm_bwd", "mlp_bda_bwd", "fc2_bwd", "swiglu_bwd", "fc1_bwd"}, ar, tp,
-                   {"norm_0", "linear_0", "activation_0", "linear_1"}},
-                  {"bwd_o_ar", o_bwd, ar, tp, {"norm_0", "linear_0"}},
-                  {"bwd_o_ag", o_bwd, ag, cp, {"norm_0", "linear_0"}},
-                  {"bwd_a_ag", {"attention_bwd"}, ag, cp, {"attn_0"}},
-                  {"bwd_a_rs", {"attention_bwd"}, rs, cp, {"attn_0"}},
-                  {"bwd_qkv_rs", qkv_bwd, rs, cp, {"rope_0", "linear_0"}},
-                  {"bwd_qkv_ar", qkv_bwd, ar, tp, {"rope_0", "linear_0"}},
-              });
+  expect_keys(make("llama3.2-3b", 2, 4), {
+                                             {"fwd_qkv_ar", qkv, ar, tp, {"norm_0", "linear_0", "rope_0"}},
+                                             {"fwd_qkv_ag", qkv, ag, cp, {"norm_0", "linear_0", "rope_0"}},
+                                             {"fwd_ao_ag", {"attention", "out_proj"}, ag, cp, {"attn_0", "linear_0"}},
+                                             {"fwd_ao_ar", {"attention", "out_proj"}, ar, tp, {"attn_0", "linear_0"}},
+                                             {"fwd_mlp",
+                                              {"attn_bda", "mlp_norm", "fc1", "swiglu", "fc2"},
+                                              ar,
+                                              tp,
+                                              {"norm_0", "linear_0", "activation_0", "linear_1"}},
+                                             {"bwd_mlp",
+                                              {"input_norm_bwd", "mlp_bda_bwd", "fc2_bwd", "swiglu_bwd", "fc1_bwd"},
+                                              ar,
+                                              tp,
+                                              {"norm_0", "linear_0", "activation_0", "linear_1"}},
+                                             {"bwd_o_ar", o_bwd, ar, tp, {"norm_0", "linear_0"}},
+                                             {"bwd_o_ag", o_bwd, ag, cp, {"norm_0", "linear_0"}},
+                                             {"bwd_a_ag", {"attention_bwd"}, ag, cp, {"attn_0"}},
+                                             {"bwd_a_rs", {"attention_bwd"}, rs, cp, {"attn_0"}},
+                                             {"bwd_qkv_rs", qkv_bwd, rs, cp, {"rope_0", "linear_0"}},
+                                             {"bwd_qkv_ar", qkv_bwd, ar, tp, {"rope_0", "linear_0"}},
+                                         });
 }
 
 // The artifact names the memory-bound run "QKV post (q/k RMSNorm) + RoPE" rope_0 for Qwen3 as
@@ -183,7 +200,7 @@ TEST(PartitionBuilder, EachPartitionOverlapsTheOtherNanobatchsCollective) {
   // NB0's carries NB1's collective of the previous segment.
   const std::vector<Partition> forward = layer_partitions(make("llama3.2-3b", 2, 4), Direction::kForward);
   ASSERT_EQ(forward.size(), 6u);
-  const std::vector<std::string> collectives = {"mlp_all_reduce", "kv_all_gather", "kv_all_gather",
+  const std::vector<std::string> collectives = {"mlp_all_reduce",  "kv_all_gather",   "kv_all_gather",
                                                 "attn_all_reduce", "attn_all_reduce", "mlp_all_reduce"};
   for (std::size_t index = 0; index < forward.size(); ++index) {
     SCOPED_TRACE(forward[index].key);
@@ -199,8 +216,10 @@ TEST(BuildPartitions, StageHasTwoPartitionsPerSegmentAndEndsInTrails) {
     int collectives_per_layer;
   };
   const Row rows[] = {
-      {1, 8, 0, Direction::kForward, 2}, {1, 8, 1, Direction::kBackward, 2},
-      {2, 4, 0, Direction::kForward, 3}, {2, 4, 1, Direction::kBackward, 4},
+      {1, 8, 0, Direction::kForward, 2},
+      {1, 8, 1, Direction::kBackward, 2},
+      {2, 4, 0, Direction::kForward, 3},
+      {2, 4, 1, Direction::kBackward, 4},
   };
   for (const Row& row : rows) {
     const workload::Workload workload = make("llama3.2-3b", row.cp, row.tp, {15, 13});

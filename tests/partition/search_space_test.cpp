@@ -46,10 +46,10 @@ TEST(SearchSpace, ArtifactSpaceSizesOnA100MatchReference) {
     std::size_t size;
   };
   const Row rows[] = {
-      {1, 8, "fwd_attn", 720},   {1, 8, "fwd_mlp", 540},    {1, 8, "bwd_attn", 720},  {1, 8, "bwd_mlp", 540},
-      {2, 4, "fwd_qkv_ar", 360}, {2, 4, "fwd_qkv_ag", 1080}, {2, 4, "fwd_ao_ag", 720}, {2, 4, "fwd_ao_ar", 180},
-      {2, 4, "fwd_mlp", 540},    {2, 4, "bwd_mlp", 540},    {2, 4, "bwd_o_ar", 180},  {2, 4, "bwd_o_ag", 720},
-      {2, 4, "bwd_a_ag", 360},   {2, 4, "bwd_a_rs", 360},   {2, 4, "bwd_qkv_rs", 720}, {2, 4, "bwd_qkv_ar", 360},
+      {1, 8, "fwd_attn", 720},   {1, 8, "fwd_mlp", 540},     {1, 8, "bwd_attn", 720},   {1, 8, "bwd_mlp", 540},
+      {2, 4, "fwd_qkv_ar", 360}, {2, 4, "fwd_qkv_ag", 1080}, {2, 4, "fwd_ao_ag", 720},  {2, 4, "fwd_ao_ar", 180},
+      {2, 4, "fwd_mlp", 540},    {2, 4, "bwd_mlp", 540},     {2, 4, "bwd_o_ar", 180},   {2, 4, "bwd_o_ag", 720},
+      {2, 4, "bwd_a_ag", 360},   {2, 4, "bwd_a_rs", 360},    {2, 4, "bwd_qkv_rs", 720}, {2, 4, "bwd_qkv_ar", 360},
   };
   const SpaceOptions options{SlotPolicy::kArtifact, {3, 30, 3}, {1, 20, 1}};
   for (const Row& row : rows) {
@@ -90,8 +90,8 @@ TEST(SearchSpace, IndexOfInvertsAtAndEnumeratesClockMajor) {
 TEST(SearchSpace, ConfigOutsideTheSpaceHasIndexSize) {
   const SearchSpace space = make_search_space(partitions_of(1, 8).at("fwd_mlp"), artifact_a100_clocks(),
                                               SpaceOptions{SlotPolicy::kArtifact, {3, 30, 3}, {1, 20, 1}});
-  EXPECT_EQ(space.index_of({915, 3, "norm_0"}), space.size());     // clock not in the list
-  EXPECT_EQ(space.index_of({900, 4, "norm_0"}), space.size());     // CTA count not in the range
+  EXPECT_EQ(space.index_of({915, 3, "norm_0"}), space.size());    // clock not in the list
+  EXPECT_EQ(space.index_of({900, 4, "norm_0"}), space.size());    // CTA count not in the range
   EXPECT_EQ(space.index_of({900, 3, "linear_1"}), space.size());  // slot the artifact did not search
   EXPECT_EQ(space.index_of({900, 3, "norm_0"}), 0u);
 }
@@ -107,8 +107,9 @@ TEST(SearchSpace, PartitionWithoutCollectiveHasOneConfigPerClock) {
 TEST(SearchSpace, BadOptionsAreInputErrors) {
   Partition trail = partitions_of(1, 8).at("fwd_mlp");
   trail.key = "fwd_trail";  // has a collective, but the artifact never searched it
-  EXPECT_NE(error_of([&] { (void)make_search_space(trail, {1410}, SpaceOptions{SlotPolicy::kArtifact}); })
-                .find("--slots artifact"),
+  EXPECT_NE(error_of([&] {
+              (void)make_search_space(trail, {1410}, SpaceOptions{SlotPolicy::kArtifact});
+            }).find("--slots artifact"),
             std::string::npos);
   EXPECT_NE(error_of([&] { (void)make_search_space(trail, {}, SpaceOptions{}); }).find("clock list is empty"),
             std::string::npos);
@@ -138,9 +139,9 @@ TEST(ParseSlotPolicy, KnownWordsAndErrorNamingFlag) {
 
 TEST(ArtifactSlots, EveryKeyOfTheReferenceTable) {
   // The sixteen keys: fourteen searched, plus the trails which are never searched.
-  for (const std::string key : {"fwd_attn", "fwd_mlp", "bwd_attn", "bwd_mlp", "fwd_qkv_ar", "fwd_qkv_ag", "fwd_ao_ag",
-                                "fwd_ao_ar", "bwd_o_ar", "bwd_o_ag", "bwd_a_ag", "bwd_a_rs", "bwd_qkv_rs",
-                                "bwd_qkv_ar"}) {
+  for (const std::string key :
+       {"fwd_attn", "fwd_mlp", "bwd_attn", "bwd_mlp", "fwd_qkv_ar", "fwd_qkv_ag", "fwd_ao_ag", "fwd_ao_ar", "bwd_o_ar",
+        "bwd_o_ag", "bwd_a_ag", "bwd_a_rs", "bwd_qkv_rs", "bwd_qkv_ar"}) {
     SCOPED_TRACE(key);
     EXPECT_FALSE(artifact_slots(key).empty());
   }

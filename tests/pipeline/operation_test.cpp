@@ -24,9 +24,9 @@ TEST(ExecutionOption, QuantizeFloorsRobustly) {
 
 TEST(CandidateExecutionOptions, FiltersDominatedAndDuplicateQuantTimes) {
   // quant times with unit 1: 2, 3, 3, 4, 5, 6
-  const CandidateExecutionOptions candidates(
-      {option(4.2, 6, 40), option(2.0, 10, 20), option(3.1, 9, 31), option(3.7, 7, 37), option(5.5, 6.5, 55), option(6.0, 5, 60)},
-      1.0);
+  const CandidateExecutionOptions candidates({option(4.2, 6, 40), option(2.0, 10, 20), option(3.1, 9, 31),
+                                              option(3.7, 7, 37), option(5.5, 6.5, 55), option(6.0, 5, 60)},
+                                             1.0);
   // Quantum 3 holds 3.1 (cost 9) and 3.7 (cost 7), both Pareto-optimal: the faster is kept;
   // 5.5 (6.5) is dominated by 4.2 (6).
   ASSERT_EQ(candidates.options().size(), 4U);
@@ -51,7 +51,8 @@ TEST(CandidateExecutionOptions, SlowestOptionThatFits) {
 
 TEST(CandidateExecutionOptions, HullIsExactPiecewiseLinearLowerHull) {
   // (2,10) (3,9.5) (4,6) (7,5): (3,9.5) lies above the segment (2,10)-(4,6) and leaves the hull.
-  const CandidateExecutionOptions candidates({option(2, 10, 1), option(3, 9.5, 2), option(4, 6, 3), option(7, 5, 4)}, 1.0);
+  const CandidateExecutionOptions candidates({option(2, 10, 1), option(3, 9.5, 2), option(4, 6, 3), option(7, 5, 4)},
+                                             1.0);
   ASSERT_EQ(candidates.hull_vertices(), (std::vector<int>{0, 2, 3}));
   EXPECT_DOUBLE_EQ(candidates.hull_cost(2), 10);
   EXPECT_DOUBLE_EQ(candidates.hull_cost(3), 8);

@@ -22,7 +22,8 @@ struct Point {
 
 std::vector<Point> frontier_points(const PhillipsDessoukyResult& result) {
   std::vector<Point> points;
-  for (const int index : result.frontier) points.push_back({result.iterations[index].time_s, result.iterations[index].energy_j});
+  for (const int index : result.frontier)
+    points.push_back({result.iterations[index].time_s, result.iterations[index].energy_j});
   return points;
 }
 
@@ -150,7 +151,8 @@ Point simulate(const Instance& instance, const std::vector<std::vector<const Exe
       }
       const ExecutionOption& chosen = *choice[stage][next[stage]];
       stage_free[stage] = ready + chosen.time_s;
-      (instruction.type == InstructionType::kForward ? forward_end : backward_end)[stage][instruction.microbatch] = stage_free[stage];
+      (instruction.type == InstructionType::kForward ? forward_end : backward_end)[stage][instruction.microbatch] =
+          stage_free[stage];
       busy += chosen.time_s;
       energy += chosen.energy_j;
       ++next[stage];
@@ -184,7 +186,8 @@ std::vector<Point> brute_force(const Instance& instance) {
     std::size_t position = 0;
     for (int stage = 0; stage < instance.stages; ++stage) {
       choice[stage].clear();
-      for (int k = 0; k < 2 * instance.microbatches; ++k, ++position) choice[stage].push_back(&(*flat[position])[digits[position]]);
+      for (int k = 0; k < 2 * instance.microbatches; ++k, ++position)
+        choice[stage].push_back(&(*flat[position])[digits[position]]);
     }
     points.push_back(simulate(instance, choice));
     std::size_t digit = 0;
@@ -211,8 +214,8 @@ double optimum_at(const std::vector<Point>& truth, double time_s) {
 }
 
 struct Gap {
-  double max_relative_gap = 0;      // over PD frontier points: E_pd / E_opt(T_pd) - 1
-  double max_uncovered_gap = 0;     // over true frontier points: least PD energy at T <= T* over E* - 1
+  double max_relative_gap = 0;   // over PD frontier points: E_pd / E_opt(T_pd) - 1
+  double max_uncovered_gap = 0;  // over true frontier points: least PD energy at T <= T* over E* - 1
 };
 
 Gap compare(const std::vector<Point>& solver, const std::vector<Point>& truth) {
@@ -258,8 +261,10 @@ Instance random_instance(std::mt19937& random, int stages, int microbatches, int
 
 PipelineDag dag_of(const Instance& instance, double unit_time_s, QuantumRule rule) {
   OneFOneBConfig config;
-  if (instance.transfer_s > 0) config.transfer = option(instance.transfer_s, instance.static_power_w * instance.transfer_s);
-  if (instance.reduce_s > 0) config.gradient_reduce = std::vector<ExecutionOption>{option(instance.reduce_s, instance.reduce_j)};
+  if (instance.transfer_s > 0)
+    config.transfer = option(instance.transfer_s, instance.static_power_w * instance.transfer_s);
+  if (instance.reduce_s > 0)
+    config.gradient_reduce = std::vector<ExecutionOption>{option(instance.reduce_s, instance.reduce_j)};
   config.microbatches = instance.microbatches;
   config.unit_time_s = unit_time_s;
   config.static_power_w = instance.static_power_w;
@@ -286,7 +291,8 @@ TEST(PhillipsDessouky, ConvexInstancesMatchBruteForceExactly) {
       SCOPED_TRACE(testing::Message() << shape.stages << "x" << shape.microbatches << " options " << shape.options
                                       << " trial " << trial);
       const double static_power_w = trial % 2 == 0 ? 0.0 : 1.5;
-      const Instance instance = random_instance(random, shape.stages, shape.microbatches, shape.options, true, static_power_w);
+      const Instance instance =
+          random_instance(random, shape.stages, shape.microbatches, shape.options, true, static_power_w);
       const std::vector<Point> truth = brute_force(instance);
       const std::vector<Point> found = solve(instance, 1.0);
       const Gap gap = compare(found, truth);
@@ -358,7 +364,8 @@ TEST(RelaxationLowerBound, NeverAboveBruteForceAndTightOnConvex) {
       const Instance instance = random_instance(random, shape.stages, shape.microbatches, shape.options, convex, 2.0);
       const double unit_time_s = convex ? 1.0 : 0.05;
       const std::vector<Point> truth = brute_force(instance);
-      const std::vector<BoundPoint> bound = relaxation_lower_bound(dag_of(instance, unit_time_s, QuantumRule::kCheapest));
+      const std::vector<BoundPoint> bound =
+          relaxation_lower_bound(dag_of(instance, unit_time_s, QuantumRule::kCheapest));
       ASSERT_FALSE(bound.empty());
       for (const Point& point : truth) {
         const double least = lower_bound_at(bound, point.time_s);

@@ -76,7 +76,8 @@ TEST(SolvePerseusProfile, BoundIsBelowEveryPointAndTightAtTheFastest) {
   const nlohmann::json report = read_json_file(request.out / "solve.json");
   EXPECT_EQ(report["schema"], "kareus.solve/1");
   EXPECT_EQ(report["points"].size(), summary.points.size());
-  EXPECT_DOUBLE_EQ(report["points"][0]["lower_bound_energy_j"].get<double>(), summary.points.front().lower_bound_energy_j);
+  EXPECT_DOUBLE_EQ(report["points"][0]["lower_bound_energy_j"].get<double>(),
+                   summary.points.front().lower_bound_energy_j);
 }
 
 TEST(SolvePerseusProfile, MaxPointsKeepsEnds) {

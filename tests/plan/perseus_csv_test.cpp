@@ -25,8 +25,8 @@ TEST(PerseusCsv, ReadsValidProfile) {
 }
 
 TEST(PerseusCsv, ToleratesCrlfAndSpaces) {
-  const PerseusProfile profile =
-      parse_perseus_csv("stage,instruction,frequency,time,energy\r\n0, forward ,1410,0.5,2\r\n0,backward,1410,1,4\r\n", "x.csv", 1);
+  const PerseusProfile profile = parse_perseus_csv(
+      "stage,instruction,frequency,time,energy\r\n0, forward ,1410,0.5,2\r\n0,backward,1410,1,4\r\n", "x.csv", 1);
   EXPECT_DOUBLE_EQ(profile.stages[0].forward[0].time_s, 0.5);
 }
 
@@ -46,8 +46,10 @@ TEST(PerseusCsv, EachFailureNamesFileAndLine) {
       {"missing_stage.csv", 2, "missing_stage.csv: no rows for stage 1 (--stages 2 needs stages 0..1)"},
       {"stage_out_of_range.csv", 2, "stage_out_of_range.csv:6: stage 2 is out of range for --stages 2 (expected 0..1)"},
       {"missing_backward.csv", 2, "missing_backward.csv: stage 1 has no backward rows"},
-      {"missing_header.csv", 1, "missing_header.csv:1: expected the header \"stage,instruction,frequency,time,energy\""},
-      {"bad_instruction.csv", 1, "bad_instruction.csv:3: instruction must be \"forward\" or \"backward\", found \"sideways\""},
+      {"missing_header.csv", 1,
+       "missing_header.csv:1: expected the header \"stage,instruction,frequency,time,energy\""},
+      {"bad_instruction.csv", 1,
+       "bad_instruction.csv:3: instruction must be \"forward\" or \"backward\", found \"sideways\""},
       {"duplicate_row.csv", 1, "duplicate_row.csv:4: duplicate row for stage 0 forward at 1410 MHz (first on line 2)"},
   };
   for (const FailureCase& failure : cases) {

@@ -88,7 +88,8 @@ TEST(PlanJob, PerseusAndNanobatchEndsMatchA100Runs) {
   for (const Target& target : targets) {
     const workload::Workload workload = llama(target.cp, target.tp, target.mbs, target.seq);
     const PlanJobResult result = run_plan_job(gpu, workload, options);
-    for (const auto& [name, expected] : {std::pair{"perseus", target.perseus}, std::pair{"nanobatch_perseus", target.nanobatch}}) {
+    for (const auto& [name, expected] :
+         {std::pair{"perseus", target.perseus}, std::pair{"nanobatch_perseus", target.nanobatch}}) {
       SCOPED_TRACE(testing::Message() << name << " cp" << target.cp << " tp" << target.tp << " mbs" << target.mbs
                                       << " seq" << target.seq);
       const std::vector<MethodPoint>& frontier = method(result, name).frontier;
@@ -114,10 +115,10 @@ TEST(Compare, HandComputedMetrics) {
   const MethodResult perseus = make("perseus", {{10, 900}, {12, 800}});
   const MethodResult candidate = make("kareus", {{8, 950}, {9.5, 850}, {11, 790}});
   const Comparison metrics = compare(candidate, &megatron, &perseus);
-  EXPECT_DOUBLE_EQ(*metrics.max_throughput_time_reduction_pct, 20);    // (10 - 8) / 10
-  EXPECT_DOUBLE_EQ(*metrics.max_throughput_energy_reduction_pct, 5);   // (1000 - 950) / 1000
+  EXPECT_DOUBLE_EQ(*metrics.max_throughput_time_reduction_pct, 20);                     // (10 - 8) / 10
+  EXPECT_DOUBLE_EQ(*metrics.max_throughput_energy_reduction_pct, 5);                    // (1000 - 950) / 1000
   EXPECT_DOUBLE_EQ(*metrics.iso_time_energy_reduction_pct, 100.0 * (900 - 850) / 900);  // best E with T <= 10
-  EXPECT_DOUBLE_EQ(*metrics.iso_energy_time_reduction_pct, 100.0 * (12 - 11) / 12);    // best T with E <= 800
+  EXPECT_DOUBLE_EQ(*metrics.iso_energy_time_reduction_pct, 100.0 * (12 - 11) / 12);     // best T with E <= 800
   const Comparison none = compare(make("slow", {{20, 2000}}), &megatron, &perseus);
   EXPECT_FALSE(none.iso_time_energy_reduction_pct.has_value());
   EXPECT_FALSE(none.iso_energy_time_reduction_pct.has_value());

@@ -12,8 +12,8 @@ int count(const std::string& text, const std::string& needle) {
 }
 
 TEST(SvgPlot, LineChartHasOneMarkerPerPointAndRoundTicks) {
-  const std::string svg = line_chart({{"a", "red", {{4.5, 18}, {5, 20}, {6, 22}}, true, true}},
-                                     {"t", "time (s)", "energy (kJ)", 600, 400});
+  const std::string svg =
+      line_chart({{"a", "red", {{4.5, 18}, {5, 20}, {6, 22}}, true, true}}, {"t", "time (s)", "energy (kJ)", 600, 400});
   EXPECT_EQ(count(svg, "<circle"), 3);
   EXPECT_EQ(count(svg, "<polyline"), 1);
   // x spans 4.425..6.075 after 5% padding: ticks every 0.5 from 4.5 to 6.

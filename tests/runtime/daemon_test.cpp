@@ -7,12 +7,12 @@
 #include <thread>
 
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <nlohmann/json.hpp>
 
 #include "kareus/common/error.h"
 #include "kareus/runtime/daemon_protocol.h"
@@ -93,7 +93,8 @@ TEST(DaemonConfig, ParsesAndRejectsBadFields) {
       {R"({"socket_path": "/s", "allowed_uids": []})", "k.json: allowed_uids and allowed_gids are both empty"},
       {R"({"socket_path": "/s", "allowed_uids": [0], "max_message_bytes": 3})",
        "k.json: field 'max_message_bytes' must be an integer in [64, 1048576], found 3"},
-      {R"({"socket_path": "/s", "allowed_uids": [0], "backend": "cuda"})", "field 'backend' must be \"nvml\" or \"fake\""},
+      {R"({"socket_path": "/s", "allowed_uids": [0], "backend": "cuda"})",
+       "field 'backend' must be \"nvml\" or \"fake\""},
       {R"({"socket_path": "/s", "allowed_uids": ["root"]})", "field 'allowed_uids' must hold ids >= 0"},
       {R"({"socket": "/s", "allowed_uids": [0]})", "k.json: unknown field 'socket'"},
   };
@@ -142,7 +143,8 @@ TEST(DaemonCore, LeasesBelongToTheClientThatLocked) {
   DaemonCore core(fake.make(2), 1000);
   const auto alice = core.connect({10, 1000, 1000});
   const auto bob = core.connect({11, 1001, 1001});
-  EXPECT_EQ(reply_of(core, alice, R"({"op": "set", "gpu": 1, "freq_mhz": 1200, "id": 1})"), json::parse(R"({"ok": true, "id": 1})"));
+  EXPECT_EQ(reply_of(core, alice, R"({"op": "set", "gpu": 1, "freq_mhz": 1200, "id": 1})"),
+            json::parse(R"({"ok": true, "id": 1})"));
   EXPECT_EQ(fake.recorders[1]->locked_clock_mhz(), 1200);
   EXPECT_EQ(reply_of(core, bob, R"({"op": "get", "gpu": 1})")["freq_mhz"], 1200);
   const json refused = reply_of(core, bob, R"({"op": "set", "gpu": 1, "freq_mhz": 810})");
@@ -161,8 +163,9 @@ TEST(DaemonCore, RefusesUnsupportedClocksAndUnknownGpus) {
   const auto client = core.connect({1, 0, 0});
   EXPECT_EQ(reply_of(core, client, R"({"op": "set", "gpu": 0, "freq_mhz": 1300})")["error"],
             "gpu 0 does not support 1300 MHz (supported: 1980, 1410, 1200, 1005, 810)");
-  EXPECT_EQ(reply_of(core, client, R"({"op": "get", "gpu": 2, "id": 9})"),
-            json::parse(R"j({"ok": false, "error": "gpu 2 does not exist: this machine has 2 GPUs (0..1)", "id": 9})j"));
+  EXPECT_EQ(
+      reply_of(core, client, R"({"op": "get", "gpu": 2, "id": 9})"),
+      json::parse(R"j({"ok": false, "error": "gpu 2 does not exist: this machine has 2 GPUs (0..1)", "id": 9})j"));
   EXPECT_TRUE(fake.recorders[0]->calls().empty());
   EXPECT_EQ(reply_of(core, client, R"({"op": "supported", "gpu": 0})")["clocks_mhz"], json(kClocks));
   const auto first = reply_of(core, client, R"({"op": "energy", "gpu": 0})")["energy_mj"].get<std::uint64_t>();
@@ -182,7 +185,7 @@ TEST(DaemonCore, RateLimitPerClientRefills) {
   EXPECT_EQ(refused, 15);  // a burst of 10 at one instant
   EXPECT_EQ(reply_of(core, busy, R"({"op": "get", "gpu": 0})", 5.0)["error"],
             "rate limit: at most 10 requests per second per client");
-  EXPECT_EQ(reply_of(core, calm, R"({"op": "get", "gpu": 0})", 5.0)["ok"], true);  // others unaffected
+  EXPECT_EQ(reply_of(core, calm, R"({"op": "get", "gpu": 0})", 5.0)["ok"], true);   // others unaffected
   EXPECT_EQ(reply_of(core, busy, R"({"op": "get", "gpu": 0})", 5.25)["ok"], true);  // 2.5 tokens back
 }
 
@@ -204,8 +207,8 @@ TEST(DaemonCore, DestructionResetsEveryHeldGpu) {
 class DaemonServerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    config_.socket_path = (std::filesystem::temp_directory_path() /
-                           ("kareusd_test_" + std::to_string(::getpid()) + ".sock")).string();
+    config_.socket_path =
+        (std::filesystem::temp_directory_path() / ("kareusd_test_" + std::to_string(::getpid()) + ".sock")).string();
     config_.allowed_uids = {::getuid()};
     config_.max_message_bytes = 256;
     server_ = std::make_unique<DaemonServer>(config_, fake_.make(2), [this](std::string_view message) {
@@ -248,7 +251,9 @@ struct RawClient {
     EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
   }
   ~RawClient() { ::close(fd); }
-  void write(const std::string& bytes) const { ASSERT_EQ(::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL), static_cast<ssize_t>(bytes.size())); }
+  void write(const std::string& bytes) const {
+    ASSERT_EQ(::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL), static_cast<ssize_t>(bytes.size()));
+  }
   std::string read_line() {
     while (buffer.find('\n') == std::string::npos) {
       char chunk[1024];
@@ -344,8 +349,9 @@ TEST_F(DaemonServerTest, ClientKilledWithSigkillHasItsClocksReset) {
   ::close(ready[1]);
   std::lock_guard lock(log_mutex_);
   bool logged = false;
-  for (const auto& line : log_) logged |= line.find("pid " + std::to_string(child)) != std::string::npos &&
-                                          line.find("reset gpus 0") != std::string::npos;
+  for (const auto& line : log_)
+    logged |= line.find("pid " + std::to_string(child)) != std::string::npos &&
+              line.find("reset gpus 0") != std::string::npos;
   EXPECT_TRUE(logged);
 }
 
@@ -364,7 +370,8 @@ TEST_F(DaemonServerTest, TrainingLoopDrivesClocksThroughTheDaemon) {
   const int clocks[] = {1410, 1005, 1410, 810, 1200, 810};
   for (std::size_t index = 0; index < 6; ++index) two_stage.stages[1].instructions[index].freq_mhz = clocks[index];
   {
-    Runtime runtime(std::make_shared<const plan::Plan>(two_stage), 1, make_clock_backend("kareusd:" + config_.socket_path, 1));
+    Runtime runtime(std::make_shared<const plan::Plan>(two_stage), 1,
+                    make_clock_backend("kareusd:" + config_.socket_path, 1));
     runtime.on_step_begin();
     for (const auto& instruction : pipeline::one_f_one_b(1, 2, 3)) {
       runtime.on_instruction_begin(instruction.type, instruction.microbatch);
@@ -394,8 +401,9 @@ TEST(KareusdClient, UnreachableDaemonIsExplained) {
     KareusdClockBackend backend("/nonexistent/kareusd.sock", 0);
     FAIL() << "expected Error";
   } catch (const Error& error) {
-    EXPECT_STREQ(error.what(),
-                 "cannot connect to kareusd at /nonexistent/kareusd.sock: No such file or directory; is kareusd running?");
+    EXPECT_STREQ(
+        error.what(),
+        "cannot connect to kareusd at /nonexistent/kareusd.sock: No such file or directory; is kareusd running?");
   }
   EXPECT_THROW((void)make_clock_backend("kareusd:", 0), InputError);  // no socket path
 }

@@ -19,12 +19,11 @@ TEST(Deadline, LeastEnergyMeetingTheDeadlineElseFastestFlagged) {
     bool meets;
   };
   const Row rows[] = {
-      {10.0, 4, true},  // everything fits: least energy
-      {4.0, 4, true},   // boundary is inclusive
-      {3.5, 3, true},   // 700 J tie: the faster (2.5 s)
-      {2.4, 0, true},   // 2.0 s at 950 J beats 1.0 s at 1000 J
-      {1.0, 1, true},
-      {0.5, 1, false},  // nothing meets it: the fastest, flagged
+      {10.0, 4, true},                   // everything fits: least energy
+      {4.0, 4, true},                    // boundary is inclusive
+      {3.5, 3, true},                    // 700 J tie: the faster (2.5 s)
+      {2.4, 0, true},                    // 2.0 s at 950 J beats 1.0 s at 1000 J
+      {1.0, 1, true},  {0.5, 1, false},  // nothing meets it: the fastest, flagged
   };
   for (const Row& row : rows) {
     SCOPED_TRACE(row.deadline_s);

@@ -149,10 +149,12 @@ TEST(SignalResetGuard, ResetsThenRunsThePreviousHandler) {
   std::atomic<int> resets{0};
   std::atomic<int> previous_seen_at_reset{-1};
   {
-    SignalResetGuard guard([&] {
-      previous_seen_at_reset = previous_handler_calls.load();
-      resets.fetch_add(1);
-    }, {SIGUSR1});
+    SignalResetGuard guard(
+        [&] {
+          previous_seen_at_reset = previous_handler_calls.load();
+          resets.fetch_add(1);
+        },
+        {SIGUSR1});
     EXPECT_THROW(SignalResetGuard second([] {}, {SIGUSR2}), Error);
     for (int round = 1; round <= 2; ++round) {
       ::kill(::getpid(), SIGUSR1);

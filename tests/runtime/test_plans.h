@@ -41,8 +41,10 @@ inline plan::Plan make_plan(int stages, int microbatches) {
   for (int stage = 0; stage < stages; ++stage) {
     plan::StagePlan stage_plan{stage, {}};
     for (const auto& instruction : pipeline::one_f_one_b(stage, stages, microbatches)) {
-      plan::PlannedInstruction planned{instruction.type, instruction.microbatch,
-                                       planned_clock_mhz(stage, instruction.type, instruction.microbatch), {}};
+      plan::PlannedInstruction planned{instruction.type,
+                                       instruction.microbatch,
+                                       planned_clock_mhz(stage, instruction.type, instruction.microbatch),
+                                       {}};
       const int ctas = planned_ctas(stage, instruction.type, instruction.microbatch);
       if (instruction.type == pipeline::InstructionType::kForward) {
         planned.partitions["fwd_attn"] = {"linear_0", ctas};

@@ -122,7 +122,9 @@ TEST(EvaluationLog, CorruptMiddleLineIsAnInputErrorWithItsLine) {
   { EvaluationLog log(path, header()); }
   {
     std::ofstream out(path, std::ios::app);
-    out << "not json\n" << R"({"config": {"freq_mhz": 900, "ctas": 3, "slot": "norm_0"}, "time_s": 1, "energy_j": 2})" << "\n";
+    out << "not json\n"
+        << R"({"config": {"freq_mhz": 900, "ctas": 3, "slot": "norm_0"}, "time_s": 1, "energy_j": 2})"
+        << "\n";
   }
   const std::string message = expect_input_error([&] { EvaluationLog log(path, header()); });
   EXPECT_NE(message.find("middle.jsonl:2: corrupt line"), std::string::npos) << message;
@@ -131,8 +133,10 @@ TEST(EvaluationLog, CorruptMiddleLineIsAnInputErrorWithItsLine) {
   { EvaluationLog log(negative, header()); }
   {
     std::ofstream out(negative, std::ios::app);
-    out << R"({"config": {"freq_mhz": 900, "ctas": 3, "slot": "norm_0"}, "time_s": -1, "energy_j": 2})" << "\n"
-        << R"({"config": {"freq_mhz": 930, "ctas": 3, "slot": "norm_0"}, "time_s": 1, "energy_j": 2})" << "\n";
+    out << R"({"config": {"freq_mhz": 900, "ctas": 3, "slot": "norm_0"}, "time_s": -1, "energy_j": 2})"
+        << "\n"
+        << R"({"config": {"freq_mhz": 930, "ctas": 3, "slot": "norm_0"}, "time_s": 1, "energy_j": 2})"
+        << "\n";
   }
   const std::string field = expect_input_error([&] { EvaluationLog log(negative, header()); });
   EXPECT_NE(field.find("negative.jsonl:2"), std::string::npos) << field;
@@ -152,7 +156,8 @@ struct LogFixture {
   device::GpuSpec gpu = device::load_gpu("a100-40gb");
   partition::Partition part = partition::representative_partition(work, "fwd_mlp");
   partition::SpaceOptions space_options{partition::SlotPolicy::kArtifact, {3, 30, 3}, {1, 20, 1}};
-  partition::SearchSpace space = partition::make_search_space(part, device::parse_clock_list(gpu, "artifact"), space_options);
+  partition::SearchSpace space =
+      partition::make_search_space(part, device::parse_clock_list(gpu, "artifact"), space_options);
 
   SearchOptions options(const fs::path& log) const {
     SearchOptions result;

@@ -9,7 +9,9 @@
 namespace kareus::search {
 namespace {
 
-Evaluation at(double time_s, double energy_j, int freq_mhz = 1410) { return {{freq_mhz, 3, "norm_0"}, time_s, energy_j}; }
+Evaluation at(double time_s, double energy_j, int freq_mhz = 1410) {
+  return {{freq_mhz, 3, "norm_0"}, time_s, energy_j};
+}
 
 TEST(ParetoFront, KeepsNonDominatedSortedByTime) {
   const std::vector<Evaluation> points = {at(3, 1, 1), at(1, 5, 2), at(2, 2, 3), at(2, 3, 4), at(4, 1, 5), at(1, 5, 6)};

@@ -16,7 +16,8 @@ struct Fixture {
   partition::SearchSpace space;
 };
 
-Fixture fixture(const std::string& key, int cp, int tp, partition::SlotPolicy slots = partition::SlotPolicy::kArtifact) {
+Fixture fixture(const std::string& key, int cp, int tp,
+                partition::SlotPolicy slots = partition::SlotPolicy::kArtifact) {
   workload::Parallelism parallel;
   parallel.cp = cp;
   parallel.tp = tp;

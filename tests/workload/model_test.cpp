@@ -101,8 +101,7 @@ TEST(LoadModel, ReadsUserModelFromJsonFile) {
   EXPECT_EQ(model.kv_groups, 2);
   EXPECT_EQ(model.mlp, MlpKind::kGelu);
   EXPECT_FALSE(model.qk_norm);
-  EXPECT_NE(error_of([] { (void)load_model("/no/such/model.json"); }).find("/no/such/model.json"),
-            std::string::npos);
+  EXPECT_NE(error_of([] { (void)load_model("/no/such/model.json"); }).find("/no/such/model.json"), std::string::npos);
 }
 
 TEST(ParseModel, BadDocumentNamesOriginAndField) {

@@ -37,8 +37,8 @@ TEST(LayerGraph, ForwardOrderFollowsMegatron) {
                                       "attn_bda", "mlp_norm", "fc1", "swiglu", "fc2", "mlp_all_reduce", "mlp_bda"}));
   // Qwen3's q/k RMSNorm sits between QKV and RoPE; CP gathers K,V right before attention.
   EXPECT_EQ(names(build_layer_graph(make("qwen3-1.7b", 2, 4)).forward),
-            (std::vector<std::string>{"input_norm", "qkv", "qkv_post", "rope", "kv_all_gather", "attention",
-                                      "out_proj", "attn_all_reduce", "attn_bda", "mlp_norm", "fc1", "swiglu", "fc2",
+            (std::vector<std::string>{"input_norm", "qkv", "qkv_post", "rope", "kv_all_gather", "attention", "out_proj",
+                                      "attn_all_reduce", "attn_bda", "mlp_norm", "fc1", "swiglu", "fc2",
                                       "mlp_all_reduce", "mlp_bda"}));
 }
 
@@ -48,11 +48,11 @@ TEST(LayerGraph, BackwardReversesWithColumnParallelGradReduces) {
                                       "mlp_norm_bwd", "attn_bda_bwd", "out_proj_bwd", "attention_bwd", "rope_bwd",
                                       "qkv_bwd", "qkv_grad_all_reduce", "input_norm_bwd"}));
   // With CP, attention backward re-gathers K,V before and reduce-scatters dK,dV after.
-  EXPECT_EQ(names(build_layer_graph(make("llama3.2-3b", 2, 4)).backward),
-            (std::vector<std::string>{"mlp_bda_bwd", "fc2_bwd", "swiglu_bwd", "fc1_bwd", "fc1_grad_all_reduce",
-                                      "mlp_norm_bwd", "attn_bda_bwd", "out_proj_bwd", "kv_regather", "attention_bwd",
-                                      "dkv_reduce_scatter", "rope_bwd", "qkv_bwd", "qkv_grad_all_reduce",
-                                      "input_norm_bwd"}));
+  EXPECT_EQ(
+      names(build_layer_graph(make("llama3.2-3b", 2, 4)).backward),
+      (std::vector<std::string>{"mlp_bda_bwd", "fc2_bwd", "swiglu_bwd", "fc1_bwd", "fc1_grad_all_reduce",
+                                "mlp_norm_bwd", "attn_bda_bwd", "out_proj_bwd", "kv_regather", "attention_bwd",
+                                "dkv_reduce_scatter", "rope_bwd", "qkv_bwd", "qkv_grad_all_reduce", "input_norm_bwd"}));
   for (const Op& op : build_layer_graph(make("llama3.2-3b", 2, 4)).backward) {
     SCOPED_TRACE(op.name);
     EXPECT_EQ(op.direction, Direction::kBackward);
@@ -81,12 +81,9 @@ TEST(LayerGraph, CollectivePayloadsMatchReference) {
   };
   const Row rows[] = {
       {"llama3.2-3b", 1, 8, 8, 4096, 100663296, 0},  // 96 MiB exactly
-      {"llama3.2-3b", 2, 4, 8, 4096, 48 * kMiB, 16 * kMiB},
-      {"llama3.2-3b", 2, 4, 8, 8192, 96 * kMiB, 32 * kMiB},
-      {"llama3.2-3b", 2, 4, 16, 4096, 96 * kMiB, 32 * kMiB},
-      {"qwen3-1.7b", 1, 8, 8, 8192, 128 * kMiB, 0},
-      {"qwen3-1.7b", 2, 4, 8, 4096, 32 * kMiB, 16 * kMiB},
-      {"llama3.3-70b", 2, 4, 8, 4096, 128 * kMiB, 16 * kMiB},
+      {"llama3.2-3b", 2, 4, 8, 4096, 48 * kMiB, 16 * kMiB},  {"llama3.2-3b", 2, 4, 8, 8192, 96 * kMiB, 32 * kMiB},
+      {"llama3.2-3b", 2, 4, 16, 4096, 96 * kMiB, 32 * kMiB}, {"qwen3-1.7b", 1, 8, 8, 8192, 128 * kMiB, 0},
+      {"qwen3-1.7b", 2, 4, 8, 4096, 32 * kMiB, 16 * kMiB},   {"llama3.3-70b", 2, 4, 8, 4096, 128 * kMiB, 16 * kMiB},
   };
   for (const Row& row : rows) {
     SCOPED_TRACE(row.model + " cp " + std::to_string(row.cp) + " tp " + std::to_string(row.tp) + " mbs " +
@@ -157,13 +154,12 @@ HandFlops hand_flops(const Workload& workload) {
   const ModelSpec& m = workload.model;
   const Parallelism& p = workload.parallel;
   const double gemm_weights = static_cast<double>(m.hidden) * (m.heads + 2 * m.kv_groups) * m.head_dim  // QKV
-                              + static_cast<double>(m.heads) * m.head_dim * m.hidden                   // O-proj
-                              + 3.0 * m.hidden * m.ffn;                                                // SwiGLU MLP
+                              + static_cast<double>(m.heads) * m.head_dim * m.hidden                    // O-proj
+                              + 3.0 * m.hidden * m.ffn;                                                 // SwiGLU MLP
   const double sequences = static_cast<double>(p.mbs) * p.microbatches * p.dp;
   const double tokens = sequences * p.seq;
   const double attention_forward = 2 * sequences * p.seq * static_cast<double>(p.seq) * m.head_dim * m.heads;
-  return {m.layers * (6 * gemm_weights * tokens + 3 * attention_forward),
-          6.0 * m.hidden * m.vocab * tokens};
+  return {m.layers * (6 * gemm_weights * tokens + 3 * attention_forward), 6.0 * m.hidden * m.vocab * tokens};
 }
 
 TEST(IterationFlops, MatchesHandDerivationWithinTwoPercent) {
@@ -172,7 +168,9 @@ TEST(IterationFlops, MatchesHandDerivationWithinTwoPercent) {
     int cp, tp, dp, seq;
   };
   const Row rows[] = {
-      {"llama3.2-3b", 1, 8, 1, 4096}, {"qwen3-1.7b", 1, 8, 1, 4096}, {"llama3.2-3b", 2, 4, 1, 8192},
+      {"llama3.2-3b", 1, 8, 1, 4096},
+      {"qwen3-1.7b", 1, 8, 1, 4096},
+      {"llama3.2-3b", 2, 4, 1, 8192},
       {"qwen3-1.7b", 2, 4, 2, 4096},
   };
   for (const Row& row : rows) {
@@ -192,8 +190,7 @@ TEST(IterationFlops, MatchesHandDerivationWithinTwoPercent) {
     const double expected_none = hand.layers + hand.output_layer;
     EXPECT_NEAR(iteration_flops(none) / expected_none, 1.0, 0.02);
     // Recompute repeats exactly the layers' forward: without it the layers cost 3/4.
-    EXPECT_NEAR((iteration_flops(none) - hand.output_layer) / (iteration_flops(full) - hand.output_layer), 0.75,
-                1e-3);
+    EXPECT_NEAR((iteration_flops(none) - hand.output_layer) / (iteration_flops(full) - hand.output_layer), 0.75, 1e-3);
   }
 }
 

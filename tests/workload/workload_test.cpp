@@ -5,8 +5,8 @@
 
 #include <gtest/gtest.h>
 
-#include "support/input_error.h"
 #include <nlohmann/json.hpp>
+#include "support/input_error.h"
 
 #include "kareus/common/error.h"
 
@@ -74,11 +74,20 @@ TEST(MakeWorkload, EveryRuleNamesItsFlag) {
       {"pp", [](Parallelism& p) { p.pp = 29; }, "--pp 29 must not exceed the 28 layers of llama3.2-3b", llama},
       {"dp", [](Parallelism& p) { p.dp = -1; }, "--dp -1 must be >= 1", llama},
       {"microbatches", [](Parallelism& p) { p.microbatches = 0; }, "--microbatches 0 must be >= 1", llama},
-      {"split count", [](Parallelism& p) { p.layers_per_stage = {10, 10, 8}; },
+      {"split count",
+       [](Parallelism& p) {
+         p.layers_per_stage = {10, 10, 8};
+       },
        "--layers-per-stage 10,10,8 must list --pp 2 stages summing to the 28 layers", llama},
-      {"split sum", [](Parallelism& p) { p.layers_per_stage = {15, 14}; },
+      {"split sum",
+       [](Parallelism& p) {
+         p.layers_per_stage = {15, 14};
+       },
        "--layers-per-stage 15,14 must list --pp 2 stages summing to the 28 layers", llama},
-      {"split empty stage", [](Parallelism& p) { p.layers_per_stage = {28, 0}; },
+      {"split empty stage",
+       [](Parallelism& p) {
+         p.layers_per_stage = {28, 0};
+       },
        "--layers-per-stage 28,0: every stage needs >= 1 layer", llama},
   };
   for (const Row& row : rows) {

@@ -1,6 +1,6 @@
 // kareus calibrate: fit emulator preset parameters to measurements (device/calibration.h).
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include <filesystem>
 
@@ -42,8 +42,9 @@ void run_calibrate(const CalibrateOptions& options) {
     }
   }
   if (fit.empty()) {
-    throw InputError("--measurements: no records to fit (with --holdout partition, partition records are only "
-                     "checked: add kernel records from `kareus profile --kernels`)");
+    throw InputError(
+        "--measurements: no records to fit (with --holdout partition, partition records are only "
+        "checked: add kernel records from `kareus profile --kernels`)");
   }
   device::CalibrationOptions calibration;
   if (!options.parameters.empty()) calibration.parameters = options.parameters;
@@ -73,7 +74,8 @@ void run_calibrate(const CalibrateOptions& options) {
 void add_calibrate_command(CLI::App& app) {
   auto options = std::make_shared<CalibrateOptions>();
   CLI::App* command = app.add_subcommand("calibrate", "fit emulator preset parameters to measured JSONL records");
-  command->add_option("--measurements", options->measurements, "JSONL files from kareus profile")->required()
+  command->add_option("--measurements", options->measurements, "JSONL files from kareus profile")
+      ->required()
       ->check(CLI::ExistingFile);
   command->add_option("--gpu", options->gpu, "preset to start from (name or .json)")->capture_default_str();
   command->add_option("--out", options->out, "preset .json to write")->required();

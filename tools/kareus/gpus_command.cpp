@@ -1,6 +1,6 @@
 // kareus gpus: the built-in GPU presets of the emulator, with their headline numbers.
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
@@ -16,18 +16,24 @@ struct GpusOptions {
 void run_gpus(const GpusOptions& options) {
   nlohmann::ordered_json gpus = nlohmann::ordered_json::array();
   if (!options.json) {
-    fmt::print("{:<10} {:>4} {:>16} {:>12} {:>9} {:>9} {:>8} {:>9}  {}\n", "name", "SMs", "clocks MHz",
-               "bf16 TFLOP/s", "HBM GB/s", "link GB/s", "limit W", "static W", "description");
+    fmt::print("{:<10} {:>4} {:>16} {:>12} {:>9} {:>9} {:>8} {:>9}  {}\n", "name", "SMs", "clocks MHz", "bf16 TFLOP/s",
+               "HBM GB/s", "link GB/s", "limit W", "static W", "description");
   }
   for (const std::string& name : device::gpu_preset_names()) {
     const device::GpuSpec gpu = device::load_gpu(name);
     const double peak_tflops = gpu.peak_flops(gpu.clock_max_mhz, gpu.sm_count) / 1e12;
     if (options.json) {
-      gpus.push_back({{"name", gpu.name}, {"description", gpu.description}, {"sm_count", gpu.sm_count},
-                      {"clock_min_mhz", gpu.clock_min_mhz}, {"clock_max_mhz", gpu.clock_max_mhz},
-                      {"clock_step_mhz", gpu.clock_step_mhz}, {"bf16_peak_tflops", peak_tflops},
-                      {"hbm_bandwidth_gbps", gpu.hbm_bandwidth_gbps}, {"link_bandwidth_gbps", gpu.link_bandwidth_gbps},
-                      {"power_limit_w", gpu.power_limit_w}, {"static_power_w", gpu.static_power_w}});
+      gpus.push_back({{"name", gpu.name},
+                      {"description", gpu.description},
+                      {"sm_count", gpu.sm_count},
+                      {"clock_min_mhz", gpu.clock_min_mhz},
+                      {"clock_max_mhz", gpu.clock_max_mhz},
+                      {"clock_step_mhz", gpu.clock_step_mhz},
+                      {"bf16_peak_tflops", peak_tflops},
+                      {"hbm_bandwidth_gbps", gpu.hbm_bandwidth_gbps},
+                      {"link_bandwidth_gbps", gpu.link_bandwidth_gbps},
+                      {"power_limit_w", gpu.power_limit_w},
+                      {"static_power_w", gpu.static_power_w}});
       continue;
     }
     const std::string clocks = fmt::format("{}..{}/{}", gpu.clock_min_mhz, gpu.clock_max_mhz, gpu.clock_step_mhz);

@@ -1,6 +1,6 @@
 // kareus models: the built-in model presets and their shapes.
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
@@ -16,17 +16,24 @@ struct ModelsOptions {
 void run_models(const ModelsOptions& options) {
   nlohmann::ordered_json models = nlohmann::ordered_json::array();
   if (!options.json) {
-    fmt::print("{:<14} {:>6} {:>6} {:>10} {:>9} {:>6} {:>7} {:>7} {:>8}  {}\n", "name", "hidden", "heads",
-               "kv_groups", "head_dim", "ffn", "layers", "vocab", "params", "notes");
+    fmt::print("{:<14} {:>6} {:>6} {:>10} {:>9} {:>6} {:>7} {:>7} {:>8}  {}\n", "name", "hidden", "heads", "kv_groups",
+               "head_dim", "ffn", "layers", "vocab", "params", "notes");
   }
   for (const std::string& name : workload::model_preset_names()) {
     const workload::ModelSpec model = workload::load_model(name);
     const char* mlp = model.mlp == workload::MlpKind::kSwiGlu ? "swiglu" : "gelu";
     if (options.json) {
-      models.push_back({{"name", model.name}, {"hidden", model.hidden}, {"heads", model.heads},
-                        {"kv_groups", model.kv_groups}, {"head_dim", model.head_dim}, {"ffn", model.ffn},
-                        {"layers", model.layers}, {"vocab", model.vocab}, {"qk_norm", model.qk_norm},
-                        {"mlp", mlp}, {"tied_embeddings", model.tied_embeddings},
+      models.push_back({{"name", model.name},
+                        {"hidden", model.hidden},
+                        {"heads", model.heads},
+                        {"kv_groups", model.kv_groups},
+                        {"head_dim", model.head_dim},
+                        {"ffn", model.ffn},
+                        {"layers", model.layers},
+                        {"vocab", model.vocab},
+                        {"qk_norm", model.qk_norm},
+                        {"mlp", mlp},
+                        {"tied_embeddings", model.tied_embeddings},
                         {"parameters", static_cast<long long>(model.parameters())}});
       continue;
     }

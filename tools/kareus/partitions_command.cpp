@@ -1,7 +1,7 @@
 // kareus partitions: the partitions of one steady-state layer (forward, then backward) with
 // their ops, overlapped collective, launch slots and search-space size (REFERENCE.md 2-3).
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
@@ -76,8 +76,7 @@ void run_partitions(const PartitionsOptions& options) {
 
 void add_partitions_command(CLI::App& app) {
   auto options = std::make_shared<PartitionsOptions>();
-  CLI::App* command =
-      app.add_subcommand("partitions", "show the partitions of one layer and the knob space of each");
+  CLI::App* command = app.add_subcommand("partitions", "show the partitions of one layer and the knob space of each");
   add_workload_flags(command, options->workload);
   add_gpu_flags(command, options->gpu);
   add_space_flags(command, options->space);

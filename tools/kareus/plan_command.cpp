@@ -1,6 +1,6 @@
 // kareus plan: search, compose, solve and compare every method; write plans, summary and report.
-#include <CLI/CLI.hpp>
 #include <fmt/core.h>
+#include <CLI/CLI.hpp>
 
 #include "commands.h"
 #include "kareus/plan/plan_job.h"
@@ -70,11 +70,14 @@ void add_plan_command(CLI::App& app) {
   add_space_flags(command, options->space);
   command->add_option("--methods", options->methods, "methods to run (comma separated)")->delimiter(',');
   command->add_option("--seed", options->seed, "seed of the search and measurement noise");
-  command->add_option("--search-budget", options->search_budget,
-                      "per-partition search budget, a fraction of each space (default 0.1)")
+  command
+      ->add_option("--search-budget", options->search_budget,
+                   "per-partition search budget, a fraction of each space (default 0.1)")
       ->check(CLI::Range(0.0, 1.0));
   command->add_flag("--exhaustive", options->exhaustive, "measure every config of every partition instead");
-  command->add_option("--unit-time", options->unit_time_s, "solver time unit in seconds (default: 1 ms, coarser for long iterations)")
+  command
+      ->add_option("--unit-time", options->unit_time_s,
+                   "solver time unit in seconds (default: 1 ms, coarser for long iterations)")
       ->check(CLI::NonNegativeNumber);
   command->add_option("--max-plans", options->max_plans, "frontier plans written per method")
       ->check(CLI::Range(2, 1000));

@@ -1,7 +1,7 @@
 // kareus profile: measure partitions (or kernels) of a workload on the emulator or a real GPU,
 // one JSONL record per measurement (device/measurement_log.h).
-#include <CLI/CLI.hpp>
 #include <fmt/core.h>
+#include <CLI/CLI.hpp>
 
 #include <memory>
 #include <optional>
@@ -85,15 +85,17 @@ void run_profile_command(const ProfileOptions& options) {
     sink.details = [cuda] { return cuda->last_details(); };
     measured = std::move(cuda_device);
   } else {
-    measured = std::make_unique<device::EmulatedDevice>(gpu, device::EmulatorOptions{true, options.seed, options.cuda.window_s});
+    measured = std::make_unique<device::EmulatedDevice>(
+        gpu, device::EmulatorOptions{true, options.seed, options.cuda.window_s});
   }
   if (options.clock_switch) {
     if (cuda == nullptr) throw InputError("--clock-switch needs --backend cuda");
     for (auto [from, to] : {std::pair{clocks.front(), clocks.back()}, std::pair{clocks.back(), clocks.front()}}) {
       const device::ClockSwitchResult result = cuda->measure_clock_switch(from, to);
-      fmt::print("{{\"clock_switch\": {{\"from_mhz\": {}, \"to_mhz\": {}, \"call_s\": {:.6f}, \"settle_s\": {:.6f}, "
-                 "\"observed_mhz\": {}}}}}\n",
-                 result.from_mhz, result.to_mhz, result.call_s, result.settle_s, result.observed_mhz);
+      fmt::print(
+          "{{\"clock_switch\": {{\"from_mhz\": {}, \"to_mhz\": {}, \"call_s\": {:.6f}, \"settle_s\": {:.6f}, "
+          "\"observed_mhz\": {}}}}}\n",
+          result.from_mhz, result.to_mhz, result.call_s, result.settle_s, result.observed_mhz);
     }
   }
   (void)device::run_profile(*measured, jobs, sink);
@@ -125,18 +127,22 @@ void add_profile_command(CLI::App& app) {
       ->capture_default_str();
   command->add_option("--strategy", options->strategy, "search (GP + EHVI, adaptive) or random configs per partition")
       ->capture_default_str();
-  command->add_option("--budget", options->budget, "configs measured per partition")->capture_default_str()
+  command->add_option("--budget", options->budget, "configs measured per partition")
+      ->capture_default_str()
       ->check(CLI::PositiveNumber);
   command->add_option("--seed", options->seed, "sampling (and emulator noise) seed")->capture_default_str();
   command->add_option("--out", options->out, "JSONL file to append records to (default: print them)");
   command->add_option("--gpu-index", options->cuda.gpu_index, "CUDA/NVML index of the GPU")->capture_default_str();
   command->add_option("--collective", options->collective, "auto, nccl or proxy (one-GPU proxy kernel)")
       ->capture_default_str();
-  command->add_option("--window", options->cuda.window_s, "energy window per measurement (s)")->capture_default_str()
+  command->add_option("--window", options->cuda.window_s, "energy window per measurement (s)")
+      ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  command->add_option("--cooldown", options->cuda.cooldown_s, "cooldown before each window (s)")->capture_default_str()
+  command->add_option("--cooldown", options->cuda.cooldown_s, "cooldown before each window (s)")
+      ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
-  command->add_option("--warmup", options->cuda.warmup_s, "warm-up before each window (s)")->capture_default_str()
+  command->add_option("--warmup", options->cuda.warmup_s, "warm-up before each window (s)")
+      ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   command->add_flag("--clock-switch", options->clock_switch, "measure the clock-switch latency (cuda)");
   command->callback([options] { run_profile_command(*options); });

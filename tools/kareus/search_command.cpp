@@ -3,8 +3,8 @@
 #include <cmath>
 #include <memory>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
@@ -40,9 +40,10 @@ struct SearchCommandOptions {
 nlohmann::ordered_json front_json(const std::vector<search::Evaluation>& front) {
   nlohmann::ordered_json points = nlohmann::ordered_json::array();
   for (const search::Evaluation& point : front) {
-    points.push_back({{"config", {{"freq_mhz", point.config.freq_mhz}, {"ctas", point.config.ctas}, {"slot", point.config.slot}}},
-                      {"time_s", point.time_s},
-                      {"energy_j", point.energy_j}});
+    points.push_back(
+        {{"config", {{"freq_mhz", point.config.freq_mhz}, {"ctas", point.config.ctas}, {"slot", point.config.slot}}},
+         {"time_s", point.time_s},
+         {"energy_j", point.energy_j}});
   }
   return points;
 }
@@ -74,7 +75,8 @@ void run_search_command(const SearchCommandOptions& options) {
   std::vector<std::unique_ptr<device::EmulatedDevice>> emulators;
   std::vector<device::Device*> devices;
   for (std::size_t index = 0; index < options.devices; ++index) {
-    emulators.push_back(std::make_unique<device::EmulatedDevice>(gpu, device::EmulatorOptions{!options.no_noise, options.seed}));
+    emulators.push_back(
+        std::make_unique<device::EmulatedDevice>(gpu, device::EmulatorOptions{!options.no_noise, options.seed}));
     devices.push_back(emulators.back().get());
   }
   const search::SearchResult result = options.exhaustive ? search::run_exhaustive(devices, part, space, search_options)
@@ -84,33 +86,33 @@ void run_search_command(const SearchCommandOptions& options) {
     return nlohmann::ordered_json{{"energy", ratios.energy}, {"effective_energy", ratios.effective_energy}};
   };
   if (options.json) {
-    const nlohmann::ordered_json output = {
-        {"schema", "kareus.search/1"},
-        {"workload", nlohmann::ordered_json::parse(search_options.workload_json)},
-        {"gpu", gpu.name},
-        {"partition", part.key},
-        {"strategy", options.exhaustive ? "exhaustive" : options.strategy},
-        {"seed", options.seed},
-        {"space_size", space.size()},
-        {"budget", options.exhaustive ? space.size() : search_options.budget},
-        {"evaluations", result.evaluations.size()},
-        {"from_log", result.from_log},
-        {"batches", result.batches},
-        {"stop_reason", search::to_string(result.stop_reason)},
-        {"static_power_w", gpu.static_power_w},
-        {"frontier", front_json(result.energy_front)},
-        {"effective_energy_frontier", front_json(result.effective_energy_front)},
-        {"hypervolume_ratio", ratios_json(quality.evaluated)},
-        {"front_hypervolume_ratio", ratios_json(quality.front)}};
+    const nlohmann::ordered_json output = {{"schema", "kareus.search/1"},
+                                           {"workload", nlohmann::ordered_json::parse(search_options.workload_json)},
+                                           {"gpu", gpu.name},
+                                           {"partition", part.key},
+                                           {"strategy", options.exhaustive ? "exhaustive" : options.strategy},
+                                           {"seed", options.seed},
+                                           {"space_size", space.size()},
+                                           {"budget", options.exhaustive ? space.size() : search_options.budget},
+                                           {"evaluations", result.evaluations.size()},
+                                           {"from_log", result.from_log},
+                                           {"batches", result.batches},
+                                           {"stop_reason", search::to_string(result.stop_reason)},
+                                           {"static_power_w", gpu.static_power_w},
+                                           {"frontier", front_json(result.energy_front)},
+                                           {"effective_energy_frontier", front_json(result.effective_energy_front)},
+                                           {"hypervolume_ratio", ratios_json(quality.evaluated)},
+                                           {"front_hypervolume_ratio", ratios_json(quality.front)}};
     fmt::print("{}\n", output.dump(2));
     return;
   }
   fmt::print("{} of {} on {}: {} of {} configs measured ({} from the log), stopped: {}\n", part.key, work.model.name,
              gpu.name, result.evaluations.size(), space.size(), result.from_log, search::to_string(result.stop_reason));
-  fmt::print("hypervolume ratio vs exhaustive (noise-free values), evaluated configs: energy {:.4f}, effective "
-             "energy {:.4f}; measured fronts: {:.4f}, {:.4f}\n",
-             quality.evaluated.energy, quality.evaluated.effective_energy, quality.front.energy,
-             quality.front.effective_energy);
+  fmt::print(
+      "hypervolume ratio vs exhaustive (noise-free values), evaluated configs: energy {:.4f}, effective "
+      "energy {:.4f}; measured fronts: {:.4f}, {:.4f}\n",
+      quality.evaluated.energy, quality.evaluated.effective_energy, quality.front.energy,
+      quality.front.effective_energy);
   fmt::print("(t, E) front:\n{:>10} {:>10} {:>8} {:>5}  {}\n", "time_ms", "energy_j", "freq_mhz", "ctas", "slot");
   for (const search::Evaluation& point : result.energy_front) {
     fmt::print("{:>10.3f} {:>10.4f} {:>8} {:>5}  {}\n", point.time_s * 1e3, point.energy_j, point.config.freq_mhz,
@@ -133,14 +135,16 @@ void add_search_command(CLI::App& app) {
   command->add_option("--seed", options->seed, "seed of the search and the emulator's noise")->capture_default_str();
   command->add_option("--strategy", options->strategy, "kareus (GP + EHVI) or artifact (the baseline)")
       ->capture_default_str();
-  command->add_option("--batch", options->batch, "configs chosen per batch (0: max(2, --devices))")->capture_default_str();
+  command->add_option("--batch", options->batch, "configs chosen per batch (0: max(2, --devices))")
+      ->capture_default_str();
   command->add_option("--initial", options->initial, "configs in the initial design (0: about 25% of the budget)")
       ->capture_default_str();
   command->add_option("--refinement", options->refinement, "share of the budget kept for the refinement pass")
       ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();
-  command->add_option("--min-gain", options->min_gain,
-                      "stop when the best expected hypervolume gain (relative) is below this")
+  command
+      ->add_option("--min-gain", options->min_gain,
+                   "stop when the best expected hypervolume gain (relative) is below this")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   command->add_option("--devices", options->devices, "emulated devices measuring a batch in parallel")

@@ -1,6 +1,6 @@
 // kareus simulate: one whole training iteration on the emulator, at a locked clock or as a plan says.
-#include <CLI/CLI.hpp>
 #include <fmt/core.h>
+#include <CLI/CLI.hpp>
 
 #include "commands.h"
 #include "kareus/common/error.h"
@@ -44,8 +44,8 @@ void run_simulate(const SimulateOptions& options) {
   const std::string clocks = options.plan.empty() ? fmt::format("{} MHz", options.clock_mhz) : "plan " + options.plan;
   fmt::print("{} on {} GPUs {} (TP {} CP {} PP {} DP {}), {}, overlap {}\n", workload.model.name, workload.gpus(),
              gpu.name, p.tp, p.cp, p.pp, p.dp, clocks, options.overlap);
-  fmt::print("iteration time {:.3f} s, job energy {:.0f} J, average power {:.1f} W per GPU\n", run.time_s,
-             run.energy_j, run.avg_power_w);
+  fmt::print("iteration time {:.3f} s, job energy {:.0f} J, average power {:.1f} W per GPU\n", run.time_s, run.energy_j,
+             run.avg_power_w);
   for (const pipeline::StageRun& stage : run.stages) {
     fmt::print("  stage {}: busy {:.3f} s, idle {:.3f} s, {:.0f} J per GPU\n", stage.stage, stage.busy_s,
                run.time_s - stage.busy_s, stage.energy_j);
@@ -56,7 +56,8 @@ void run_simulate(const SimulateOptions& options) {
 
 void add_simulate_command(CLI::App& app) {
   auto options = std::make_shared<SimulateOptions>();
-  CLI::App* command = app.add_subcommand("simulate", "simulate one training iteration (1F1B) at a locked clock or following a plan");
+  CLI::App* command =
+      app.add_subcommand("simulate", "simulate one training iteration (1F1B) at a locked clock or following a plan");
   add_workload_flags(command, options->workload);
   add_gpu_flags(command, options->gpu);
   command->add_option("--clock", options->clock_mhz, "every instruction at this locked SM clock (MHz)");

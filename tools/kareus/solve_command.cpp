@@ -2,8 +2,8 @@
 #include <algorithm>
 #include <memory>
 
-#include <CLI/CLI.hpp>
 #include <fmt/core.h>
+#include <CLI/CLI.hpp>
 
 #include "commands.h"
 #include "kareus/plan/frontier.h"
@@ -62,13 +62,17 @@ void add_solve_command(CLI::App& app) {
   CLI::App* command = app.add_subcommand("solve", "time-energy frontier of a 1F1B pipeline from a Perseus profile CSV");
   command->add_option("--profile", options->profile, "CSV: stage,instruction,frequency,time,energy")->required();
   command->add_option("--stages", options->stages, "pipeline stages")->required()->check(CLI::PositiveNumber);
-  command->add_option("--microbatches", options->microbatches, "microbatches per iteration")->required()->check(CLI::PositiveNumber);
+  command->add_option("--microbatches", options->microbatches, "microbatches per iteration")
+      ->required()
+      ->check(CLI::PositiveNumber);
   command->add_option("--unit-time", options->unit_time_s, "time quantum of the solver, seconds (default 0.001)")
       ->check(CLI::PositiveNumber);
-  command->add_option("--static-power", options->static_power_w,
-                      "static power per GPU, watts (default 0; A100: 85); energy = effective + static x makespan x stages")
+  command
+      ->add_option("--static-power", options->static_power_w,
+                   "static power per GPU, watts (default 0; A100: 85); energy = effective + static x makespan x stages")
       ->check(CLI::NonNegativeNumber);
-  command->add_option("--max-points", options->max_points, "write at most N frontier points, evenly spread (default: all)")
+  command
+      ->add_option("--max-points", options->max_points, "write at most N frontier points, evenly spread (default: all)")
       ->check(CLI::NonNegativeNumber);
   command->add_flag("--bound", options->bound,
                     "also solve the convex relaxation: a certified lower bound per point, in OUT/solve.json");

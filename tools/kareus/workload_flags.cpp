@@ -1,7 +1,7 @@
 #include "workload_flags.h"
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include "kareus/common/error.h"
 
@@ -31,8 +31,7 @@ void add_workload_flags(CLI::App* command, WorkloadFlags& flags) {
   command->add_option("--seq", p.seq, "sequence length (tokens)")->capture_default_str();
   command->add_option("--microbatches", p.microbatches, "microbatches per iteration")->capture_default_str();
   command->add_option("--nanobatches", p.nanobatches, "nanobatches per microbatch: 1 or 2")->capture_default_str();
-  command->add_option("--recompute", flags.recompute, "activation checkpointing: full or none")
-      ->capture_default_str();
+  command->add_option("--recompute", flags.recompute, "activation checkpointing: full or none")->capture_default_str();
   command->add_option("--layers-per-stage", flags.layers_per_stage,
                       "layers of each stage, e.g. 15,13 (default: even split)");
 }

@@ -7,9 +7,9 @@
 #include <thread>
 #include <vector>
 
-#include <CLI/CLI.hpp>
 #include <fmt/core.h>
 #include <pthread.h>
+#include <CLI/CLI.hpp>
 
 #include "kareus/common/error.h"
 #include "kareus/runtime/daemon.h"

@@ -28,8 +28,8 @@ using PartitionMeasurements = std::map<std::string, std::vector<search::Evaluati
 
 struct ComposedOption {
   int freq_mhz = 0;
-  double time_s = 0;    ///< predicted instruction time
-  double energy_j = 0;  ///< predicted instruction energy, one GPU
+  double time_s = 0;            ///< predicted instruction time
+  double energy_j = 0;          ///< predicted instruction energy, one GPU
   device::CommChoices choices;  ///< comm config per searchable key of the instruction
 };
 
@@ -46,8 +46,8 @@ struct InstructionComposition {
 };
 
 /// How many instances of each searchable key an instruction runs (recompute included).
-[[nodiscard]] std::map<std::string, int, std::less<>> key_instance_counts(const workload::Workload& workload,
-                                                                          int stage, workload::Direction direction);
+[[nodiscard]] std::map<std::string, int, std::less<>> key_instance_counts(const workload::Workload& workload, int stage,
+                                                                          workload::Direction direction);
 
 /// Composes the options of `direction`'s instruction of `stage` over `clocks_mhz`.
 /// Fixed work is run on the emulator model of `gpu` at each clock.

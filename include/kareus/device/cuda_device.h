@@ -39,13 +39,13 @@ enum class CollectiveBackend {
 struct CudaDeviceOptions {
   int gpu_index = 0;  ///< CUDA and NVML index of the measured GPU (NCCL peers follow it)
   CollectiveBackend collective = CollectiveBackend::kAuto;
-  double window_s = 5;          ///< energy window (the artifact's 5 s)
-  double cooldown_s = 5;        ///< idle at the locked clock before each measurement
-  double warmup_s = 0.5;        ///< partition repetitions before the window
-  double clock_settle_s = 0.1;  ///< wait after locking the clock before checking it
+  double window_s = 5;              ///< energy window (the artifact's 5 s)
+  double cooldown_s = 5;            ///< idle at the locked clock before each measurement
+  double warmup_s = 0.5;            ///< partition repetitions before the window
+  double clock_settle_s = 0.1;      ///< wait after locking the clock before checking it
   double clock_tolerance_mhz = 15;  ///< a window is stable if every reading is this close to the lock
-  int max_retries = 2;          ///< windows thrown away per measurement before giving up (marked unstable)
-  bool handle_signals = true;   ///< reset clocks on SIGINT/SIGTERM
+  int max_retries = 2;              ///< windows thrown away per measurement before giving up (marked unstable)
+  bool handle_signals = true;       ///< reset clocks on SIGINT/SIGTERM
   std::string nvml_library = "libnvidia-ml.so.1";
 };
 
@@ -71,9 +71,9 @@ struct ClockSwitchResult {
 class CudaDevice final : public Device {
  public:
   /// Opens GPU `options.gpu_index` for `workload` (attention shapes and buffer sizes come from
-  /// it; GEMM backward runs the input- and weight-gradient GEMMs of the forward shape). Throws Error "no NVIDIA driver/GPU found ..." without a driver or GPU, "kareus was
-  /// built without the CUDA backend ..." when not compiled in, and Error naming NVML/CUDA's
-  /// message (with what to do) on permission or unsupported-GPU failures.
+  /// it; GEMM backward runs the input- and weight-gradient GEMMs of the forward shape). Throws Error "no NVIDIA
+  /// driver/GPU found ..." without a driver or GPU, "kareus was built without the CUDA backend ..." when not compiled
+  /// in, and Error naming NVML/CUDA's message (with what to do) on permission or unsupported-GPU failures.
   CudaDevice(GpuSpec gpu, workload::Workload workload, CudaDeviceOptions options);
   ~CudaDevice() override;
   CudaDevice(const CudaDevice&) = delete;

@@ -22,7 +22,7 @@ struct PowerInterval {
   double start_s = 0;
   double end_s = 0;
   double power_w = 0;
-  double freq_mhz = 0;  ///< effective clock (below the requested one when throttled)
+  double freq_mhz = 0;     ///< effective clock (below the requested one when throttled)
   std::string compute_op;  ///< empty while the compute stream idles
   bool comm_active = false;
 };

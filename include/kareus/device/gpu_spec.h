@@ -29,7 +29,7 @@ struct GpuSpec {
   double gemm_efficiency = 0;        ///< fraction of peak a large, aligned GEMM reaches
   double gemm_tile_m = 0;            ///< CTA tile, for wave quantization
   double gemm_tile_n = 0;
-  double gemm_small_k_half = 0;  ///< a GEMM with inner dimension k runs at k/(k+this) of gemm_efficiency
+  double gemm_small_k_half = 0;              ///< a GEMM with inner dimension k runs at k/(k+this) of gemm_efficiency
   double attention_forward_efficiency = 0;   ///< causal fused attention, fraction of peak
   double attention_backward_efficiency = 0;  ///< with the 2x-forward FLOP convention
   double launch_latency_us = 0;              ///< per kernel, on the critical path of its stream
@@ -40,23 +40,23 @@ struct GpuSpec {
   double sm_bytes_per_clock = 0;  ///< what one SM can move to/from HBM per cycle
 
   // Interconnect and collectives.
-  double link_bandwidth_gbps = 0;  ///< NVLink, per direction
-  double link_efficiency = 0;      ///< asymptotic bus bandwidth of NCCL rings / link bandwidth
-  double link_latency_us = 0;      ///< per ring step
-  double collective_fill_mib = 0;  ///< pipeline fill: a collective of S bytes runs as S + this at full rate
-  double cta_bytes_per_clock = 0;  ///< bus bytes one communication CTA moves per cycle
-  int default_comm_ctas = 0;       ///< NCCL's default channel count on this GPU
-  double comm_sm_share = 0;        ///< fraction of an SM's compute a communication CTA takes (1 = exclusive)
+  double link_bandwidth_gbps = 0;      ///< NVLink, per direction
+  double link_efficiency = 0;          ///< asymptotic bus bandwidth of NCCL rings / link bandwidth
+  double link_latency_us = 0;          ///< per ring step
+  double collective_fill_mib = 0;      ///< pipeline fill: a collective of S bytes runs as S + this at full rate
+  double cta_bytes_per_clock = 0;      ///< bus bytes one communication CTA moves per cycle
+  int default_comm_ctas = 0;           ///< NCCL's default channel count on this GPU
+  double comm_sm_share = 0;            ///< fraction of an SM's compute a communication CTA takes (1 = exclusive)
   double comm_hbm_bytes_per_byte = 0;  ///< HBM traffic per bus byte a collective moves (reads + writes)
   double comm_overlap_slowdown = 0;    ///< a collective beside compute takes (1 + this) x as long
-  double partition_sync_us = 0;  ///< per overlapped partition: stream events, waits, nanobatch dispatch
+  double partition_sync_us = 0;        ///< per overlapped partition: stream events, waits, nanobatch dispatch
 
   // Power.
   double power_limit_w = 0;
-  double static_power_w = 0;      ///< a GPU blocked in a P2P receive (clock held, nothing computing)
-  double idle_power_w = 0;        ///< no process, idle clock
-  double voltage_min_v = 0;       ///< flat floor up to voltage_knee_mhz
-  double voltage_max_v = 0;       ///< at clock_max_mhz
+  double static_power_w = 0;  ///< a GPU blocked in a P2P receive (clock held, nothing computing)
+  double idle_power_w = 0;    ///< no process, idle clock
+  double voltage_min_v = 0;   ///< flat floor up to voltage_knee_mhz
+  double voltage_max_v = 0;   ///< at clock_max_mhz
   int voltage_knee_mhz = 0;
   double sm_dynamic_power_w = 0;  ///< all SMs at full tensor-core activity, at max clock and voltage
   double hbm_power_w_per_tbps = 0;
@@ -68,8 +68,8 @@ struct GpuSpec {
   double activity_comm_cta = 0;  ///< one communication CTA, relative to one fully busy SM
 
   // Measurement realism.
-  double noise_time_fraction = 0;    ///< sigma of multiplicative noise on measured time
-  double noise_energy_fraction = 0;  ///< sigma of multiplicative noise on measured energy
+  double noise_time_fraction = 0;       ///< sigma of multiplicative noise on measured time
+  double noise_energy_fraction = 0;     ///< sigma of multiplicative noise on measured energy
   double energy_counter_period_ms = 0;  ///< NVML energy counter update period
   double energy_counter_resolution_mj = 0;
 

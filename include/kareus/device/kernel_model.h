@@ -17,14 +17,14 @@ namespace kareus::device {
 
 /// Resources a compute kernel has while it runs (less when a collective shares the GPU).
 struct ComputeResources {
-  double sms = 0;               ///< SMs available to compute
-  double hbm_bytes_per_s = 0;   ///< HBM bandwidth available to compute
+  double sms = 0;              ///< SMs available to compute
+  double hbm_bytes_per_s = 0;  ///< HBM bandwidth available to compute
 };
 
 /// The timing of a compute kernel and what it keeps busy, for the power model.
 struct KernelRun {
   double time_s = 0;
-  double sm_activity = 0;   ///< activity-weighted fraction of all SMs busy (0..1)
+  double sm_activity = 0;  ///< activity-weighted fraction of all SMs busy (0..1)
   double hbm_bytes_per_s = 0;
 };
 

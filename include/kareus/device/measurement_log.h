@@ -24,17 +24,17 @@ inline constexpr std::string_view kMeasurementSchema = "kareus.measurement/1";
 
 /// How a measurement window went on real hardware (all zero for the emulator).
 struct MeasurementDetails {
-  int repetitions = 0;         ///< partition runs inside the energy window
-  double window_s = 0;         ///< wall time of the energy window
-  double clock_min_mhz = 0;    ///< SM clock readings over the window
+  int repetitions = 0;       ///< partition runs inside the energy window
+  double window_s = 0;       ///< wall time of the energy window
+  double clock_min_mhz = 0;  ///< SM clock readings over the window
   double clock_max_mhz = 0;
   double clock_mean_mhz = 0;
   std::uint64_t clock_events = 0;  ///< OR of NVML clock-event reasons over the window
   double temperature_start_c = 0;
   double temperature_end_c = 0;
-  double power_mean_w = 0;     ///< energy over the window / its wall time
-  int retries = 0;             ///< windows thrown away because the clock did not hold
-  bool stable = true;          ///< the clock held the locked value and nothing throttled
+  double power_mean_w = 0;  ///< energy over the window / its wall time
+  int retries = 0;          ///< windows thrown away because the clock did not hold
+  bool stable = true;       ///< the clock held the locked value and nothing throttled
 
   friend bool operator==(const MeasurementDetails&, const MeasurementDetails&) = default;
 };

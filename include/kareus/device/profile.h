@@ -62,7 +62,8 @@ struct ProfileSink {
 
 /// Measures every job on `device` in order, appending each record to `sink.out` as soon as it
 /// is made. Throws what Device::measure throws.
-std::vector<MeasurementRecord> run_profile(Device& device, const std::vector<ProfileJob>& jobs, const ProfileSink& sink);
+std::vector<MeasurementRecord> run_profile(Device& device, const std::vector<ProfileJob>& jobs,
+                                           const ProfileSink& sink);
 
 /// A Device that measures on another and logs every measurement to a sink, so an adaptive
 /// search (search.h) leaves the same JSONL record per measurement as a fixed sweep.

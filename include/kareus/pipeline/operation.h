@@ -24,8 +24,7 @@ struct ExecutionOption {
 };
 
 /// An option with `effective_energy_j = energy_j - static_power_w * time_s`.
-[[nodiscard]] ExecutionOption make_execution_option(double time_s, double energy_j, int knob,
-                                                    double static_power_w);
+[[nodiscard]] ExecutionOption make_execution_option(double time_s, double energy_j, int knob, double static_power_w);
 
 /// floor(time_s / unit_time_s), robust to the representation error of e.g. 0.003 / 0.001.
 [[nodiscard]] std::int64_t quantize_time(double time_s, double unit_time_s);

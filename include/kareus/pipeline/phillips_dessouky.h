@@ -35,19 +35,19 @@ enum class StopReason {
 std::string_view to_string(StopReason reason);
 
 struct IterationResult {
-  int iteration = 0;                ///< 0 = every operation at its slowest option
-  std::int64_t quant_time = 0;      ///< planned makespan, in unit_time_s
-  double effective_energy_j = 0;    ///< planned: sum of the hull costs at the planned durations
+  int iteration = 0;                     ///< 0 = every operation at its slowest option
+  std::int64_t quant_time = 0;           ///< planned makespan, in unit_time_s
+  double effective_energy_j = 0;         ///< planned: sum of the hull costs at the planned durations
   double effective_energy_change_j = 0;  ///< planned change from the previous iteration
-  double time_s = 0;                ///< real makespan of the realized plan
-  double energy_j = 0;              ///< real energy of the realized plan, all GPUs
-  std::vector<int> option_indices;  ///< per operation, into dag.specs[operation.spec].options()
+  double time_s = 0;                     ///< real makespan of the realized plan
+  double energy_j = 0;                   ///< real energy of the realized plan, all GPUs
+  std::vector<int> option_indices;       ///< per operation, into dag.specs[operation.spec].options()
 };
 
 struct PhillipsDessoukyOptions {
-  int gpus = 0;                            ///< GPUs paying static power over the makespan; 0 = dag.stages
-  int max_iterations = 0;                  ///< 0 = until the minimum time
-  bool stop_on_zero_cost_change = false;   ///< lowtime stops when an iteration is free; we go on by default
+  int gpus = 0;                           ///< GPUs paying static power over the makespan; 0 = dag.stages
+  int max_iterations = 0;                 ///< 0 = until the minimum time
+  bool stop_on_zero_cost_change = false;  ///< lowtime stops when an iteration is free; we go on by default
   /// Before evaluating a plan, give each operation the cheapest option that fits its real slack
   /// (never raises the real makespan). Off = the plan is exactly "slowest option within the
   /// planned duration", as lowtime realizes it.
@@ -61,7 +61,7 @@ struct PhillipsDessoukyResult {
   /// fastest options), unless the last PD plan already got there.
   std::vector<IterationResult> iterations;
   StopReason stop_reason = StopReason::kMinimumTime;
-  std::vector<int> frontier;  ///< indices into iterations, Pareto-optimal in real (time_s, energy_j), time ascending
+  std::vector<int> frontier;    ///< indices into iterations, Pareto-optimal in real (time_s, energy_j), time ascending
   int reverted_iterations = 0;  ///< iterations whose lengthenings had to be undone to shorten the makespan
 };
 

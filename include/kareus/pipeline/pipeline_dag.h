@@ -50,11 +50,11 @@ struct StageOptions {
 struct OneFOneBConfig {
   int microbatches = 1;
   double unit_time_s = 0.001;
-  double static_power_w = 0;  ///< sets every option's effective_energy_j = energy_j - static_power_w * time_s
-  std::vector<StageOptions> stages;                      ///< one per pipeline stage
-  std::optional<ExecutionOption> transfer;               ///< P2P activation/gradient send between stages
+  double static_power_w = 0;         ///< sets every option's effective_energy_j = energy_j - static_power_w * time_s
+  std::vector<StageOptions> stages;  ///< one per pipeline stage
+  std::optional<ExecutionOption> transfer;                      ///< P2P activation/gradient send between stages
   std::optional<std::vector<ExecutionOption>> gradient_reduce;  ///< DP>1: reduction after each stage's last backward
-  QuantumRule quantum_rule = QuantumRule::kFastest;  ///< see CandidateExecutionOptions
+  QuantumRule quantum_rule = QuantumRule::kFastest;             ///< see CandidateExecutionOptions
 };
 
 /// The synchronous 1F1B DAG: consecutive instructions of a stage, F(s,m) -> F(s+1,m),

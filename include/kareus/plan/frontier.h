@@ -28,7 +28,7 @@ inline constexpr std::string_view kSolveSchema = "kareus.solve/1";
 struct FrontierPoint {
   double time_s = 0;
   double energy_j = 0;
-  std::string plan;  ///< relative to the frontier file's folder
+  std::string plan;                 ///< relative to the frontier file's folder
   double lower_bound_energy_j = 0;  ///< with SolveRequest::bound: no plan within time_s uses less
 };
 
@@ -56,7 +56,7 @@ struct SolveSummary {
   int iterations = 0;
   double solver_s = 0;      ///< wall time of PhillipsDessouky::run alone
   double solver_cpu_s = 0;  ///< its CPU time (robust when the machine is shared)
-  bool bound = false;   ///< points carry lower_bound_energy_j
+  bool bound = false;       ///< points carry lower_bound_energy_j
 };
 
 /// Reads the profile, builds the 1F1B DAG, runs PhillipsDessouky and writes OUT/frontier.json,

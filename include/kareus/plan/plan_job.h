@@ -38,8 +38,8 @@ struct PlanJobOptions {
   /// Per-partition search budget as a fraction of each key's space (the artifact's spaces are
   /// searched with 10%); 0 = measure every config (exhaustive).
   double search_budget_fraction = 0.1;
-  std::uint64_t seed = 0;  ///< search and measurement noise
-  bool noise = true;       ///< emulator measurement noise
+  std::uint64_t seed = 0;                            ///< search and measurement noise
+  bool noise = true;                                 ///< emulator measurement noise
   std::function<void(const std::string&)> progress;  ///< one line per step, for stderr
 };
 
@@ -58,7 +58,7 @@ struct MethodResult {
   int solver_iterations = 0;
   double solver_s = 0;
   double unit_time_s = 0;  ///< the solver's time unit
-  int pruned_points = 0;  ///< composition pruning (kareus)
+  int pruned_points = 0;   ///< composition pruning (kareus)
 };
 
 struct Comparison {
@@ -88,11 +88,9 @@ struct PlanJobResult {
                                          const PlanJobOptions& options);
 
 /// REFERENCE.md section 6: max throughput vs `megatron`, iso metrics vs `perseus`.
-[[nodiscard]] Comparison compare(const MethodResult& method, const MethodResult* megatron,
-                                 const MethodResult* perseus);
+[[nodiscard]] Comparison compare(const MethodResult& method, const MethodResult* megatron, const MethodResult* perseus);
 
 /// Writes DIR/plans/<method>/plan_NN.json and DIR/summary.json (atomically, summary last).
-void write_plan_job(const std::filesystem::path& dir, const workload::Workload& workload,
-                    const PlanJobResult& result);
+void write_plan_job(const std::filesystem::path& dir, const workload::Workload& workload, const PlanJobResult& result);
 
 }  // namespace kareus::plan

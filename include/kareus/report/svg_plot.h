@@ -39,8 +39,8 @@ struct TimelineBar {
 };
 
 /// Rows of bars over a shared time axis; `row_names` labels the rows.
-[[nodiscard]] std::string timeline_chart(const std::vector<TimelineBar>& bars, const std::vector<std::string>& row_names,
-                                         const ChartOptions& options);
+[[nodiscard]] std::string timeline_chart(const std::vector<TimelineBar>& bars,
+                                         const std::vector<std::string>& row_names, const ChartOptions& options);
 
 /// A color for `value` in [low, high] on a blue (low) to red (high) scale.
 [[nodiscard]] std::string heat_color(double value, double low, double high);

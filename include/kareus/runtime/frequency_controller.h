@@ -80,15 +80,15 @@ class FrequencyController {
   /// Heap-held so a forked child can leak it: destroying a condition variable copied with the
   /// parent's waiters blocks forever.
   std::unique_ptr<std::condition_variable> changed_ = std::make_unique<std::condition_variable>();
-  std::deque<int> queue_;  ///< clocks to lock (MHz); 0 = reset
+  std::deque<int> queue_;                  ///< clocks to lock (MHz); 0 = reset
   std::optional<int> last_requested_mhz_;  ///< nullopt = unlocked
   std::deque<ClockSample> timeline_;
   std::size_t timeline_capacity_;
   std::size_t timeline_dropped_ = 0;
   std::string error_;
   bool stop_ = false;
-  bool busy_ = false;       ///< the worker is applying a request
-  bool ever_locked_ = false;  ///< written by the worker under backend_mutex_
+  bool busy_ = false;              ///< the worker is applying a request
+  bool ever_locked_ = false;       ///< written by the worker under backend_mutex_
   unsigned reset_generation_ = 0;  ///< bumped by reset_now
 
   std::mutex backend_mutex_;  ///< serializes backend calls (worker vs reset_now)
@@ -101,8 +101,8 @@ class FrequencyController {
 /// Python still raises KeyboardInterrupt). The handler only writes to a self-pipe; `on_signal`
 /// runs on a watcher thread. std::terminate (an uncaught exception) also calls `on_signal`
 /// before the previous terminate handler. In a forked child (a data-loader worker) the guard
-/// steps aside: signals get their previous disposition and nothing is reset. One guard per process at a time (a second throws
-/// Error); it restores what it replaced when destroyed.
+/// steps aside: signals get their previous disposition and nothing is reset. One guard per process at a time (a second
+/// throws Error); it restores what it replaced when destroyed.
 class SignalResetGuard {
  public:
   explicit SignalResetGuard(std::function<void()> on_signal, std::vector<int> signals = default_signals());

@@ -15,8 +15,8 @@ extern "C" {
 
 typedef enum kareus_status {
   KAREUS_OK = 0,
-  KAREUS_FAILURE = 1,      /* device, daemon or I/O failure (kareus::Error) */
-  KAREUS_INPUT_ERROR = 2,  /* the caller's mistake: bad plan, rank, order, key (kareus::InputError) */
+  KAREUS_FAILURE = 1,         /* device, daemon or I/O failure (kareus::Error) */
+  KAREUS_INPUT_ERROR = 2,     /* the caller's mistake: bad plan, rank, order, key (kareus::InputError) */
   KAREUS_INVALID_ARGUMENT = 3 /* a null handle or pointer */
 } kareus_status;
 
@@ -25,11 +25,11 @@ typedef enum kareus_instruction_type { KAREUS_FORWARD = 0, KAREUS_BACKWARD = 1 }
 typedef struct kareus_runtime kareus_runtime;
 
 typedef struct kareus_runtime_options {
-  const char* plan_path;      /* kareus.plan/1 file */
-  int rank;                   /* global rank */
-  int tp, cp, pp, dp;         /* parallel degrees; pp must equal the plan's stage count */
-  int gpu_index;              /* local GPU index this process drives */
-  const char* clock_backend;  /* "recorder", "nvml", "nvml:PATH" or "kareusd:SOCKET"; NULL = "recorder" */
+  const char* plan_path;       /* kareus.plan/1 file */
+  int rank;                    /* global rank */
+  int tp, cp, pp, dp;          /* parallel degrees; pp must equal the plan's stage count */
+  int gpu_index;               /* local GPU index this process drives */
+  const char* clock_backend;   /* "recorder", "nvml", "nvml:PATH" or "kareusd:SOCKET"; NULL = "recorder" */
   int install_signal_handlers; /* nonzero: reset clocks on SIGINT/SIGTERM, then re-raise */
 } kareus_runtime_options;
 
@@ -59,8 +59,8 @@ kareus_status kareus_runtime_switch_plan(kareus_runtime* runtime, const char* pl
 /* Between steps: switches to the least-energy plan of a kareus.frontier/1 file whose iteration
  * time meets deadline_s, or to the fastest one if none does (then *meets_deadline = 0).
  * meets_deadline may be NULL. */
-kareus_status kareus_runtime_switch_for_deadline(kareus_runtime* runtime, const char* frontier_path,
-                                                 double deadline_s, int* meets_deadline);
+kareus_status kareus_runtime_switch_for_deadline(kareus_runtime* runtime, const char* frontier_path, double deadline_s,
+                                                 int* meets_deadline);
 
 /* Waits until every requested clock is applied. */
 kareus_status kareus_runtime_flush(kareus_runtime* runtime);

@@ -25,9 +25,9 @@ namespace kareus::runtime {
 
 struct RuntimeOptions {
   std::filesystem::path plan_path;
-  int rank = 0;                  ///< global rank
-  ParallelDegrees degrees;       ///< tp, cp, pp, dp; pp must equal the plan's stage count
-  int gpu_index = 0;             ///< the GPU this process drives (its local device index)
+  int rank = 0;                            ///< global rank
+  ParallelDegrees degrees;                 ///< tp, cp, pp, dp; pp must equal the plan's stage count
+  int gpu_index = 0;                       ///< the GPU this process drives (its local device index)
   std::string clock_backend = "recorder";  ///< see make_clock_backend
   bool install_signal_handlers = false;    ///< reset clocks on SIGINT/SIGTERM (one runtime per process)
 };

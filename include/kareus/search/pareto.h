@@ -37,8 +37,7 @@ struct ObjectivePoint {
 };
 
 /// The objective point of `evaluation`: (t, E) or (t, E - static_power_w * t).
-[[nodiscard]] ObjectivePoint objective_point(const Evaluation& evaluation, double static_power_w,
-                                             Objective objective);
+[[nodiscard]] ObjectivePoint objective_point(const Evaluation& evaluation, double static_power_w, Objective objective);
 
 /// The non-dominated evaluations on (t, objective), sorted by time ascending (so the
 /// objective strictly descends). Of points with equal objectives the first one is kept.
@@ -50,8 +49,8 @@ struct ObjectivePoint {
 [[nodiscard]] double hypervolume(std::vector<ObjectivePoint> points, ObjectivePoint reference);
 
 /// hypervolume of the objective points of `evaluations`.
-[[nodiscard]] double hypervolume(const std::vector<Evaluation>& evaluations, double static_power_w,
-                                 Objective objective, ObjectivePoint reference);
+[[nodiscard]] double hypervolume(const std::vector<Evaluation>& evaluations, double static_power_w, Objective objective,
+                                 ObjectivePoint reference);
 
 /// The reference point 1.1 x (max t, max objective) over `evaluations` (non-empty).
 [[nodiscard]] ObjectivePoint reference_point(const std::vector<Evaluation>& evaluations, double static_power_w,

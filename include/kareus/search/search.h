@@ -57,8 +57,8 @@ struct SearchOptions {
   std::size_t budget = 0;  ///< measurements, 1..space size
   std::uint64_t seed = 0;
   Strategy strategy = Strategy::kKareus;
-  std::size_t batch_size = 2;      ///< configs chosen per batch (measured in parallel)
-  std::size_t initial_design = 0;  ///< 0 = automatic (25% of the budget, at least 8)
+  std::size_t batch_size = 2;         ///< configs chosen per batch (measured in parallel)
+  std::size_t initial_design = 0;     ///< 0 = automatic (25% of the budget, at least 8)
   double refinement_fraction = 0.25;  ///< share of the budget kept for the refinement pass
   /// Stop when the best expected hypervolume improvement, relative to the hypervolume of the
   /// current front (reference 1.1 x the worst measured point), is below this.
@@ -72,7 +72,7 @@ struct SearchOptions {
 };
 
 struct SearchResult {
-  std::vector<Evaluation> evaluations;  ///< every measurement, in the order chosen
+  std::vector<Evaluation> evaluations;             ///< every measurement, in the order chosen
   std::vector<Evaluation> energy_front;            ///< pareto_front(.., kEnergy)
   std::vector<Evaluation> effective_energy_front;  ///< pareto_front(.., kEffectiveEnergy)
   StopReason stop_reason = StopReason::kBudget;
@@ -91,8 +91,8 @@ struct SearchResult {
 
 /// Measures every config of `space` (options.budget is ignored; the log is used as in run_search).
 [[nodiscard]] SearchResult run_exhaustive(std::span<device::Device* const> devices,
-                                          const partition::Partition& partition,
-                                          const partition::SearchSpace& space, const SearchOptions& options);
+                                          const partition::Partition& partition, const partition::SearchSpace& space,
+                                          const SearchOptions& options);
 [[nodiscard]] SearchResult run_exhaustive(device::Device& device, const partition::Partition& partition,
                                           const partition::SearchSpace& space, const SearchOptions& options);
 

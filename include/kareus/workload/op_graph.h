@@ -25,9 +25,32 @@ enum class CollectiveKind { kAllReduce, kAllGather, kReduceScatter, kSendRecv };
 
 /// What a layer op is, independent of direction; the partition builder names keys and slots from it.
 enum class OpRole {
-  kInputNorm, kQkv, kQkvPost, kRope, kAttention, kOutProj, kAttnBda, kMlpNorm, kFc1, kActivation, kFc2, kMlpBda,
-  kKvGather, kAttnReduce, kMlpReduce, kQkvGradReduce, kFc1GradReduce, kDkvScatter,
-  kEmbedding, kFinalNorm, kOutputLayer, kLoss, kOutputReduce, kEmbeddingReduce, kPipelineSend, kGradientReduce,
+  kInputNorm,
+  kQkv,
+  kQkvPost,
+  kRope,
+  kAttention,
+  kOutProj,
+  kAttnBda,
+  kMlpNorm,
+  kFc1,
+  kActivation,
+  kFc2,
+  kMlpBda,
+  kKvGather,
+  kAttnReduce,
+  kMlpReduce,
+  kQkvGradReduce,
+  kFc1GradReduce,
+  kDkvScatter,
+  kEmbedding,
+  kFinalNorm,
+  kOutputLayer,
+  kLoss,
+  kOutputReduce,
+  kEmbeddingReduce,
+  kPipelineSend,
+  kGradientReduce,
 };
 
 std::string_view to_string(OpKind kind);
@@ -44,7 +67,8 @@ struct Collective {
   CollectiveKind kind = CollectiveKind::kAllReduce;
   CommGroup group = CommGroup::kTp;
   int group_size = 1;
-  double bytes = 0;  ///< payload: the full tensor an all-reduce reduces / an all-gather outputs / a reduce-scatter inputs
+  double bytes =
+      0;  ///< payload: the full tensor an all-reduce reduces / an all-gather outputs / a reduce-scatter inputs
 };
 
 struct Op {
@@ -55,7 +79,7 @@ struct Op {
   double flops = 0;
   double bytes_read = 0;
   double bytes_written = 0;
-  GemmShape gemm;                         ///< for kGemm (backward: the forward shape)
+  GemmShape gemm;                        ///< for kGemm (backward: the forward shape)
   std::optional<Collective> collective;  ///< for kCollective
 
   [[nodiscard]] bool is_collective() const { return kind == OpKind::kCollective; }

@@ -32,7 +32,8 @@ void check_cuda(cudaError_t status, const std::string& what) {
 }
 
 void check_cublas(cublasStatus_t status, const std::string& what) {
-  if (status != CUBLAS_STATUS_SUCCESS) throw Error(fmt::format("{} failed: cuBLAS status {}", what, static_cast<int>(status)));
+  if (status != CUBLAS_STATUS_SUCCESS)
+    throw Error(fmt::format("{} failed: cuBLAS status {}", what, static_cast<int>(status)));
 }
 
 void check_nccl(ncclResult_t status, const std::string& what) {
@@ -44,8 +45,8 @@ void sleep_interruptible(double seconds) {
   const auto until = Clock::now() + std::chrono::duration<double>(seconds);
   while (Clock::now() < until) {
     ClockLockGuard::throw_if_interrupted();
-    std::this_thread::sleep_for(std::min(std::chrono::duration<double>(0.05),
-                                         std::chrono::duration<double>(until - Clock::now())));
+    std::this_thread::sleep_for(
+        std::min(std::chrono::duration<double>(0.05), std::chrono::duration<double>(until - Clock::now())));
   }
   ClockLockGuard::throw_if_interrupted();
 }
@@ -146,16 +147,19 @@ struct GpuContext {
       try {
         check_cublas(cublasLtMatmulDescCreate(&plan.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate");
         const cublasOperation_t transpose = shape.transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N;
-        check_cublas(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, &transpose, sizeof(transpose)),
-                     "cublasLtMatmulDescSetAttribute(TRANSA)");
-        const auto layout = [&](cublasLtMatrixLayout_t& target, std::int64_t rows, std::int64_t cols, std::int64_t stride) {
+        check_cublas(
+            cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, &transpose, sizeof(transpose)),
+            "cublasLtMatmulDescSetAttribute(TRANSA)");
+        const auto layout = [&](cublasLtMatrixLayout_t& target, std::int64_t rows, std::int64_t cols,
+                                std::int64_t stride) {
           check_cublas(cublasLtMatrixLayoutCreate(&target, CUDA_R_16BF, static_cast<std::uint64_t>(rows),
                                                   static_cast<std::uint64_t>(cols), rows),
                        "cublasLtMatrixLayoutCreate");
           if (shape.batch > 1) {
             const std::int32_t count = shape.batch;
             cublasLtMatrixLayoutSetAttribute(target, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count));
-            cublasLtMatrixLayoutSetAttribute(target, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof(stride));
+            cublasLtMatrixLayoutSetAttribute(target, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
+                                             sizeof(stride));
           }
         };
         layout(plan.a, shape.transpose_a ? shape.k : shape.m, shape.transpose_a ? shape.m : shape.k, shape.stride_a);
@@ -240,7 +244,7 @@ struct CudaDevice::Impl {
   std::string name;
   int visible_gpus = 0;
   std::vector<int> supported_mhz;
-  std::vector<std::unique_ptr<GpuContext>> contexts;  // [0] is the measured GPU; peers for NCCL
+  std::vector<std::unique_ptr<GpuContext>> contexts;             // [0] is the measured GPU; peers for NCCL
   std::map<std::pair<int, int>, std::vector<ncclComm_t>> comms;  // (ranks, ctas) -> one per rank
   std::unique_ptr<ClockLockGuard> guard;
   MeasurementDetails last;
@@ -365,7 +369,8 @@ struct CudaDevice::Impl {
   void run_collective(const workload::Op& op, int ctas) {
     const workload::Collective& collective = *op.collective;
     const double ranks = collective.group_size;
-    const std::size_t payload = round_down(collective.bytes, 16 * static_cast<std::size_t>(std::max(1, collective.group_size)));
+    const std::size_t payload =
+        round_down(collective.bytes, 16 * static_cast<std::size_t>(std::max(1, collective.group_size)));
     if (const int nccl = nccl_ranks(op); nccl > 0) {
       std::vector<ncclComm_t>& ranks_comms = communicators(nccl, ctas);
       const std::size_t count = payload / 2;
@@ -399,10 +404,18 @@ struct CudaDevice::Impl {
     const double fraction = (ranks - 1) / std::max(ranks, 1.0);
     std::size_t reduce = 0, copy = 0;
     switch (collective.kind) {
-      case workload::CollectiveKind::kAllReduce: reduce = copy = round_down(fraction * payload, 16); break;
-      case workload::CollectiveKind::kAllGather: copy = round_down(fraction * payload, 16); break;
-      case workload::CollectiveKind::kReduceScatter: reduce = round_down(fraction * payload, 16); break;
-      case workload::CollectiveKind::kSendRecv: copy = payload; break;
+      case workload::CollectiveKind::kAllReduce:
+        reduce = copy = round_down(fraction * payload, 16);
+        break;
+      case workload::CollectiveKind::kAllGather:
+        copy = round_down(fraction * payload, 16);
+        break;
+      case workload::CollectiveKind::kReduceScatter:
+        reduce = round_down(fraction * payload, 16);
+        break;
+      case workload::CollectiveKind::kSendRecv:
+        copy = payload;
+        break;
     }
     void* src = c.comm_src.ensure(payload, 17, c.comm);
     void* dst = c.comm_dst.ensure(payload, 18, c.comm);
@@ -419,12 +432,16 @@ struct CudaDevice::Impl {
         GpuContext& c = context(rank);
         check_cuda(cudaSetDevice(c.device), "cudaSetDevice");
         switch (step.kind) {
-          case StreamStepKind::kComputeOp: run_op(c, partition.compute_ops[step.op_index]); break;
+          case StreamStepKind::kComputeOp:
+            run_op(c, partition.compute_ops[step.op_index]);
+            break;
           case StreamStepKind::kLaunchCollective:
             check_cuda(cudaEventRecord(c.launch, c.compute), "cudaEventRecord(launch)");
             check_cuda(cudaStreamWaitEvent(c.comm, c.launch, 0), "cudaStreamWaitEvent(comm, launch)");
             break;
-          case StreamStepKind::kJoin: check_cuda(cudaStreamWaitEvent(c.compute, c.comm_done, 0), "cudaStreamWaitEvent(join)"); break;
+          case StreamStepKind::kJoin:
+            check_cuda(cudaStreamWaitEvent(c.compute, c.comm_done, 0), "cudaStreamWaitEvent(join)");
+            break;
         }
       }
       if (step.kind == StreamStepKind::kLaunchCollective) {
@@ -461,10 +478,12 @@ CudaDevice::CudaDevice(GpuSpec gpu, workload::Workload workload, CudaDeviceOptio
   // we lock is the GPU we measure.
   ::setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID", 0);
   impl.nvml = std::make_unique<NvmlLibrary>(impl.options.nvml_library);  // "no NVIDIA driver found" without one
-  if (const cudaError_t status = cudaGetDeviceCount(&impl.visible_gpus); status != cudaSuccess || impl.visible_gpus == 0) {
-    throw Error(fmt::format("no NVIDIA driver/GPU found: cudaGetDeviceCount: {}; check nvidia-smi, or use the "
-                            "emulator (--backend emulator)",
-                            status != cudaSuccess ? cudaGetErrorString(status) : "0 devices"));
+  if (const cudaError_t status = cudaGetDeviceCount(&impl.visible_gpus);
+      status != cudaSuccess || impl.visible_gpus == 0) {
+    throw Error(
+        fmt::format("no NVIDIA driver/GPU found: cudaGetDeviceCount: {}; check nvidia-smi, or use the "
+                    "emulator (--backend emulator)",
+                    status != cudaSuccess ? cudaGetErrorString(status) : "0 devices"));
   }
   if (index < 0 || index >= impl.visible_gpus) {
     throw InputError(fmt::format("--gpu-index {}: CUDA sees {} GPUs", index, impl.visible_gpus));
@@ -474,14 +493,16 @@ CudaDevice::CudaDevice(GpuSpec gpu, workload::Workload workload, CudaDeviceOptio
   check_cuda(cudaGetDeviceProperties(&properties, index), "cudaGetDeviceProperties");
   impl.name = impl.nvml->name(index);
   if (properties.major < 8) {
-    throw Error(fmt::format("gpu {} ({}) has compute capability {}.{}: the CUDA backend needs sm_80 or newer (A100, "
-                            "H100, H200); use the emulator for older GPUs",
-                            index, properties.name, properties.major, properties.minor));
+    throw Error(
+        fmt::format("gpu {} ({}) has compute capability {}.{}: the CUDA backend needs sm_80 or newer (A100, "
+                    "H100, H200); use the emulator for older GPUs",
+                    index, properties.name, properties.major, properties.minor));
   }
   if (impl.name != properties.name) {
-    throw Error(fmt::format("CUDA gpu {} is \"{}\" but NVML gpu {} is \"{}\": unset CUDA_VISIBLE_DEVICES or make it "
-                            "list GPUs in PCI bus order",
-                            index, properties.name, index, impl.name));
+    throw Error(
+        fmt::format("CUDA gpu {} is \"{}\" but NVML gpu {} is \"{}\": unset CUDA_VISIBLE_DEVICES or make it "
+                    "list GPUs in PCI bus order",
+                    index, properties.name, index, impl.name));
   }
   if (properties.multiProcessorCount != impl.gpu.sm_count) {
     throw InputError(fmt::format("--gpu {} has {} SMs but gpu {} ({}) has {}: pass the preset of this GPU",
@@ -526,7 +547,8 @@ Measurement CudaDevice::measure(const partition::Partition& partition, const par
   validate_config(impl.gpu, partition, config);
   if (std::find(impl.supported_mhz.begin(), impl.supported_mhz.end(), config.freq_mhz) == impl.supported_mhz.end()) {
     throw InputError(fmt::format("freq_mhz {}: gpu {} ({}) supports {}..{} MHz but not this clock (NVML's list)",
-                                 config.freq_mhz, index, impl.name, impl.supported_mhz.back(), impl.supported_mhz.front()));
+                                 config.freq_mhz, index, impl.name, impl.supported_mhz.back(),
+                                 impl.supported_mhz.front()));
   }
   const StreamSchedule schedule = schedule_partition(partition, config);
   const int participants = partition.collective ? std::max(1, impl.nccl_ranks(*partition.collective)) : 1;

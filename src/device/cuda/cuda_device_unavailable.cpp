@@ -11,8 +11,9 @@ bool cuda_backend_compiled() { return false; }
 struct CudaDevice::Impl {};
 
 CudaDevice::CudaDevice(GpuSpec, workload::Workload, CudaDeviceOptions) {
-  throw Error("kareus was built without the CUDA backend (CMake found no CUDA compiler): install the CUDA toolkit, "
-              "put nvcc on PATH and rebuild, or use the emulator (--backend emulator)");
+  throw Error(
+      "kareus was built without the CUDA backend (CMake found no CUDA compiler): install the CUDA toolkit, "
+      "put nvcc on PATH and rebuild, or use the emulator (--backend emulator)");
 }
 
 CudaDevice::~CudaDevice() = default;

@@ -13,7 +13,6 @@
 namespace kareus::device::cuda {
 namespace {
 
-
 void check_launch(const char* kernel) {
   const cudaError_t status = cudaGetLastError();
   if (status != cudaSuccess) {
@@ -56,7 +55,8 @@ __global__ void rmsnorm_kernel(const __nv_bfloat16* x, const __nv_bfloat16* weig
   __syncthreads();
   const float scale = partial[0];
   for (int col = threadIdx.x; col < cols; col += blockDim.x) {
-    y[blockIdx.x * std::size_t(cols) + col] = __float2bfloat16(__bfloat162float(row[col]) * scale * __bfloat162float(weight[col]));
+    y[blockIdx.x * std::size_t(cols) + col] =
+        __float2bfloat16(__bfloat162float(row[col]) * scale * __bfloat162float(weight[col]));
   }
 }
 
@@ -150,9 +150,9 @@ __device__ std::uint64_t global_time_ns() {
 // Each CTA owns an equal share of the vectors and moves them in 16 KiB chunks (1024 threads x
 // 16 bytes), sleeping on the global timer so its share never runs ahead of ctas^-1 of the
 // allowed rate. Reduce chunks read both buffers; copy chunks read one.
-__global__ void __launch_bounds__(1024) collective_proxy_kernel(const uint4* src, uint4* dst, std::size_t buffer_vectors,
-                                                                std::size_t reduce_vectors, std::size_t copy_vectors,
-                                                                double ns_per_vector_per_cta) {
+__global__ void __launch_bounds__(1024)
+    collective_proxy_kernel(const uint4* src, uint4* dst, std::size_t buffer_vectors, std::size_t reduce_vectors,
+                            std::size_t copy_vectors, double ns_per_vector_per_cta) {
   const std::size_t total = reduce_vectors + copy_vectors;
   const std::size_t share = (total + gridDim.x - 1) / gridDim.x;
   const std::size_t begin = blockIdx.x * share;
@@ -189,8 +189,9 @@ void fill_random(void* data, std::size_t count, std::uint64_t seed, Stream strea
 }
 
 void rmsnorm(const void* x, const void* weight, void* y, std::size_t rows, int cols, Stream stream) {
-  rmsnorm_kernel<<<static_cast<unsigned int>(rows), 256, 0, stream>>>(
-      static_cast<const __nv_bfloat16*>(x), static_cast<const __nv_bfloat16*>(weight), static_cast<__nv_bfloat16*>(y), cols);
+  rmsnorm_kernel<<<static_cast<unsigned int>(rows), 256, 0, stream>>>(static_cast<const __nv_bfloat16*>(x),
+                                                                      static_cast<const __nv_bfloat16*>(weight),
+                                                                      static_cast<__nv_bfloat16*>(y), cols);
   check_launch("rmsnorm");
 }
 
@@ -202,7 +203,7 @@ void rope(void* x, std::size_t rows, int head_dim, std::size_t rows_per_position
 
 void swiglu(const void* in, void* out, std::size_t rows, int cols, Stream stream) {
   swiglu_kernel<<<blocks_for(rows * cols, 256), 256, 0, stream>>>(static_cast<const __nv_bfloat16*>(in),
-                                                                   static_cast<__nv_bfloat16*>(out), rows, cols);
+                                                                  static_cast<__nv_bfloat16*>(out), rows, cols);
   check_launch("swiglu");
 }
 
@@ -215,7 +216,7 @@ void add(const void* a, const void* b, void* out, std::size_t count, Stream stre
 
 void causal_softmax(void* scores, std::size_t rows, int seq_q, int seq_k, float scale, Stream stream) {
   causal_softmax_kernel<<<static_cast<unsigned int>(rows), 256, 0, stream>>>(static_cast<__nv_bfloat16*>(scores), seq_q,
-                                                                              seq_k, scale);
+                                                                             seq_k, scale);
   check_launch("causal_softmax");
 }
 

@@ -36,8 +36,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (reply.empty() || reply.back() != '\n' || reply.find('\n') != reply.size() - 1) std::abort();
   reply.pop_back();
   (void)parse_daemon_reply(reply);  // throws (and so fails the run) if the reply is not valid JSON
-  if (const auto locked = gpu0->locked_clock_mhz();
-      locked && *locked != 1980 && *locked != 1410 && *locked != 1005) {
+  if (const auto locked = gpu0->locked_clock_mhz(); locked && *locked != 1980 && *locked != 1410 && *locked != 1005) {
     std::abort();
   }
   return 0;
