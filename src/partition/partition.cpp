@@ -122,18 +122,6 @@ std::vector<Slot> slots_of(const std::vector<Op>& ops) {
         return 1;
     }
   };
-  auto run_name = [](OpKind kind) -> std::string {
-    switch (kind) {
-      case OpKind::kNorm:
-        return "norm";
-      case OpKind::kRope:
-        return "rope";
-      case OpKind::kActivation:
-        return "activation";
-      default:
-        return "elementwise";
-    }
-  };
   std::vector<Slot> slots;
   std::vector<std::pair<std::string, int>> counts;
   auto next_name = [&counts](const std::string& base) {
@@ -152,7 +140,7 @@ std::vector<Slot> slots_of(const std::vector<Op>& ops) {
         if (rank(ops[end].kind) > rank(best)) best = ops[end].kind;
         ++end;
       }
-      slots.push_back({next_name(run_name(best)), index});
+      slots.push_back({next_name(std::string(workload::to_string(best))), index});
       index = end;
       continue;
     }

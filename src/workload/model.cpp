@@ -36,6 +36,20 @@ double ModelSpec::parameters() const {
   return layers * layer_parameters() + embeddings + hidden;
 }
 
+std::string model_shape_json(const ModelSpec& model) {
+  const nlohmann::ordered_json shape = {{"hidden", model.hidden},
+                                        {"heads", model.heads},
+                                        {"kv_groups", model.kv_groups},
+                                        {"head_dim", model.head_dim},
+                                        {"ffn", model.ffn},
+                                        {"layers", model.layers},
+                                        {"vocab", model.vocab},
+                                        {"qk_norm", model.qk_norm},
+                                        {"mlp", model.mlp == MlpKind::kSwiGlu ? "swiglu" : "gelu"},
+                                        {"tied_embeddings", model.tied_embeddings}};
+  return shape.dump();
+}
+
 std::vector<std::string> model_preset_names() { return embedded_names("models"); }
 
 ModelSpec parse_model(std::string_view json_text, std::string_view origin) {

@@ -97,16 +97,7 @@ std::string workload_to_json(const Workload& workload) {
   const Parallelism& p = workload.parallel;
   nlohmann::ordered_json document = {
       {"model", model.name},
-      {"shape",
-       {{"hidden", model.hidden},
-        {"heads", model.heads},
-        {"kv_groups", model.kv_groups},
-        {"head_dim", model.head_dim},
-        {"ffn", model.ffn},
-        {"layers", model.layers},
-        {"vocab", model.vocab},
-        {"qk_norm", model.qk_norm},
-        {"mlp", model.mlp == MlpKind::kSwiGlu ? "swiglu" : "gelu"}}},
+      {"shape", nlohmann::ordered_json::parse(model_shape_json(model))},
       {"tp", p.tp},
       {"cp", p.cp},
       {"pp", p.pp},

@@ -23,18 +23,10 @@ void run_models(const ModelsOptions& options) {
     const workload::ModelSpec model = workload::load_model(name);
     const char* mlp = model.mlp == workload::MlpKind::kSwiGlu ? "swiglu" : "gelu";
     if (options.json) {
-      models.push_back({{"name", model.name},
-                        {"hidden", model.hidden},
-                        {"heads", model.heads},
-                        {"kv_groups", model.kv_groups},
-                        {"head_dim", model.head_dim},
-                        {"ffn", model.ffn},
-                        {"layers", model.layers},
-                        {"vocab", model.vocab},
-                        {"qk_norm", model.qk_norm},
-                        {"mlp", mlp},
-                        {"tied_embeddings", model.tied_embeddings},
-                        {"parameters", static_cast<long long>(model.parameters())}});
+      nlohmann::ordered_json entry = {{"name", model.name}};
+      entry.update(nlohmann::ordered_json::parse(workload::model_shape_json(model)));
+      entry["parameters"] = static_cast<long long>(model.parameters());
+      models.push_back(std::move(entry));
       continue;
     }
     std::string notes = mlp;

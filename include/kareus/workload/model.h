@@ -39,6 +39,10 @@ struct ModelSpec {
 /// Throws InputError naming the flag `--model` and the presets, or the file and field.
 [[nodiscard]] ModelSpec load_model(std::string_view name_or_path);
 
+/// The model's shape as a JSON object: hidden, heads, kv_groups, head_dim, ffn, layers, vocab,
+/// qk_norm, mlp, tied_embeddings (what summaries, plans and `kareus models` print).
+[[nodiscard]] std::string model_shape_json(const ModelSpec& model);
+
 /// Parses a model JSON document (fields as in data/models/*.json); `origin` names it in errors.
 [[nodiscard]] ModelSpec parse_model(std::string_view json_text, std::string_view origin);
 
