@@ -88,27 +88,19 @@ TEST(ComposeInstruction, ExactParetoSumMatchesBruteForceOverAllChoices) {
       compose_instruction(gpu, workload, 0, Direction::kForward, measurements, clocks, {0});
   const auto counts = key_instance_counts(workload, 0, Direction::kForward);
   const ComposedOption& any = composition.options.front();
-  const double base_time = any.time_s - [&] {
-    double sum = 0;
-    for (const auto& [key, choice] : any.choices) {
-      for (const search::Evaluation& measured : measurements.at(key)) {
-        if (measured.config.ctas == choice.ctas && measured.config.slot == choice.slot)
-          sum += counts.at(key) * measured.time_s;
+  // The fixed work of the instruction: an option minus its keys' scaled measurements.
+  double keys_time = 0, keys_energy = 0;
+  for (const auto& [key, choice] : any.choices) {
+    for (const search::Evaluation& measured : measurements.at(key)) {
+      if (measured.config.ctas == choice.ctas && measured.config.slot == choice.slot) {
+        keys_time += counts.at(key) * measured.time_s;
+        keys_energy += counts.at(key) * measured.energy_j;
       }
     }
-    return sum;
-  }();
+  }
+  const double base_time = any.time_s - keys_time;
+  const double base_energy = any.energy_j - keys_energy;
   // Every brute-force pair is weakly dominated in (t, E_eff) by some composed option.
-  const double base_energy = any.energy_j - [&] {
-    double sum = 0;
-    for (const auto& [key, choice] : any.choices) {
-      for (const search::Evaluation& measured : measurements.at(key)) {
-        if (measured.config.ctas == choice.ctas && measured.config.slot == choice.slot)
-          sum += counts.at(key) * measured.energy_j;
-      }
-    }
-    return sum;
-  }();
   const double static_w = gpu.static_power_w;
   for (const search::Evaluation& attn : measurements.at("fwd_attn")) {
     for (const search::Evaluation& mlp : measurements.at("fwd_mlp")) {
