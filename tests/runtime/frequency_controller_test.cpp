@@ -158,7 +158,7 @@ TEST(SignalResetGuard, ResetsThenRunsThePreviousHandler) {
     EXPECT_THROW(SignalResetGuard second([] {}, {SIGUSR2}), Error);
     for (int round = 1; round <= 2; ++round) {
       ::kill(::getpid(), SIGUSR1);
-      for (int wait = 0; wait < 500 && previous_handler_calls.load() < round; ++wait) {
+      for (int wait = 0; wait < 5000 && previous_handler_calls.load() < round; ++wait) {
         std::this_thread::sleep_for(std::chrono::milliseconds(2));
       }
       EXPECT_EQ(resets.load(), round);
@@ -168,7 +168,7 @@ TEST(SignalResetGuard, ResetsThenRunsThePreviousHandler) {
   }
   // Destroyed: the previous handler is back and the guard no longer runs.
   ::kill(::getpid(), SIGUSR1);
-  for (int wait = 0; wait < 500 && previous_handler_calls.load() < 3; ++wait) {
+  for (int wait = 0; wait < 5000 && previous_handler_calls.load() < 3; ++wait) {
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
   EXPECT_EQ(previous_handler_calls.load(), 3);
