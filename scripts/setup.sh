@@ -6,7 +6,7 @@ packages=(
   nlohmann-json3-dev libcli11-dev libfmt-dev libeigen3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   pybind11-dev clang libclang-rt-14-dev clang-format
-  chromium
+  chromium ccache
 )
 missing=()
 for package in "${packages[@]}"; do
