@@ -6,7 +6,7 @@
 
 #include "kareus/device/emulator.h"
 #include "kareus/partition/partition.h"
-#include "kareus/pipeline/iteration_simulator.h"
+#include "kareus/planner/plan_simulator.h"
 #include "kareus/workload/model.h"
 
 namespace {
@@ -37,9 +37,9 @@ void BM_SimulateLlama70B(benchmark::State& state) {
   parallel.pp = 8;
   parallel.microbatches = 64;
   const workload::Workload workload = workload::make_workload(workload::load_model("llama3.3-70b"), parallel);
-  const device::GpuSpec gpu = device::load_gpu("a100-40gb");
+  device::EmulatedDevice exact = device::exact_emulator(device::load_gpu("a100-40gb"));
   for (auto _ : state) {
-    benchmark::DoNotOptimize(pipeline::simulate_locked_clock(gpu, workload, 1410, device::OverlapMode::kNanobatch));
+    benchmark::DoNotOptimize(planner::simulate_locked_clock(exact, workload, 1410, workload::OverlapMode::kNanobatch));
   }
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);

@@ -18,7 +18,8 @@ std::shared_ptr<const plan::Plan> bench_plan(int stages, int microbatches) {
     plan::StagePlan stage_plan{stage, {}};
     int index = 0;
     for (const auto& instruction : pipeline::one_f_one_b(stage, stages, microbatches)) {
-      plan::PlannedInstruction planned{instruction.type, instruction.microbatch, 1980 - 15 * (index++ % 2), {}};
+      plan::PlannedInstruction planned{
+          instruction.type, instruction.microbatch, 1980 - 15 * (index++ % 2), workload::OverlapMode::kNanobatch, {}};
       for (const char* key : {"fwd_attn_ag", "fwd_mlp_rs", "bwd_attn_ag", "bwd_mlp_rs"}) {
         planned.partitions[key] = {"linear_0", 8};
       }

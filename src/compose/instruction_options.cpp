@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 
-#include "kareus/device/emulator.h"
 #include "kareus/partition/partition.h"
 
 namespace kareus::compose {
@@ -53,19 +52,12 @@ std::vector<SumPoint> prune(std::vector<SumPoint> front, int limit, int& pruned)
   return kept;
 }
 
-std::vector<Direction> passes_of(const workload::Workload& workload, Direction direction) {
-  if (direction == Direction::kBackward && workload.parallel.recompute == workload::Recompute::kFull) {
-    return {Direction::kForward, Direction::kBackward};
-  }
-  return {direction};
-}
-
 }  // namespace
 
 std::map<std::string, int, std::less<>> key_instance_counts(const workload::Workload& workload, int stage,
                                                             Direction direction) {
   std::map<std::string, int, std::less<>> counts;
-  for (Direction pass : passes_of(workload, direction)) {
+  for (Direction pass : device::passes_of(workload, direction)) {
     for (const partition::Partition& partition : partition::build_partitions(workload, stage, pass)) {
       if (partition.searchable()) ++counts[partition.key];
     }
@@ -73,36 +65,15 @@ std::map<std::string, int, std::less<>> key_instance_counts(const workload::Work
   return counts;
 }
 
-InstructionComposition compose_instruction(const device::GpuSpec& gpu, const workload::Workload& workload, int stage,
+InstructionComposition compose_instruction(device::Device& device, const workload::Workload& workload, int stage,
                                            Direction direction, const PartitionMeasurements& measurements,
                                            const std::vector<int>& clocks_mhz, const ComposeOptions& options) {
+  const device::GpuSpec& gpu = device.gpu();
   const auto counts = key_instance_counts(workload, stage, direction);
-  // Fixed work at every clock: partitions whose config is not searched run at the default,
-  // plus the nonpartition ops of both nanobatches.
-  std::vector<partition::Partition> fixed;
-  for (Direction pass : passes_of(workload, direction)) {
-    for (partition::Partition& partition : partition::build_partitions(workload, stage, pass)) {
-      if (!partition.searchable()) fixed.push_back(std::move(partition));
-    }
-  }
-  const workload::NonpartitionWork nonpartition = workload::build_nonpartition_work(workload, stage);
-  const auto& nonpartition_ops = direction == Direction::kForward ? nonpartition.forward : nonpartition.backward;
-
   InstructionComposition composition;
   for (int clock : clocks_mhz) {
-    SumPoint base;
-    for (const partition::Partition& partition : fixed) {
-      const partition::KnobConfig config =
-          partition.collective ? partition::KnobConfig{clock, gpu.default_comm_ctas, partition.slots.front().name}
-                               : partition::KnobConfig{clock, 0, ""};
-      const device::PartitionRun run = device::run_partition(gpu, partition, config);
-      base.time_s += run.time_s;
-      base.energy_j += run.energy_j;
-    }
-    const device::PartitionRun serial = device::run_serial(gpu, nonpartition_ops, clock, gpu.default_comm_ctas);
-    base.time_s += workload.parallel.nanobatches * serial.time_s;
-    base.energy_j += workload.parallel.nanobatches * serial.energy_j;
-
+    const device::InstructionRun fixed = device::run_fixed_work(device, workload, stage, direction, clock);
+    const SumPoint base{fixed.time_s, fixed.energy_j, {}};
     std::vector<SumPoint> front{base};
     bool complete = true;
     for (const auto& [key, count] : counts) {

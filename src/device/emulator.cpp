@@ -152,15 +152,27 @@ EmulatedDevice::EmulatedDevice(GpuSpec gpu, EmulatorOptions options) : gpu_(std:
 
 Measurement EmulatedDevice::measure(const partition::Partition& partition, const partition::KnobConfig& config) {
   validate_config(gpu_, partition, config);
-  const PartitionRun run = run_partition(gpu_, partition, config);
+  return with_noise(run_partition(gpu_, partition, config), partition.key, partition.nanobatch, config);
+}
+
+Measurement EmulatedDevice::measure_serial(const SerialWork& work, int freq_mhz) {
+  require_supported_clock(gpu_, freq_mhz, "freq_mhz");
+  return with_noise(run_serial(gpu_, work.ops, freq_mhz, work.ctas), work.key, 0,
+                    {freq_mhz, work.ctas, std::string(kSerialSlot)});
+}
+
+Measurement EmulatedDevice::with_noise(const PartitionRun& run, const std::string& key, int nanobatch,
+                                       const partition::KnobConfig& config) {
   Measurement measurement{run.time_s, run.energy_j};
   if (!options_.noise) return measurement;
-  // Seeded per (seed, partition, config): the same measurement repeats exactly, so a search
-  // is reproducible, while different configs see independent noise.
+  // Seeded per (seed, work, config): a first measurement repeats exactly, so a search is
+  // reproducible, while different configs see independent noise. Repeats of the same config
+  // on this device draw fresh noise (so re-measuring and averaging helps, as on a GPU).
   std::uint64_t state = mix(options_.seed);
-  for (const std::string& text : {partition.key, config.slot}) state = mix(state ^ std::hash<std::string>{}(text));
-  state = mix(state ^ static_cast<std::uint64_t>(partition.nanobatch));
+  for (const std::string& text : {key, config.slot}) state = mix(state ^ std::hash<std::string>{}(text));
+  state = mix(state ^ static_cast<std::uint64_t>(nanobatch));
   state = mix(state ^ (static_cast<std::uint64_t>(config.freq_mhz) << 20) ^ static_cast<std::uint64_t>(config.ctas));
+  if (const int repeat = repetitions_[state]++; repeat > 0) state = mix(state ^ static_cast<std::uint64_t>(repeat));
   std::mt19937_64 random(state);
   std::normal_distribution<double> normal(0, 1);
   std::uniform_real_distribution<double> uniform(0, 1);

@@ -10,7 +10,7 @@ namespace {
 
 using workload::Direction;
 
-void add(InstructionRun& total, const PartitionRun& run) {
+void add(InstructionRun& total, const Measurement& run) {
   total.time_s += run.time_s;
   total.energy_j += run.energy_j;
 }
@@ -29,28 +29,34 @@ partition::KnobConfig config_for(const GpuSpec& gpu, const partition::Partition&
   return {freq_mhz, gpu.default_comm_ctas, partition.slots.front().name};
 }
 
-InstructionRun run_overlapped(const GpuSpec& gpu, const workload::Workload& workload, int stage, Direction direction,
-                              int freq_mhz, const CommChoices& choices) {
-  InstructionRun total;
-  auto run_direction = [&](Direction pass) {
-    for (const partition::Partition& partition : partition::build_partitions(workload, stage, pass)) {
-      add(total, run_partition(gpu, partition, config_for(gpu, partition, freq_mhz, choices)));
-    }
-  };
-  if (direction == Direction::kBackward && workload.parallel.recompute == workload::Recompute::kFull) {
-    run_direction(Direction::kForward);
-  }
-  run_direction(direction);
+std::string_view name_of(Direction direction) { return direction == Direction::kForward ? "forward" : "backward"; }
+
+/// The nonpartition ops of `direction` on `stage`, per nanobatch (or per microbatch when the
+/// workload has one nanobatch), as serial work.
+SerialWork nonpartition_work(const GpuSpec& gpu, const workload::Workload& workload, int stage, Direction direction) {
   const workload::NonpartitionWork work = workload::build_nonpartition_work(workload, stage);
-  const auto& ops = direction == Direction::kForward ? work.forward : work.backward;
-  for (int nanobatch = 0; nanobatch < workload.parallel.nanobatches; ++nanobatch) {
-    add(total, run_serial(gpu, ops, freq_mhz, gpu.default_comm_ctas));
+  return {fmt::format("serial:nonpartition_{}:stage{}:{}", name_of(direction), stage,
+                      workload.parallel.nanobatches == 1 ? "microbatch" : "nanobatch"),
+          direction == Direction::kForward ? work.forward : work.backward, gpu.default_comm_ctas};
+}
+
+InstructionRun run_overlapped(Device& device, const workload::Workload& workload, int stage, Direction direction,
+                              int freq_mhz, const CommChoices& choices) {
+  const GpuSpec& gpu = device.gpu();
+  InstructionRun total;
+  for (Direction pass : passes_of(workload, direction)) {
+    for (const partition::Partition& partition : partition::build_partitions(workload, stage, pass)) {
+      add(total, device.measure(partition, config_for(gpu, partition, freq_mhz, choices)));
+    }
   }
+  const Measurement nonpartition = device.measure_serial(nonpartition_work(gpu, workload, stage, direction), freq_mhz);
+  for (int nanobatch = 0; nanobatch < workload.parallel.nanobatches; ++nanobatch) add(total, nonpartition);
   return total;
 }
 
-InstructionRun run_sequential(const GpuSpec& gpu, const workload::Workload& workload, int stage, Direction direction,
+InstructionRun run_sequential(Device& device, const workload::Workload& workload, int stage, Direction direction,
                               int freq_mhz) {
+  const GpuSpec& gpu = device.gpu();
   // Megatron without nanobatching: the whole microbatch is one "nanobatch".
   workload::Workload whole = workload;
   whole.parallel.nanobatches = 1;
@@ -62,34 +68,53 @@ InstructionRun run_sequential(const GpuSpec& gpu, const workload::Workload& work
   const auto& pass = direction == Direction::kForward ? graph.forward : graph.backward;
   layer_ops.insert(layer_ops.end(), pass.begin(), pass.end());
   InstructionRun total;
-  const PartitionRun layer = run_serial(gpu, layer_ops, freq_mhz, gpu.default_comm_ctas);
+  const SerialWork layer_work{fmt::format("serial:layer_{}", name_of(direction)), std::move(layer_ops),
+                              gpu.default_comm_ctas};
+  const Measurement layer = device.measure_serial(layer_work, freq_mhz);
   total.time_s = layer.time_s * workload.stage_layers[stage];
   total.energy_j = layer.energy_j * workload.stage_layers[stage];
-  const workload::NonpartitionWork work = workload::build_nonpartition_work(whole, stage);
-  add(total, run_serial(gpu, direction == Direction::kForward ? work.forward : work.backward, freq_mhz,
-                        gpu.default_comm_ctas));
+  add(total, device.measure_serial(nonpartition_work(gpu, whole, stage, direction), freq_mhz));
   return total;
 }
 
 }  // namespace
 
-OverlapMode parse_overlap_mode(const std::string& text) {
-  if (text == "none") return OverlapMode::kNone;
-  if (text == "nanobatch") return OverlapMode::kNanobatch;
-  throw InputError(fmt::format("--overlap {}: expected \"none\" (Megatron) or \"nanobatch\"", text));
-}
-
-InstructionRun run_instruction(const GpuSpec& gpu, const workload::Workload& workload, int stage, Direction direction,
+InstructionRun run_instruction(Device& device, const workload::Workload& workload, int stage, Direction direction,
                                int freq_mhz, OverlapMode overlap, const CommChoices& choices) {
-  require_supported_clock(gpu, freq_mhz, "--clock");
-  if (overlap == OverlapMode::kNone) return run_sequential(gpu, workload, stage, direction, freq_mhz);
-  return run_overlapped(gpu, workload, stage, direction, freq_mhz, choices);
+  require_supported_clock(device.gpu(), freq_mhz, "--clock");
+  if (overlap == OverlapMode::kNone) return run_sequential(device, workload, stage, direction, freq_mhz);
+  return run_overlapped(device, workload, stage, direction, freq_mhz, choices);
 }
 
-InstructionRun run_gradient_reduction(const GpuSpec& gpu, const workload::Workload& workload, int stage, int freq_mhz) {
+InstructionRun run_fixed_work(Device& device, const workload::Workload& workload, int stage, Direction direction,
+                              int freq_mhz) {
+  require_supported_clock(device.gpu(), freq_mhz, "--clock");
+  InstructionRun total;
+  for (Direction pass : passes_of(workload, direction)) {
+    for (const partition::Partition& partition : partition::build_partitions(workload, stage, pass)) {
+      if (!partition.searchable())
+        add(total, device.measure(partition, config_for(device.gpu(), partition, freq_mhz, {})));
+    }
+  }
+  const Measurement nonpartition =
+      device.measure_serial(nonpartition_work(device.gpu(), workload, stage, direction), freq_mhz);
+  for (int nanobatch = 0; nanobatch < workload.parallel.nanobatches; ++nanobatch) add(total, nonpartition);
+  return total;
+}
+
+std::vector<Direction> passes_of(const workload::Workload& workload, Direction direction) {
+  if (direction == Direction::kBackward && workload.parallel.recompute == workload::Recompute::kFull) {
+    return {Direction::kForward, Direction::kBackward};
+  }
+  return {direction};
+}
+
+InstructionRun run_gradient_reduction(Device& device, const workload::Workload& workload, int stage, int freq_mhz) {
   const std::optional<workload::Op> reduction = workload::gradient_reduction(workload, stage);
   if (!reduction) return {};
-  const PartitionRun run = run_serial(gpu, {*reduction}, freq_mhz, gpu.default_comm_ctas);
+  const Measurement run = device.measure_serial(
+      {fmt::format("serial:gradient_reduction:stage{}", stage), {*reduction}, device.gpu().default_comm_ctas},
+      freq_mhz);
   return {run.time_s, run.energy_j};
 }
 

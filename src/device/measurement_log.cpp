@@ -2,7 +2,9 @@
 
 #include <cerrno>
 #include <cstring>
+#include <ctime>
 #include <fstream>
+#include <optional>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -191,27 +193,111 @@ MeasurementRecord parse_measurement_line(std::string_view line, std::string_view
   }
 }
 
-void append_measurement(const std::filesystem::path& path, const MeasurementRecord& record) {
+namespace {
+
+void append_line(const std::filesystem::path& path, const std::string& line, std::string_view what) {
   std::ofstream file(path, std::ios::app);
-  file << to_json_line(record) << '\n';
+  file << line << '\n';
   file.flush();
-  if (!file) throw Error(fmt::format("{}: cannot append a measurement ({})", path.string(), std::strerror(errno)));
+  if (!file) throw Error(fmt::format("{}: cannot append {} ({})", path.string(), what, std::strerror(errno)));
 }
 
-std::vector<MeasurementRecord> read_measurements(const std::filesystem::path& path) {
+}  // namespace
+
+void append_measurement(const std::filesystem::path& path, const MeasurementRecord& record) {
+  append_line(path, to_json_line(record), "a measurement");
+}
+
+void append_profile_header(const std::filesystem::path& path, const ProfileHeader& header) {
+  append_line(path, to_json_line(header), "a profile header");
+}
+
+std::string to_json_line(const ProfileHeader& header) {
+  ordered line;
+  line["schema"] = kProfileHeaderSchema;
+  line["workload"] = ordered::parse(header.workload_json);
+  line["gpu"] = header.gpu;
+  line["backend"] = header.backend;
+  line["device_name"] = header.device_name;
+  line["driver"] = header.driver;
+  line["clocks_mhz"] = header.clocks_mhz;
+  line["space"] = ordered::parse(header.space_json);
+  line["search"] = ordered::parse(header.search_json);
+  line["kareus_version"] = header.kareus_version;
+  line["date"] = header.date;
+  return line.dump();
+}
+
+namespace {
+
+ProfileHeader parse_header(const json& value, std::string_view origin) {
+  try {
+    ProfileHeader header;
+    header.workload_json = value.at("workload").dump();
+    header.gpu = value.at("gpu").get<std::string>();
+    header.backend = value.at("backend").get<std::string>();
+    header.device_name = value.value("device_name", std::string());
+    header.driver = value.value("driver", std::string());
+    header.clocks_mhz = value.at("clocks_mhz").get<std::vector<int>>();
+    header.space_json = value.value("space", json::object()).dump();
+    header.search_json = value.value("search", json::object()).dump();
+    header.kareus_version = value.value("kareus_version", std::string());
+    header.date = value.value("date", std::string());
+    return header;
+  } catch (const json::exception& error) {
+    throw InputError(fmt::format("{}: not a {} header: {}", origin, kProfileHeaderSchema, error.what()));
+  }
+}
+
+/// Calls `on_line(line, origin)` for each non-blank line of `path`.
+template <typename OnLine>
+void for_each_line(const std::filesystem::path& path, OnLine on_line) {
   const std::string text = read_text_file(path);
-  std::vector<MeasurementRecord> records;
   std::size_t begin = 0;
   for (int line_number = 1; begin < text.size(); ++line_number) {
     std::size_t end = text.find('\n', begin);
     if (end == std::string::npos) end = text.size();
     const std::string_view line(text.data() + begin, end - begin);
     if (line.find_first_not_of(" \t\r") != std::string_view::npos) {
-      records.push_back(parse_measurement_line(line, fmt::format("{}:{}", path.string(), line_number)));
+      on_line(line, fmt::format("{}:{}", path.string(), line_number));
     }
     begin = end + 1;
   }
-  return records;
+}
+
+/// The header of `line` if it is one (a cheap test first: records far outnumber headers).
+std::optional<ProfileHeader> header_of(std::string_view line, std::string_view origin) {
+  if (line.find(kProfileHeaderSchema) == std::string_view::npos) return std::nullopt;
+  const json value = json::parse(line, nullptr, false);
+  if (!value.is_object() || value.value("schema", std::string()) != kProfileHeaderSchema) return std::nullopt;
+  return parse_header(value, origin);
+}
+
+}  // namespace
+
+std::vector<MeasurementRecord> read_measurements(const std::filesystem::path& path) {
+  return read_profile_log(path).records;
+}
+
+ProfileLog read_profile_log(const std::filesystem::path& path) {
+  ProfileLog log;
+  for_each_line(path, [&log](std::string_view line, const std::string& origin) {
+    if (std::optional<ProfileHeader> header = header_of(line, origin)) {
+      log.headers.push_back(std::move(*header));
+    } else {
+      log.records.push_back(parse_measurement_line(line, origin));
+    }
+  });
+  return log;
+}
+
+std::string utc_now_iso8601() {
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &utc);
+  return text;
 }
 
 }  // namespace kareus::device

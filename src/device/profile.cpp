@@ -37,18 +37,16 @@ std::vector<partition::Partition> kernel_partitions(const workload::Workload& wo
   for (const auto* ops : {&graph.forward, &graph.backward}) {
     for (const workload::Op& op : *ops) {
       if (!seen.insert(op.name).second) continue;
-      partition::Partition kernel;
-      kernel.direction = op.direction;
       if (op.is_collective()) {
         if (op.collective->group != workload::CommGroup::kTp && op.collective->group != workload::CommGroup::kCp)
           continue;
-        kernel.key = "collective:" + op.name;
-        kernel.collective = op;
-        kernel.slots.push_back({"start", 0});
-      } else {
-        kernel.key = "kernel:" + op.name;
-        kernel.compute_ops.push_back(op);
+        partitions.push_back(collective_partition(op));
+        continue;
       }
+      partition::Partition kernel;
+      kernel.direction = op.direction;
+      kernel.key = "kernel:" + op.name;
+      kernel.compute_ops.push_back(op);
       partitions.push_back(std::move(kernel));
     }
   }
@@ -87,6 +85,22 @@ std::vector<ProfileJob> plan_kernel_sweep(const workload::Workload& workload, co
 
 Measurement RecordingDevice::measure(const partition::Partition& partition, const partition::KnobConfig& config) {
   const Measurement measurement = inner_.measure(partition, config);
+  record(partition, config, measurement);
+  return measurement;
+}
+
+Measurement RecordingDevice::measure_serial(const SerialWork& work, int freq_mhz) {
+  const Measurement measurement = inner_.measure_serial(work, freq_mhz);
+  partition::Partition serial;
+  serial.key = work.key;
+  serial.compute_ops = work.ops;
+  if (!work.ops.empty()) serial.direction = work.ops.front().direction;
+  record(serial, {freq_mhz, work.ctas, std::string(kSerialSlot)}, measurement);
+  return measurement;
+}
+
+void RecordingDevice::record(const partition::Partition& partition, const partition::KnobConfig& config,
+                             const Measurement& measurement) {
   MeasurementRecord record;
   record.backend = std::string(inner_.kind());
   record.gpu = inner_.gpu().name;
@@ -100,7 +114,6 @@ Measurement RecordingDevice::measure(const partition::Partition& partition, cons
   if (!sink_.out.empty()) append_measurement(sink_.out, record);
   records_.push_back(std::move(record));
   if (sink_.progress) sink_.progress(records_.back(), records_.size(), expected_);
-  return measurement;
 }
 
 std::vector<MeasurementRecord> run_profile(Device& device, const std::vector<ProfileJob>& jobs,

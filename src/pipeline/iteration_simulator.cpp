@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cassert>
-#include <map>
 
 #include <nlohmann/json.hpp>
 
@@ -64,31 +63,6 @@ IterationRun simulate_one_f_one_b(int stages, int microbatches, const Instructio
   }
   run.avg_power_w = run.energy_j / (run.time_s * gpus_per_stage * stages);
   return run;
-}
-
-IterationRun simulate_locked_clock(const device::GpuSpec& gpu, const workload::Workload& workload, int freq_mhz,
-                                   device::OverlapMode overlap) {
-  // At a locked clock every forward (backward) of a stage costs the same: run each once.
-  std::map<std::pair<int, InstructionType>, InstructionCost> costs;
-  auto cost = [&](const Instruction& instruction) {
-    auto [entry, inserted] = costs.try_emplace({instruction.stage, instruction.type});
-    if (inserted) {
-      const auto direction = instruction.type == InstructionType::kForward ? workload::Direction::kForward
-                                                                           : workload::Direction::kBackward;
-      const device::InstructionRun run =
-          device::run_instruction(gpu, workload, instruction.stage, direction, freq_mhz, overlap);
-      entry->second = {run.time_s, run.energy_j};
-    }
-    return entry->second;
-  };
-  std::vector<InstructionCost> tail;
-  for (int stage = 0; stage < workload.parallel.pp; ++stage) {
-    const device::InstructionRun reduction = device::run_gradient_reduction(gpu, workload, stage, freq_mhz);
-    tail.push_back({reduction.time_s, reduction.energy_j});
-  }
-  const int gpus_per_stage = workload.parallel.tp * workload.parallel.cp * workload.parallel.dp;
-  return simulate_one_f_one_b(workload.parallel.pp, workload.parallel.microbatches, cost, gpu.static_power_w,
-                              gpus_per_stage, tail);
 }
 
 std::string iteration_to_json(const IterationRun& run) {

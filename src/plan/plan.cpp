@@ -23,11 +23,15 @@ int require_int(const json& object, std::string_view key, std::string_view origi
 }
 
 PlannedInstruction parse_instruction(const json& object, const std::string& origin) {
-  jf::reject_unknown(object, {"type", "microbatch", "freq_mhz", "partitions"}, origin);
+  jf::reject_unknown(object, {"type", "microbatch", "freq_mhz", "overlap", "partitions"}, origin);
   PlannedInstruction instruction;
   instruction.type = pipeline::parse_instruction_type(jf::require_string(object, "type", origin), origin);
   instruction.microbatch = require_int(object, "microbatch", origin, 0);
   instruction.freq_mhz = require_int(object, "freq_mhz", origin, 1);
+  if (object.contains("overlap")) {
+    instruction.overlap =
+        workload::parse_overlap_mode(jf::require_string(object, "overlap", origin), origin + ": overlap");
+  }
   if (auto found = object.find("partitions"); found != object.end()) {
     if (!found->is_object()) throw InputError(fmt::format("{}: field 'partitions' must be an object", origin));
     for (const auto& [key, config] : found->items()) {
@@ -36,6 +40,10 @@ PlannedInstruction parse_instruction(const json& object, const std::string& orig
       instruction.partitions[key] = {jf::require_string(config, "slot", config_origin),
                                      require_int(config, "ctas", config_origin, 1)};
     }
+  }
+  if (instruction.overlap == workload::OverlapMode::kNone && !instruction.partitions.empty()) {
+    throw InputError(
+        fmt::format("{}: overlap \"none\" but partition configs are given (they need \"nanobatch\")", origin));
   }
   return instruction;
 }
@@ -112,10 +120,12 @@ std::string plan_to_json(const Plan& plan) {
       for (const auto& [key, config] : instruction.partitions) {
         partitions[key] = {{"slot", config.slot}, {"ctas", config.ctas}};
       }
-      instructions.push_back({{"type", to_string(instruction.type)},
-                              {"microbatch", instruction.microbatch},
-                              {"freq_mhz", instruction.freq_mhz},
-                              {"partitions", std::move(partitions)}});
+      json entry = {{"type", to_string(instruction.type)},
+                    {"microbatch", instruction.microbatch},
+                    {"freq_mhz", instruction.freq_mhz}};
+      if (instruction.overlap) entry["overlap"] = workload::to_string(*instruction.overlap);
+      entry["partitions"] = std::move(partitions);
+      instructions.push_back(std::move(entry));
     }
     stages.push_back({{"stage", stage.stage}, {"instructions", std::move(instructions)}});
   }
@@ -132,6 +142,13 @@ void write_plan(const std::filesystem::path& path, const Plan& plan) { write_fil
 
 int microbatch_count(const Plan& plan) {
   return plan.stages.empty() ? 0 : static_cast<int>(plan.stages[0].instructions.size()) / 2;
+}
+
+workload::OverlapMode effective_overlap(const PlannedInstruction& instruction,
+                                        std::optional<workload::OverlapMode> fallback) {
+  if (instruction.overlap) return *instruction.overlap;
+  if (fallback) return *fallback;
+  return instruction.partitions.empty() ? workload::OverlapMode::kNone : workload::OverlapMode::kNanobatch;
 }
 
 }  // namespace kareus::plan

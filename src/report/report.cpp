@@ -6,7 +6,7 @@
 #include <fmt/format.h>
 
 #include "kareus/common/file_io.h"
-#include "kareus/plan/plan_simulator.h"
+#include "kareus/planner/plan_simulator.h"
 #include "kareus/report/svg_plot.h"
 
 namespace kareus::report {
@@ -21,15 +21,15 @@ const char* method_color(const std::string& name) {
 
 std::string percent(const std::optional<double>& value) { return value ? fmt::format("{:+.1f}%", *value) : "&ndash;"; }
 
-std::string comparison_table(const plan::PlanJobResult& result, int gpus) {
+std::string comparison_table(const planner::PlanJobResult& result, int gpus) {
   std::string html =
       "<table><tr><th>method</th><th>fastest time (s)</th><th>its energy (J)</th><th>avg power (W/GPU)</th>"
       "<th>max-throughput time</th><th>max-throughput energy</th><th>iso-time energy</th><th>iso-energy time</th>"
       "<th>frontier plans</th></tr>\n";
   for (std::size_t index = 0; index < result.methods.size(); ++index) {
-    const plan::MethodResult& method = result.methods[index];
-    const plan::Comparison& metrics = result.comparison[index].second;
-    const plan::MethodPoint& fastest = method.frontier.front();
+    const planner::MethodResult& method = result.methods[index];
+    const planner::Comparison& metrics = result.comparison[index].second;
+    const planner::MethodPoint& fastest = method.frontier.front();
     html += fmt::format(
         "<tr><td>{}</td><td>{:.3f}</td><td>{:.0f}</td><td>{:.1f}</td><td>{}</td><td>{}</td><td>{}</td>"
         "<td>{}</td><td>{}</td></tr>\n",
@@ -41,11 +41,11 @@ std::string comparison_table(const plan::PlanJobResult& result, int gpus) {
   return html + "</table>\n";
 }
 
-std::string frontier_plot(const plan::PlanJobResult& result) {
+std::string frontier_plot(const planner::PlanJobResult& result) {
   std::vector<Series> series;
-  for (const plan::MethodResult& method : result.methods) {
+  for (const planner::MethodResult& method : result.methods) {
     Series achieved{method.name, method_color(method.name), {}, true, true};
-    for (const plan::MethodPoint& point : method.frontier)
+    for (const planner::MethodPoint& point : method.frontier)
       achieved.points.emplace_back(point.time_s, point.energy_j / 1e3);
     series.push_back(std::move(achieved));
   }
@@ -54,16 +54,14 @@ std::string frontier_plot(const plan::PlanJobResult& result) {
 }
 
 std::string timeline_plot(const device::GpuSpec& gpu, const workload::Workload& workload,
-                          const plan::PlanJobResult& result) {
-  const plan::MethodResult* chosen = nullptr;
-  for (const plan::MethodResult& method : result.methods) {
+                          const planner::PlanJobResult& result) {
+  const planner::MethodResult* chosen = nullptr;
+  for (const planner::MethodResult& method : result.methods) {
     if (method.name == "kareus" || (chosen == nullptr && !method.frontier.empty())) chosen = &method;
   }
   if (chosen == nullptr || chosen->frontier.empty()) return "<p>no plan to show</p>";
   const plan::Plan& plan = chosen->frontier.front().plan;
-  const auto overlap = chosen->name == "megatron" || chosen->name == "perseus" ? device::OverlapMode::kNone
-                                                                               : device::OverlapMode::kNanobatch;
-  const pipeline::IterationRun run = plan::simulate_plan(gpu, workload, plan, overlap);
+  const pipeline::IterationRun& run = chosen->frontier.front().run;
   int low = gpu.clock_max_mhz, high = gpu.clock_min_mhz;
   for (const plan::StagePlan& stage : plan.stages) {
     for (const plan::PlannedInstruction& instruction : stage.instructions) {
@@ -91,7 +89,7 @@ std::string timeline_plot(const device::GpuSpec& gpu, const workload::Workload& 
   return timeline_chart(bars, rows, options);
 }
 
-std::string partition_plots(const device::GpuSpec& gpu, const plan::PlanJobResult& result) {
+std::string partition_plots(const device::GpuSpec& gpu, const planner::PlanJobResult& result) {
   std::string html;
   for (const auto& [key, measured] : result.measurements) {
     // Every measured config as a dot (thinned to ~600), and the (time, energy) front.
@@ -115,7 +113,7 @@ std::string partition_plots(const device::GpuSpec& gpu, const plan::PlanJobResul
 }  // namespace
 
 std::string render_report(const device::GpuSpec& gpu, const workload::Workload& workload,
-                          const plan::PlanJobResult& result) {
+                          const planner::PlanJobResult& result) {
   const workload::Parallelism& p = workload.parallel;
   std::string html = fmt::format(
       "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>kareus plan: {0}</title>\n"
@@ -135,7 +133,7 @@ std::string render_report(const device::GpuSpec& gpu, const workload::Workload& 
 }
 
 void write_report(const std::filesystem::path& dir, const device::GpuSpec& gpu, const workload::Workload& workload,
-                  const plan::PlanJobResult& result) {
+                  const planner::PlanJobResult& result) {
   write_file_atomic(dir / "report.html", render_report(gpu, workload, result));
 }
 

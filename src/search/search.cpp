@@ -530,11 +530,12 @@ SearchResult run_exhaustive(device::Device& device, const partition::Partition& 
 
 std::vector<Evaluation> exact_evaluations(const device::GpuSpec& gpu, const partition::Partition& partition,
                                           const partition::SearchSpace& space) {
+  device::EmulatedDevice exact = device::exact_emulator(gpu);
   std::vector<Evaluation> result;
   result.reserve(space.size());
   for (std::size_t index = 0; index < space.size(); ++index) {
     const partition::KnobConfig config = space.at(index);
-    const device::PartitionRun run = device::run_partition(gpu, partition, config);
+    const device::Measurement run = exact.measure(partition, config);
     result.push_back({config, run.time_s, run.energy_j});
   }
   return result;

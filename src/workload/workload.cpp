@@ -112,4 +112,12 @@ std::string workload_to_json(const Workload& workload) {
   return document.dump();
 }
 
+std::string_view to_string(OverlapMode overlap) { return overlap == OverlapMode::kNone ? "none" : "nanobatch"; }
+
+OverlapMode parse_overlap_mode(std::string_view text, std::string_view origin) {
+  if (text == "none") return OverlapMode::kNone;
+  if (text == "nanobatch") return OverlapMode::kNanobatch;
+  throw InputError(fmt::format("{} {}: expected \"none\" (Megatron) or \"nanobatch\"", origin, text));
+}
+
 }  // namespace kareus::workload

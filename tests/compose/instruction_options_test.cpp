@@ -32,7 +32,7 @@ PartitionMeasurements exhaustive(const device::GpuSpec& gpu, const workload::Wor
     const partition::Partition partition = partition::representative_partition(workload, key);
     const partition::SearchSpace space = partition::make_search_space(partition, clocks, space_options);
     for (std::size_t index = 0; index < space.size(); ++index) {
-      const device::PartitionRun run = device::run_partition(gpu, partition, space.at(index));
+      const device::Measurement run = device::exact_emulator(gpu).measure(partition, space.at(index));
       measurements[key].push_back({space.at(index), run.time_s, run.energy_j});
     }
   }
@@ -53,6 +53,7 @@ TEST(ComposeInstruction, CountsEveryKeyInstanceOfTheStage) {
 
 TEST(ComposeInstruction, PredictionMatchesTheSimulatedInstruction) {
   const device::GpuSpec gpu = device::load_gpu("a100-40gb");
+  device::EmulatedDevice exact = device::exact_emulator(gpu);
   for (const auto& [cp, tp] : {std::pair{1, 8}, std::pair{2, 4}}) {
     const workload::Workload workload = small_workload(cp, tp);
     const std::vector<int> clocks = {1110, 1410};
@@ -61,12 +62,12 @@ TEST(ComposeInstruction, PredictionMatchesTheSimulatedInstruction) {
       for (int stage : {0, 1}) {
         SCOPED_TRACE(testing::Message() << "cp" << cp << " stage " << stage << " dir " << static_cast<int>(direction));
         const InstructionComposition composition =
-            compose_instruction(gpu, workload, stage, direction, measurements, clocks, {0});
+            compose_instruction(exact, workload, stage, direction, measurements, clocks, {0});
         ASSERT_GT(composition.options.size(), 2u);
         EXPECT_EQ(composition.pruned_points, 0);
         for (std::size_t index = 0; index < composition.options.size(); index += 3) {
           const ComposedOption& option = composition.options[index];
-          const device::InstructionRun run = device::run_instruction(gpu, workload, stage, direction, option.freq_mhz,
+          const device::InstructionRun run = device::run_instruction(exact, workload, stage, direction, option.freq_mhz,
                                                                      device::OverlapMode::kNanobatch, option.choices);
           // Not bit-exact: layer 0's NB1 partition lacks the previous layer's residual add that
           // the representative (a steady-state layer's) carries, ~0.1% of an instruction.
@@ -81,25 +82,17 @@ TEST(ComposeInstruction, PredictionMatchesTheSimulatedInstruction) {
 TEST(ComposeInstruction, ExactParetoSumMatchesBruteForceOverAllChoices) {
   // CP1: two forward keys; brute force every (fwd_attn, fwd_mlp) config pair at one clock.
   const device::GpuSpec gpu = device::load_gpu("a100-40gb");
+  device::EmulatedDevice exact = device::exact_emulator(gpu);
   const workload::Workload workload = small_workload(1, 8);
   const std::vector<int> clocks = {1260};
   const PartitionMeasurements measurements = exhaustive(gpu, workload, clocks);
   const InstructionComposition composition =
-      compose_instruction(gpu, workload, 0, Direction::kForward, measurements, clocks, {0});
+      compose_instruction(exact, workload, 0, Direction::kForward, measurements, clocks, {0});
   const auto counts = key_instance_counts(workload, 0, Direction::kForward);
-  const ComposedOption& any = composition.options.front();
-  // The fixed work of the instruction: an option minus its keys' scaled measurements.
-  double keys_time = 0, keys_energy = 0;
-  for (const auto& [key, choice] : any.choices) {
-    for (const search::Evaluation& measured : measurements.at(key)) {
-      if (measured.config.ctas == choice.ctas && measured.config.slot == choice.slot) {
-        keys_time += counts.at(key) * measured.time_s;
-        keys_energy += counts.at(key) * measured.energy_j;
-      }
-    }
-  }
-  const double base_time = any.time_s - keys_time;
-  const double base_energy = any.energy_j - keys_energy;
+  // The fixed work of the instruction, measured on its own (not taken from an option).
+  const device::InstructionRun fixed = device::run_fixed_work(exact, workload, 0, Direction::kForward, 1260);
+  const double base_time = fixed.time_s;
+  const double base_energy = fixed.energy_j;
   // Every brute-force pair is weakly dominated in (t, E_eff) by some composed option.
   const double static_w = gpu.static_power_w;
   for (const search::Evaluation& attn : measurements.at("fwd_attn")) {
@@ -133,25 +126,27 @@ TEST(ComposeInstruction, ExactParetoSumMatchesBruteForceOverAllChoices) {
 
 TEST(ComposeInstruction, PruningBoundsOptionsPerClockAndCountsWhatItDropped) {
   const device::GpuSpec gpu = device::load_gpu("a100-40gb");
+  device::EmulatedDevice exact = device::exact_emulator(gpu);
   const workload::Workload workload = small_workload(1, 8);
   const std::vector<int> clocks = {1410};
   const PartitionMeasurements measurements = exhaustive(gpu, workload, clocks);
-  const InstructionComposition exact =
-      compose_instruction(gpu, workload, 0, Direction::kBackward, measurements, clocks, {0});
+  const InstructionComposition unpruned =
+      compose_instruction(exact, workload, 0, Direction::kBackward, measurements, clocks, {0});
   const InstructionComposition pruned =
-      compose_instruction(gpu, workload, 0, Direction::kBackward, measurements, clocks, {4});
-  ASSERT_GT(exact.options.size(), 4u);
+      compose_instruction(exact, workload, 0, Direction::kBackward, measurements, clocks, {4});
+  ASSERT_GT(unpruned.options.size(), 4u);
   EXPECT_LE(pruned.options.size(), 4u);
   EXPECT_GT(pruned.pruned_points, 0);
-  EXPECT_NEAR(pruned.options.front().time_s, exact.options.front().time_s, 1e-9);
+  EXPECT_NEAR(pruned.options.front().time_s, unpruned.options.front().time_s, 1e-9);
 }
 
 TEST(ComposeInstruction, ClockWithoutMeasurementsIsSkippedAndReported) {
   const device::GpuSpec gpu = device::load_gpu("a100-40gb");
+  device::EmulatedDevice exact = device::exact_emulator(gpu);
   const workload::Workload workload = small_workload(1, 8);
   const PartitionMeasurements measurements = exhaustive(gpu, workload, {1410});
   const InstructionComposition composition =
-      compose_instruction(gpu, workload, 0, Direction::kForward, measurements, {1200, 1410});
+      compose_instruction(exact, workload, 0, Direction::kForward, measurements, {1200, 1410});
   EXPECT_EQ(composition.skipped_clocks_mhz, std::vector<int>{1200});
   for (const ComposedOption& option : composition.options) EXPECT_EQ(option.freq_mhz, 1410);
 }

@@ -44,6 +44,7 @@ inline plan::Plan make_plan(int stages, int microbatches) {
       plan::PlannedInstruction planned{instruction.type,
                                        instruction.microbatch,
                                        planned_clock_mhz(stage, instruction.type, instruction.microbatch),
+                                       workload::OverlapMode::kNanobatch,
                                        {}};
       const int ctas = planned_ctas(stage, instruction.type, instruction.microbatch);
       if (instruction.type == pipeline::InstructionType::kForward) {

@@ -2,8 +2,18 @@
 #include <fmt/core.h>
 #include <CLI/CLI.hpp>
 
+#include <filesystem>
+#include <memory>
 #include "commands.h"
-#include "kareus/plan/plan_job.h"
+
+#include "kareus/common/error.h"
+#include "kareus/device/caching_device.h"
+#include "kareus/device/cuda_device.h"
+#include "kareus/device/emulator.h"
+#include "kareus/device/profile.h"
+#include "kareus/planner/emulator_devices.h"
+#include "kareus/planner/measurements.h"
+#include "kareus/planner/plan_job.h"
 #include "kareus/report/report.h"
 #include "space_flags.h"
 #include "workload_flags.h"
@@ -15,14 +25,69 @@ struct PlanOptions {
   WorkloadFlags workload;
   GpuFlags gpu;
   SpaceFlags space;
-  std::vector<std::string> methods = plan::kMethods;
+  std::vector<std::string> methods = planner::kMethods;
   std::uint64_t seed = 0;
   double search_budget = 0.1;
   bool exhaustive = false;
   double unit_time_s = 0;
   int max_plans = 10;
+  int front_repeats = 3;
+  std::vector<std::string> measurements;
+  std::string backend = "emulator";
+  std::string log;
+  device::CudaDeviceOptions cuda;
   std::string out;
 };
+
+/// The devices of the job and what keeps them alive.
+struct Devices {
+  std::vector<std::unique_ptr<device::Device>> owned;
+  std::unique_ptr<device::ReplayDevice> replay;
+  std::unique_ptr<planner::EmulatorDevices> emulator;
+  device::ProfileSink sink;
+  std::unique_ptr<planner::PlanDevices> devices;
+};
+
+std::unique_ptr<Devices> make_devices(const PlanOptions& options, const device::GpuSpec& gpu,
+                                      const workload::Workload& workload) {
+  auto made = std::make_unique<Devices>();
+  if (!options.measurements.empty()) {
+    if (options.backend != "emulator") throw InputError("--measurements plans from logs alone: drop --backend");
+    const std::vector<std::filesystem::path> logs(options.measurements.begin(), options.measurements.end());
+    made->replay = std::make_unique<device::ReplayDevice>(planner::load_measurements(logs, gpu, workload));
+    made->devices = std::make_unique<planner::PlanDevices>(
+        planner::PlanDevices{*made->replay, *made->replay, made->replay.get(), options.measurements});
+    return made;
+  }
+  if (options.backend == "emulator") {
+    made->emulator = std::make_unique<planner::EmulatorDevices>(gpu, options.seed);
+    made->devices = std::make_unique<planner::PlanDevices>(made->emulator->devices());
+    return made;
+  }
+  if (options.backend != "cuda")
+    throw InputError(fmt::format("--backend {}: expected emulator or cuda", options.backend));
+  if (options.log.empty())
+    throw InputError("--backend cuda needs --log FILE (measurements are logged as they are made)");
+  // Live on the GPU: every measurement appended to --log as it is made; a rerun replays what
+  // the log holds and measures only the rest.
+  std::vector<device::MeasurementRecord> logged;
+  if (std::filesystem::exists(options.log)) logged = device::read_measurements(options.log);
+  made->replay = std::make_unique<device::ReplayDevice>(gpu, logged, options.log);
+  auto cuda = std::make_unique<device::CudaDevice>(gpu, workload, options.cuda);
+  made->sink.out = options.log;
+  made->sink.workload_json = workload::workload_to_json(workload);
+  made->sink.device_name = cuda->device_name();
+  auto recording = std::make_unique<device::RecordingDevice>(*cuda, made->sink, 0);
+  auto resuming = std::make_unique<device::ResumingDevice>(*made->replay, *recording);
+  auto distinct = std::make_unique<device::CachingDevice>(*resuming, 1);
+  made->devices = std::make_unique<planner::PlanDevices>(
+      planner::PlanDevices{*resuming, *distinct, nullptr, {"cuda", options.log}});
+  made->owned.push_back(std::move(cuda));
+  made->owned.push_back(std::move(recording));
+  made->owned.push_back(std::move(resuming));
+  made->owned.push_back(std::move(distinct));
+  return made;
+}
 
 std::string percent(const std::optional<double>& value) {
   return value ? fmt::format("{:+.1f}%", *value) : std::string("-");
@@ -31,7 +96,7 @@ std::string percent(const std::optional<double>& value) {
 void run_plan(const PlanOptions& options) {
   const device::GpuSpec gpu = options.gpu.resolve();
   const workload::Workload workload = options.workload.resolve();
-  plan::PlanJobOptions job;
+  planner::PlanJobOptions job;
   job.methods = options.methods;
   job.clocks_mhz = options.space.resolve_clocks(gpu);
   job.space = options.space.resolve_space();
@@ -39,19 +104,22 @@ void run_plan(const PlanOptions& options) {
   job.seed = options.seed;
   job.search_budget_fraction = options.exhaustive ? 0 : options.search_budget;
   job.max_plans = options.max_plans;
+  job.front_repeats = options.front_repeats;
   job.progress = [](const std::string& line) { fmt::print(stderr, "kareus plan: {}\n", line); };
-  const plan::PlanJobResult result = plan::run_plan_job(gpu, workload, job);
-  plan::write_plan_job(options.out, workload, result);
+  planner::check_plan_job(gpu, workload, job);
+  const std::unique_ptr<Devices> devices = make_devices(options, gpu, workload);
+  const planner::PlanJobResult result = planner::run_plan_job(*devices->devices, workload, job);
+  planner::write_plan_job(options.out, workload, result);
   report::write_report(options.out, gpu, workload, result);
 
   fmt::print("{:<18} {:>10} {:>12} {:>10} {:>10} {:>10} {:>10}\n", "method", "fastest s", "energy J", "thr time",
              "thr energy", "iso-time E", "iso-E time");
-  for (const plan::MethodResult& method : result.methods) {
-    const plan::Comparison* metrics = nullptr;
+  for (const planner::MethodResult& method : result.methods) {
+    const planner::Comparison* metrics = nullptr;
     for (const auto& [name, comparison] : result.comparison) {
       if (name == method.name) metrics = &comparison;
     }
-    const plan::MethodPoint& fastest = method.frontier.front();
+    const planner::MethodPoint& fastest = method.frontier.front();
     fmt::print("{:<18} {:>10.3f} {:>12.0f} {:>10} {:>10} {:>10} {:>10}\n", method.name, fastest.time_s,
                fastest.energy_j, percent(metrics->max_throughput_time_reduction_pct),
                percent(metrics->max_throughput_energy_reduction_pct), percent(metrics->iso_time_energy_reduction_pct),
@@ -81,6 +149,17 @@ void add_plan_command(CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   command->add_option("--max-plans", options->max_plans, "frontier plans written per method")
       ->check(CLI::Range(2, 1000));
+  command
+      ->add_option("--front-repeats", options->front_repeats,
+                   "measurements of each config on a partition's front before composing (1 = no repeats)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100));
+  command->add_option("--measurements", options->measurements,
+                      "plan from these `kareus profile --all` logs alone (no new measurement)");
+  command->add_option("--backend", options->backend, "emulator, or cuda: search the partitions live on the GPU")
+      ->capture_default_str();
+  command->add_option("--log", options->log, "with --backend cuda: JSONL log of every measurement (resumes)");
+  command->add_option("--gpu-index", options->cuda.gpu_index, "with --backend cuda: CUDA/NVML index of the GPU");
   command->add_option("--out", options->out, "output directory")->required();
   command->callback([options] { run_plan(*options); });
 }

@@ -11,8 +11,10 @@
 #include "kareus/device/cuda_device.h"
 #include "kareus/device/emulator.h"
 #include "kareus/device/profile.h"
+#include "kareus/planner/plan_job.h"
 #include "kareus/search/search.h"
 #include "kareus/workload/op_graph.h"
+#include "space_flags.h"
 #include "workload_flags.h"
 
 namespace kareus::cli {
@@ -28,6 +30,9 @@ struct ProfileOptions {
   std::string clocks = "artifact";
   std::string kernel_ctas = "4:32:4";
   std::size_t budget = 16;
+  double search_budget = 0.1;
+  int front_repeats = 3;
+  int fixed_repeats = 3;
   std::string strategy = "search";
   std::uint64_t seed = 0;
   std::string out;
@@ -35,6 +40,35 @@ struct ProfileOptions {
   std::string collective = "auto";
   bool clock_switch = false;
 };
+
+/// --all: a header, then everything `kareus plan --measurements` needs (planner::measure_plan_inputs).
+void profile_plan_inputs(const ProfileOptions& options, const device::GpuSpec& gpu, const workload::Workload& workload,
+                         const std::vector<int>& clocks, device::Device& measured, const device::ProfileSink& sink) {
+  if (options.out.empty()) throw InputError("--all needs --out FILE (a log for `kareus plan --measurements`)");
+  const SpaceFlags space;  // the plan's default knob space
+  planner::PlanJobOptions job;
+  job.clocks_mhz = clocks;
+  job.space = space.resolve_space();
+  job.search_budget_fraction = options.search_budget;
+  job.seed = options.seed;
+  job.front_repeats = options.front_repeats;
+  job.progress = [](const std::string& line) { fmt::print(stderr, "kareus profile: {}\n", line); };
+  device::ProfileHeader header;
+  header.workload_json = sink.workload_json;
+  header.gpu = gpu.name;
+  header.backend = std::string(measured.kind());
+  header.device_name = sink.device_name;
+  header.clocks_mhz = clocks;
+  header.space_json =
+      fmt::format(R"({{"slots": "{}", "tp_ctas": "{}", "cp_ctas": "{}"}})", space.slots, space.tp_ctas, space.cp_ctas);
+  header.search_json = fmt::format(R"({{"budget_fraction": {}, "seed": {}, "front_repeats": {}, "fixed_repeats": {}}})",
+                                   options.search_budget, options.seed, options.front_repeats, options.fixed_repeats);
+  header.date = device::utc_now_iso8601();
+  device::append_profile_header(options.out, header);
+  device::RecordingDevice recording(measured, sink, 0);
+  planner::measure_plan_inputs(recording, workload, job, options.fixed_repeats);
+  fmt::print(stderr, "kareus profile: {} measurements in {}\n", recording.records().size(), options.out);
+}
 
 void run_profile_command(const ProfileOptions& options) {
   if (options.backend != "cuda" && options.backend != "emulator") {
@@ -51,14 +85,14 @@ void run_profile_command(const ProfileOptions& options) {
   if (options.kernels) {
     const std::vector<int> ctas = partition::parse_cta_range(options.kernel_ctas, "--kernel-ctas").values();
     jobs = device::plan_kernel_sweep(workload, clocks, ctas);
-  } else if (!options.partitions.empty() || options.all) {
-    const std::vector<std::string> keys = options.all ? std::vector<std::string>{} : options.partitions;
+  } else if (!options.partitions.empty()) {
+    const std::vector<std::string> keys = options.partitions;
     if (options.strategy == "random") {
       jobs = device::plan_partition_sweep(workload, keys, clocks, options.budget, options.seed);
     } else {
       searched_keys = keys.empty() ? partition::searchable_keys(workload) : keys;
     }
-  } else if (!options.clock_switch) {
+  } else if (!options.clock_switch && !options.all) {
     throw InputError("say what to measure: --partition KEY, --all, --kernels or --clock-switch");
   }
 
@@ -98,6 +132,10 @@ void run_profile_command(const ProfileOptions& options) {
           result.from_mhz, result.to_mhz, result.call_s, result.settle_s, result.observed_mhz);
     }
   }
+  if (options.all) {
+    profile_plan_inputs(options, gpu, workload, clocks, *measured, sink);
+    return;
+  }
   (void)device::run_profile(*measured, jobs, sink);
   // The search picks each next config from what it measured; every measurement is logged.
   for (const std::string& key : searched_keys) {
@@ -120,7 +158,18 @@ void add_profile_command(CLI::App& app) {
   add_gpu_flags(command, options->gpu);
   command->add_option("--backend", options->backend, "cuda or emulator")->capture_default_str();
   command->add_option("--partition", options->partitions, "partition key to measure (repeatable)");
-  command->add_flag("--all", options->all, "measure every searchable partition of the workload");
+  command->add_flag("--all", options->all,
+                    "measure everything `kareus plan --measurements` needs: every partition's search (as the plan "
+                    "runs it) and all fixed and serial work at every clock, after a header line");
+  command->add_option("--search-budget", options->search_budget, "with --all: search budget, a fraction of each space")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
+  command->add_option("--front-repeats", options->front_repeats, "with --all: measurements of each front config")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100));
+  command->add_option("--fixed-repeats", options->fixed_repeats, "with --all: measurements of each fixed/serial work")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100));
   command->add_flag("--kernels", options->kernels, "measure every kernel and collective of one layer (for calibrate)");
   command->add_option("--clocks", options->clocks, "all, artifact or MIN:MAX:STEP (MHz)")->capture_default_str();
   command->add_option("--kernel-ctas", options->kernel_ctas, "CTA counts of collectives with --kernels, MIN:MAX:STEP")

@@ -2,10 +2,13 @@
 #include <fmt/core.h>
 #include <CLI/CLI.hpp>
 
+#include <optional>
+
 #include "commands.h"
 #include "kareus/common/error.h"
+#include "kareus/device/emulator.h"
 #include "kareus/pipeline/iteration_simulator.h"
-#include "kareus/plan/plan_simulator.h"
+#include "kareus/planner/plan_simulator.h"
 #include "workload_flags.h"
 
 namespace kareus::cli {
@@ -16,25 +19,30 @@ struct SimulateOptions {
   GpuFlags gpu;
   int clock_mhz = 0;
   std::string plan;
-  std::string overlap = "none";
+  std::string overlap;
   bool json = false;
 };
 
 void run_simulate(const SimulateOptions& options) {
   const device::GpuSpec gpu = options.gpu.resolve();
   const workload::Workload workload = options.workload.resolve();
-  const device::OverlapMode overlap = device::parse_overlap_mode(options.overlap);
   if ((options.clock_mhz == 0) == options.plan.empty()) {
     throw InputError("give either --clock MHZ (every instruction at one clock) or --plan FILE");
   }
+  // With a plan, each instruction's recorded overlap decides; --overlap only speaks for plans
+  // written before that field existed.
+  std::optional<workload::OverlapMode> overlap;
+  if (!options.overlap.empty()) overlap = workload::parse_overlap_mode(options.overlap);
+  device::EmulatedDevice emulator = device::exact_emulator(gpu);
   pipeline::IterationRun run;
   if (options.plan.empty()) {
     device::require_supported_clock(gpu, options.clock_mhz, "--clock");
-    run = pipeline::simulate_locked_clock(gpu, workload, options.clock_mhz, overlap);
+    run = planner::simulate_locked_clock(emulator, workload, options.clock_mhz,
+                                         overlap.value_or(workload::OverlapMode::kNone));
   } else {
     const plan::Plan plan = plan::read_plan(options.plan);
-    plan::check_plan_fits(plan, workload, gpu, options.plan);
-    run = plan::simulate_plan(gpu, workload, plan, overlap);
+    planner::check_plan_fits(plan, workload, gpu, options.plan);
+    run = planner::simulate_plan(emulator, workload, plan, overlap);
   }
   if (options.json) {
     fmt::print("{}\n", pipeline::iteration_to_json(run));
@@ -42,8 +50,10 @@ void run_simulate(const SimulateOptions& options) {
   }
   const workload::Parallelism& p = workload.parallel;
   const std::string clocks = options.plan.empty() ? fmt::format("{} MHz", options.clock_mhz) : "plan " + options.plan;
+  const std::string overlap_text =
+      options.overlap.empty() ? (options.plan.empty() ? "none" : "as planned") : options.overlap;
   fmt::print("{} on {} GPUs {} (TP {} CP {} PP {} DP {}), {}, overlap {}\n", workload.model.name, workload.gpus(),
-             gpu.name, p.tp, p.cp, p.pp, p.dp, clocks, options.overlap);
+             gpu.name, p.tp, p.cp, p.pp, p.dp, clocks, overlap_text);
   fmt::print("iteration time {:.3f} s, job energy {:.0f} J, average power {:.1f} W per GPU\n", run.time_s, run.energy_j,
              run.avg_power_w);
   for (const pipeline::StageRun& stage : run.stages) {
@@ -62,7 +72,10 @@ void add_simulate_command(CLI::App& app) {
   add_gpu_flags(command, options->gpu);
   command->add_option("--clock", options->clock_mhz, "every instruction at this locked SM clock (MHz)");
   command->add_option("--plan", options->plan, "run this plan file (kareus.plan/1) instead");
-  command->add_option("--overlap", options->overlap, "none (Megatron) or nanobatch (default collective resources)");
+  command->add_option(
+      "--overlap", options->overlap,
+      "none (Megatron, the default with --clock) or nanobatch (default collective resources); with --plan only "
+      "for plans without per-instruction overlap");
   command->add_flag("--json", options->json, "print JSON");
   command->callback([options] { run_simulate(*options); });
 }

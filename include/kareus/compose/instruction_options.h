@@ -4,11 +4,12 @@
 // backward of one microbatch on one stage) runs at one clock; each partition key gets one comm
 // config, shared by every instance of that key in the instruction (all layers, both
 // nanobatches; a backward's recompute forward has its own). The instruction's time and energy
-// are exactly the sum over its partitions (they run back to back), so at a clock f its options
-// are the exact Pareto sum of the keys' fronts, each scaled by the key's instance count, plus
-// the fixed work (partitions without a searchable collective, trails, nonpartition ops).
-// No fudge factors. Pareto filtering is on (time, effective energy = energy - P_static x time),
-// the cost the pipeline solver minimizes. Units: seconds, joules (one GPU), MHz.
+// are the sum over its partitions (they run back to back), so at a clock f its options are the
+// exact Pareto sum of the keys' fronts, each the key's representative scaled by its instance
+// count, plus the fixed work (partitions without a searchable collective, trails,
+// nonpartition ops). No fudge factors; the only approximation is that the first and last
+// layers' instances cost what the representative does. Pareto filtering is on (time, effective energy = energy -
+// P_static x time), the cost the pipeline solver minimizes. Units: seconds, joules (one GPU), MHz.
 #pragma once
 
 #include <map>
@@ -49,9 +50,10 @@ struct InstructionComposition {
 [[nodiscard]] std::map<std::string, int, std::less<>> key_instance_counts(const workload::Workload& workload, int stage,
                                                                           workload::Direction direction);
 
-/// Composes the options of `direction`'s instruction of `stage` over `clocks_mhz`.
-/// Fixed work is run on the emulator model of `gpu` at each clock.
-[[nodiscard]] InstructionComposition compose_instruction(const device::GpuSpec& gpu, const workload::Workload& workload,
+/// Composes the options of `direction`'s instruction of `stage` over `clocks_mhz`. The fixed
+/// work (device::run_fixed_work) is measured on `device` at each clock; throws what it throws
+/// (UnmeasuredError from a replay device without the record).
+[[nodiscard]] InstructionComposition compose_instruction(device::Device& device, const workload::Workload& workload,
                                                          int stage, workload::Direction direction,
                                                          const PartitionMeasurements& measurements,
                                                          const std::vector<int>& clocks_mhz,

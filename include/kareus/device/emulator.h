@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -58,10 +59,19 @@ class EmulatedDevice final : public Device {
   [[nodiscard]] std::string_view kind() const override { return "emulator"; }
   [[nodiscard]] Measurement measure(const partition::Partition& partition,
                                     const partition::KnobConfig& config) override;
+  /// run_serial of the work (exact: nothing overlaps), with the same measurement noise.
+  [[nodiscard]] Measurement measure_serial(const SerialWork& work, int freq_mhz) override;
 
  private:
+  Measurement with_noise(const PartitionRun& run, const std::string& key, int nanobatch,
+                         const partition::KnobConfig& config);
+
   GpuSpec gpu_;
   EmulatorOptions options_;
+  std::map<std::uint64_t, int> repetitions_;  ///< measurements so far per noise seed
 };
+
+/// The noise-free emulator: what the plan simulator runs plans on.
+[[nodiscard]] inline EmulatedDevice exact_emulator(GpuSpec gpu) { return {std::move(gpu), {false, 0, 5}}; }
 
 }  // namespace kareus::device

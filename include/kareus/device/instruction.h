@@ -1,5 +1,5 @@
 // kareus/device/instruction.h - one pipeline instruction (forward or backward of one microbatch
-// on one stage) executed on the emulator.
+// on one stage) executed on a Device (device.h): the emulator, a GPU, or replayed measurements.
 //
 // With overlap (nanobatching), an instruction is its stage's partitions in order (a backward
 // with full recompute runs every forward partition first), then the nonpartition work of both
@@ -10,16 +10,14 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
-#include "kareus/device/emulator.h"
+#include "kareus/device/device.h"
 #include "kareus/workload/workload.h"
 
 namespace kareus::device {
 
-enum class OverlapMode { kNone, kNanobatch };
-
-/// Parses "none" / "nanobatch"; throws InputError naming --overlap.
-[[nodiscard]] OverlapMode parse_overlap_mode(const std::string& text);
+using workload::OverlapMode;
 
 /// Collective knobs by partition key (clock comes from the instruction).
 struct CommChoice {
@@ -33,14 +31,28 @@ struct InstructionRun {
   double energy_j = 0;  ///< one GPU
 };
 
-/// Runs `direction`'s instruction of `stage` at `freq_mhz`. Keys missing from `choices` get
-/// the default collective config. Throws InputError for a choice the GPU cannot run.
-[[nodiscard]] InstructionRun run_instruction(const GpuSpec& gpu, const workload::Workload& workload, int stage,
+/// Runs `direction`'s instruction of `stage` at `freq_mhz` on `device`, one measurement per
+/// partition instance (nanobatch) or serial work (none; SerialWork keys "serial:layer_forward",
+/// "serial:nonpartition_backward:stage1:nanobatch", ...). Keys missing from `choices` get the
+/// default collective config. Throws InputError for a choice the GPU cannot run,
+/// UnmeasuredError from a replay device without the record.
+[[nodiscard]] InstructionRun run_instruction(Device& device, const workload::Workload& workload, int stage,
                                              workload::Direction direction, int freq_mhz, OverlapMode overlap,
                                              const CommChoices& choices = {});
 
-/// The DP gradient all-reduce of `stage` at the end of an iteration (zero when dp == 1).
-[[nodiscard]] InstructionRun run_gradient_reduction(const GpuSpec& gpu, const workload::Workload& workload, int stage,
+/// The part of an overlapped instruction that no comm choice changes: partitions without a
+/// searchable collective (trails, a stage's first partition) at the default config, and the
+/// nonpartition work of every nanobatch. What composition adds the searched keys' fronts to.
+[[nodiscard]] InstructionRun run_fixed_work(Device& device, const workload::Workload& workload, int stage,
+                                            workload::Direction direction, int freq_mhz);
+
+/// The passes an instruction runs: a backward with full recompute runs the forward first.
+[[nodiscard]] std::vector<workload::Direction> passes_of(const workload::Workload& workload,
+                                                         workload::Direction direction);
+
+/// The DP gradient all-reduce of `stage` at the end of an iteration (zero when dp == 1), as
+/// serial work "serial:gradient_reduction:stageS".
+[[nodiscard]] InstructionRun run_gradient_reduction(Device& device, const workload::Workload& workload, int stage,
                                                     int freq_mhz);
 
 }  // namespace kareus::device

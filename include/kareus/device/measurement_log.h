@@ -21,6 +21,10 @@
 namespace kareus::device {
 
 inline constexpr std::string_view kMeasurementSchema = "kareus.measurement/1";
+/// The first line of a `kareus profile --all` log: what the measurements are of.
+inline constexpr std::string_view kProfileHeaderSchema = "kareus.profile/1";
+/// The kareus version written into profile headers (and printed by --version).
+inline constexpr std::string_view kKareusVersion = "0.1.0";
 
 /// How a measurement window went on real hardware (all zero for the emulator).
 struct MeasurementDetails {
@@ -54,8 +58,26 @@ struct MeasurementRecord {
   [[nodiscard]] std::string kernel_class() const;
 };
 
+/// What a profile log measured and where: the header line `kareus plan --measurements` checks
+/// the workload flags against. `space_json` and `search_json` are opaque JSON objects.
+struct ProfileHeader {
+  std::string workload_json;  ///< workload::workload_to_json
+  std::string gpu;            ///< preset name
+  std::string backend;        ///< "emulator", "cuda"
+  std::string device_name;    ///< what the driver calls the GPU; empty on the emulator
+  std::string driver;         ///< driver/NVML description; empty on the emulator
+  std::vector<int> clocks_mhz;
+  std::string space_json = "{}";   ///< the knob space options
+  std::string search_json = "{}";  ///< budget fraction, seed, front repeats
+  std::string kareus_version = std::string(kKareusVersion);
+  std::string date;  ///< UTC, ISO 8601
+
+  friend bool operator==(const ProfileHeader&, const ProfileHeader&) = default;
+};
+
 /// One line of JSON (no newline).
 [[nodiscard]] std::string to_json_line(const MeasurementRecord& record);
+[[nodiscard]] std::string to_json_line(const ProfileHeader& header);
 
 /// Parses one line; `origin` ("file.jsonl:12") names it in errors. Throws InputError.
 [[nodiscard]] MeasurementRecord parse_measurement_line(std::string_view line, std::string_view origin);
@@ -64,7 +86,22 @@ struct MeasurementRecord {
 /// most the measurement in progress. Throws Error on I/O failure.
 void append_measurement(const std::filesystem::path& path, const MeasurementRecord& record);
 
-/// Every record of a JSONL file; blank lines are skipped. Throws InputError naming file and line.
+/// Appends `header` as one line to `path` (created if missing). Throws Error on I/O failure.
+void append_profile_header(const std::filesystem::path& path, const ProfileHeader& header);
+
+/// Every record of a JSONL file; blank lines and profile headers are skipped. Throws
+/// InputError naming file and line.
 [[nodiscard]] std::vector<MeasurementRecord> read_measurements(const std::filesystem::path& path);
+
+struct ProfileLog {
+  std::vector<ProfileHeader> headers;  ///< in file order (a resumed log may hold several)
+  std::vector<MeasurementRecord> records;
+};
+
+/// Headers and records of a JSONL file. Throws InputError naming file and line.
+[[nodiscard]] ProfileLog read_profile_log(const std::filesystem::path& path);
+
+/// The current UTC time as ISO 8601 ("2026-12-01T10:00:00Z").
+[[nodiscard]] std::string utc_now_iso8601();
 
 }  // namespace kareus::device

@@ -76,9 +76,15 @@ class RecordingDevice final : public Device {
   [[nodiscard]] std::string_view kind() const override { return inner_.kind(); }
   [[nodiscard]] Measurement measure(const partition::Partition& partition,
                                     const partition::KnobConfig& config) override;
+  /// Logged as a record of a partition without collective whose ops are the work's, with
+  /// config {freq_mhz, work.ctas, kSerialSlot}.
+  [[nodiscard]] Measurement measure_serial(const SerialWork& work, int freq_mhz) override;
   [[nodiscard]] const std::vector<MeasurementRecord>& records() const { return records_; }
 
  private:
+  void record(const partition::Partition& partition, const partition::KnobConfig& config,
+              const Measurement& measurement);
+
   Device& inner_;
   const ProfileSink& sink_;
   std::size_t expected_;

@@ -1,4 +1,4 @@
-// kareus/pipeline/iteration_simulator.h - one whole training iteration on the emulator.
+// kareus/pipeline/iteration_simulator.h - one whole training iteration from instruction costs.
 //
 // Runs synchronous 1F1B over every stage: an instruction starts when its stage's previous
 // instruction and its pipeline dependency (F(s-1,m) before F(s,m), B(s+1,m) before B(s,m))
@@ -10,7 +10,7 @@
 #include <functional>
 #include <vector>
 
-#include "kareus/device/instruction.h"
+#include <string>
 #include "kareus/pipeline/schedule.h"
 
 namespace kareus::pipeline {
@@ -49,10 +49,6 @@ using InstructionCostFn = std::function<InstructionCost(const Instruction&)>;
 [[nodiscard]] IterationRun simulate_one_f_one_b(int stages, int microbatches, const InstructionCostFn& cost,
                                                 double static_power_w, int gpus_per_stage,
                                                 const std::vector<InstructionCost>& tail = {});
-
-/// `kareus simulate`: every instruction at the locked clock `freq_mhz`, with or without overlap.
-[[nodiscard]] IterationRun simulate_locked_clock(const device::GpuSpec& gpu, const workload::Workload& workload,
-                                                 int freq_mhz, device::OverlapMode overlap);
 
 /// The iteration as JSON: {"time_s", "energy_j", "avg_power_w", "stages": [...]}.
 [[nodiscard]] std::string iteration_to_json(const IterationRun& run);

@@ -4,17 +4,22 @@
 // File format (schema "kareus.plan/1", see DESIGN.md):
 //   {"schema": "kareus.plan/1", "workload": {...}, "predicted": {"time_s", "energy_j"},
 //    "stages": [{"stage": s, "instructions": [{"type": "forward"|"backward", "microbatch": m,
-//      "freq_mhz": f, "partitions": {KEY: {"slot": "linear_0", "ctas": 12}}}]}]}
+//      "freq_mhz": f, "overlap": "nanobatch"|"none", "partitions": {KEY: {"slot": "linear_0", "ctas": 12}}}]}]}
+// "overlap" says how the instruction runs (nanobatched, or every op in sequence); plans written
+// before it existed lack it, and the reader decides (effective_overlap). A nanobatched
+// instruction's keys missing from "partitions" use the default collective config.
 // Units: seconds, joules (whole job, one iteration), MHz.
 #pragma once
 
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "kareus/pipeline/schedule.h"
+#include "kareus/workload/workload.h"
 
 namespace kareus::plan {
 
@@ -32,6 +37,7 @@ struct PlannedInstruction {
   pipeline::InstructionType type = pipeline::InstructionType::kForward;
   int microbatch = 0;
   int freq_mhz = 0;
+  std::optional<workload::OverlapMode> overlap;  ///< nullopt in plans older than the field
   std::map<std::string, CommConfig> partitions;  ///< by partition key; empty without overlap
 
   friend bool operator==(const PlannedInstruction&, const PlannedInstruction&) = default;
@@ -66,6 +72,12 @@ struct Plan {
 
 /// Writes a plan atomically (PATH.tmp then rename).
 void write_plan(const std::filesystem::path& path, const Plan& plan);
+
+/// How `instruction` runs: its recorded overlap, or for an older plan without the field,
+/// `fallback` (e.g. `kareus simulate --overlap`) when given, else nanobatched exactly when it
+/// names partition configs.
+[[nodiscard]] workload::OverlapMode effective_overlap(const PlannedInstruction& instruction,
+                                                      std::optional<workload::OverlapMode> fallback = std::nullopt);
 
 /// Microbatches per iteration of a validated plan (the same on every stage).
 [[nodiscard]] int microbatch_count(const Plan& plan);

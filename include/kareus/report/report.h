@@ -10,17 +10,17 @@
 #include <string>
 
 #include "kareus/device/gpu_spec.h"
-#include "kareus/plan/plan_job.h"
+#include "kareus/planner/plan_job.h"
 #include "kareus/workload/workload.h"
 
 namespace kareus::report {
 
 /// The report's HTML.
 [[nodiscard]] std::string render_report(const device::GpuSpec& gpu, const workload::Workload& workload,
-                                        const plan::PlanJobResult& result);
+                                        const planner::PlanJobResult& result);
 
 /// Writes DIR/report.html atomically.
 void write_report(const std::filesystem::path& dir, const device::GpuSpec& gpu, const workload::Workload& workload,
-                  const plan::PlanJobResult& result);
+                  const planner::PlanJobResult& result);
 
 }  // namespace kareus::report

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kareus/workload/model.h"
@@ -14,6 +15,15 @@
 namespace kareus::workload {
 
 enum class Recompute { kFull, kNone };
+
+/// How a pipeline instruction runs: every op of the microbatch in sequence with collectives
+/// blocking compute (Megatron), or cut into nanobatches whose collectives overlap compute.
+enum class OverlapMode { kNone, kNanobatch };
+
+/// "none" / "nanobatch".
+[[nodiscard]] std::string_view to_string(OverlapMode overlap);
+/// Parses "none" / "nanobatch"; throws InputError naming `origin`.
+[[nodiscard]] OverlapMode parse_overlap_mode(std::string_view text, std::string_view origin = "--overlap");
 
 struct Parallelism {
   int tp = 8;
@@ -34,6 +44,8 @@ struct Workload {
   std::vector<int> stage_layers;  ///< resolved layers per stage, size pp
 
   [[nodiscard]] int gpus() const { return parallel.tp * parallel.cp * parallel.pp * parallel.dp; }
+  /// GPUs that run one pipeline stage (TP x CP x DP).
+  [[nodiscard]] int gpus_per_stage() const { return parallel.tp * parallel.cp * parallel.dp; }
   /// Sequences in one nanobatch.
   [[nodiscard]] int nanobatch_size() const { return parallel.mbs / parallel.nanobatches; }
   /// Tokens one GPU processes in one nanobatch (its CP shard of the sequence).

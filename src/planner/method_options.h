@@ -11,14 +11,15 @@
 #include "kareus/compose/instruction_options.h"
 #include "kareus/device/instruction.h"
 #include "kareus/pipeline/pipeline_dag.h"
-#include "kareus/plan/plan_job.h"
+#include "kareus/planner/plan_job.h"
 
-namespace kareus::plan {
+namespace kareus::planner {
 
 /// What one option of a stage's forward or backward applies: a clock and comm configs.
 struct Knob {
   int freq_mhz = 0;
-  device::CommChoices choices;
+  device::OverlapMode overlap = device::OverlapMode::kNone;
+  device::CommChoices choices;  ///< nanobatched keys' configs (none: empty)
 };
 
 struct StageKnobs {
@@ -30,24 +31,26 @@ struct StageKnobs {
 struct MethodOptions {
   std::vector<pipeline::StageOptions> stages;
   std::vector<StageKnobs> knobs;  ///< ExecutionOption::knob indexes these
-  device::OverlapMode overlap = device::OverlapMode::kNone;
   int pruned_points = 0;
 };
 
-/// One option per clock of every instruction, run with `overlap` and default comm configs.
-[[nodiscard]] MethodOptions clock_options(const device::GpuSpec& gpu, const workload::Workload& workload,
+/// One option per clock of every instruction, run on `device` with `overlap` and default comm configs.
+[[nodiscard]] MethodOptions clock_options(device::Device& device, const workload::Workload& workload,
                                           const std::vector<int>& clocks, device::OverlapMode overlap);
 
-/// Searches every searchable key's representative on a (noisy, seeded) emulated device, then
-/// fills clocks the search left unmeasured; records what it did in `searches`.
-[[nodiscard]] compose::PartitionMeasurements measure_partitions(const device::GpuSpec& gpu,
+/// Each searchable key's measurements: searched on devices.search (then clocks the search left
+/// unmeasured filled, and the front re-measured options.front_repeats times), or taken from
+/// devices.measurements (every logged config; InputError naming a key or clock it lacks).
+/// Records what it did in `searches`.
+[[nodiscard]] compose::PartitionMeasurements measure_partitions(const PlanDevices& devices,
                                                                 const workload::Workload& workload,
                                                                 const PlanJobOptions& options,
                                                                 std::vector<KeySearch>& searches);
 
-/// The composed options of every instruction from the partition measurements.
-[[nodiscard]] MethodOptions composed_options(const device::GpuSpec& gpu, const workload::Workload& workload,
+/// The composed options of every instruction from the partition measurements; fixed work is
+/// measured on `device`.
+[[nodiscard]] MethodOptions composed_options(device::Device& device, const workload::Workload& workload,
                                              const compose::PartitionMeasurements& measurements,
                                              const PlanJobOptions& options);
 
-}  // namespace kareus::plan
+}  // namespace kareus::planner

@@ -1,4 +1,4 @@
-#include "kareus/plan/plan_job.h"
+#include "kareus/planner/plan_job.h"
 
 #include <algorithm>
 #include <chrono>
@@ -9,25 +9,24 @@
 
 #include "kareus/common/error.h"
 #include "kareus/common/file_io.h"
-#include "kareus/device/emulator.h"
+#include "kareus/device/caching_device.h"
 #include "kareus/partition/partition.h"
 #include "kareus/pipeline/phillips_dessouky.h"
 #include "kareus/plan/frontier.h"
-#include "kareus/plan/plan_simulator.h"
+#include "kareus/planner/plan_simulator.h"
 #include "kareus/search/search.h"
 #include "method_options.h"
 
-namespace kareus::plan {
-namespace {
+namespace kareus::planner {
 
-int gpus_per_stage(const workload::Workload& workload) {
-  return workload.parallel.tp * workload.parallel.cp * workload.parallel.dp;
-}
+using plan::PlannedInstruction;
+using plan::StagePlan;
+namespace {
 
 /// The plan of a solved iteration: every instruction's knob turned into clock and comm configs.
 Plan make_plan(const pipeline::PipelineDag& dag, const pipeline::IterationResult& iteration,
                const MethodOptions& method, const std::string& workload_json) {
-  Plan plan = plan_from_iteration(dag, iteration, workload_json);
+  Plan plan = plan::plan_from_iteration(dag, iteration, workload_json);
   for (StagePlan& stage : plan.stages) {
     for (PlannedInstruction& instruction : stage.instructions) {
       const StageKnobs& knobs = method.knobs[stage.stage];
@@ -35,32 +34,17 @@ Plan make_plan(const pipeline::PipelineDag& dag, const pipeline::IterationResult
           (instruction.type == pipeline::InstructionType::kForward ? knobs.forward
                                                                    : knobs.backward)[instruction.freq_mhz];
       instruction.freq_mhz = knob.freq_mhz;
+      instruction.overlap = knob.overlap;
       for (const auto& [key, choice] : knob.choices) instruction.partitions[key] = {choice.slot, choice.ctas};
     }
   }
   return plan;
 }
 
-Plan uniform_plan(const workload::Workload& workload, int freq_mhz, const std::string& workload_json) {
-  Plan plan;
-  plan.workload_json = workload_json;
-  for (int stage = 0; stage < workload.parallel.pp; ++stage) {
-    StagePlan stage_plan{stage, {}};
-    for (const pipeline::Instruction& instruction :
-         pipeline::one_f_one_b(stage, workload.parallel.pp, workload.parallel.microbatches)) {
-      stage_plan.instructions.push_back({instruction.type, instruction.microbatch, freq_mhz, {}});
-    }
-    plan.stages.push_back(std::move(stage_plan));
-  }
-  return plan;
-}
-
-MethodPoint evaluate(const device::GpuSpec& gpu, const workload::Workload& workload, Plan plan,
-                     device::OverlapMode overlap) {
-  const pipeline::IterationRun run = simulate_plan(gpu, workload, plan, overlap);
-  MethodPoint point{run.time_s, run.energy_j, plan.predicted_time_s, plan.predicted_energy_j, std::move(plan)};
-  point.plan.predicted_time_s = point.predicted_time_s;
-  point.plan.predicted_energy_j = point.predicted_energy_j;
+MethodPoint evaluate(device::Device& device, const workload::Workload& workload, Plan plan) {
+  pipeline::IterationRun run = simulate_plan(device, workload, plan);
+  MethodPoint point{run.time_s, run.energy_j, plan.predicted_time_s, plan.predicted_energy_j, std::move(plan), {}};
+  point.run = std::move(run);
   return point;
 }
 
@@ -107,9 +91,10 @@ double minimum_makespan_s(const workload::Workload& workload, const MethodOption
   return workload.parallel.microbatches * fastest_stage_s;
 }
 
-MethodResult solve_method(const std::string& name, const device::GpuSpec& gpu, const workload::Workload& workload,
+MethodResult solve_method(const std::string& name, device::Device& device, const workload::Workload& workload,
                           const MethodOptions& method, const PlanJobOptions& options,
                           const std::string& workload_json) {
+  const device::GpuSpec& gpu = device.gpu();
   pipeline::OneFOneBConfig config;
   config.microbatches = workload.parallel.microbatches;
   config.unit_time_s = options.unit_time_s > 0 ? options.unit_time_s : automatic_unit_time_s(workload, method);
@@ -120,7 +105,7 @@ MethodResult solve_method(const std::string& name, const device::GpuSpec& gpu, c
     // stage's (embeddings make the first and last stages larger), at the default clock.
     device::InstructionRun largest;
     for (int stage = 0; stage < workload.parallel.pp; ++stage) {
-      const device::InstructionRun run = device::run_gradient_reduction(gpu, workload, stage, gpu.clock_default_mhz);
+      const device::InstructionRun run = device::run_gradient_reduction(device, workload, stage, gpu.clock_default_mhz);
       if (run.time_s > largest.time_s) largest = run;
     }
     config.gradient_reduce = std::vector<pipeline::ExecutionOption>{
@@ -153,7 +138,7 @@ MethodResult solve_method(const std::string& name, const device::GpuSpec& gpu, c
   result.solver_iterations = static_cast<int>(solved.iterations.size());
   result.pruned_points = method.pruned_points;
   result.unit_time_s = config.unit_time_s;
-  const double scale = gpus_per_stage(workload);  // solver energies are for one GPU per stage
+  const double scale = workload.gpus_per_stage();  // solver energies are for one GPU per stage
   for (int index : solved.frontier) {
     result.predicted_curve.emplace_back(solved.iterations[index].time_s, solved.iterations[index].energy_j * scale);
   }
@@ -172,7 +157,7 @@ MethodResult solve_method(const std::string& name, const device::GpuSpec& gpu, c
     Plan plan = make_plan(dag, iteration, method, workload_json);
     plan.predicted_time_s = iteration.time_s;
     plan.predicted_energy_j = iteration.energy_j * scale;
-    points.push_back(evaluate(gpu, workload, std::move(plan), method.overlap));
+    points.push_back(evaluate(device, workload, std::move(plan)));
   }
   result.frontier = pareto_points(std::move(points));
   return result;
@@ -224,47 +209,61 @@ Comparison compare(const MethodResult& method, const MethodResult* megatron, con
   return comparison;
 }
 
-PlanJobResult run_plan_job(const device::GpuSpec& gpu, const workload::Workload& workload,
-                           const PlanJobOptions& options) {
+void check_plan_job(const device::GpuSpec& gpu, const workload::Workload& workload, const PlanJobOptions& options) {
   for (const std::string& method : options.methods) {
     if (std::find(kMethods.begin(), kMethods.end(), method) == kMethods.end()) {
       throw InputError(
           fmt::format("--methods: unknown method \"{}\" (methods: {})", method, fmt::join(kMethods, ", ")));
     }
+    if ((method == "kareus" || method == "nanobatch_perseus") && workload.parallel.nanobatches != 2) {
+      throw InputError(fmt::format("--methods {}: nanobatching needs --nanobatches 2 (found {})", method,
+                                   workload.parallel.nanobatches));
+    }
   }
   if (options.clocks_mhz.empty()) throw InputError("--clocks: no clock to plan with");
   for (int clock : options.clocks_mhz) device::require_supported_clock(gpu, clock, "--clocks");
+}
+
+PlanJobResult run_plan_job(const PlanDevices& devices, const workload::Workload& workload,
+                           const PlanJobOptions& options) {
+  device::Device& device = devices.execution;
+  const device::GpuSpec& gpu = device.gpu();
+  check_plan_job(gpu, workload, options);
   const std::string workload_json = workload::workload_to_json(workload);
   auto progress = [&](const std::string& line) {
     if (options.progress) options.progress(line);
   };
   PlanJobResult result;
+  result.device_kind = std::string(device.kind());
+  result.sources = devices.sources;
   for (const std::string& name : options.methods) {
     if (name == "megatron") {
+      // Megatron has no choice to make: its plan is the default clock everywhere, and its
+      // prediction is what that clock costs per instruction on the pipeline (no solver).
       progress("megatron: default clock, no overlap");
       MethodResult megatron;
       megatron.name = name;
-      Plan plan = uniform_plan(workload, gpu.clock_default_mhz, workload_json);
-      MethodPoint point = evaluate(gpu, workload, std::move(plan), device::OverlapMode::kNone);
-      point.predicted_time_s = point.plan.predicted_time_s = point.time_s;
-      point.predicted_energy_j = point.plan.predicted_energy_j = point.energy_j;
+      megatron.frontier.push_back(
+          evaluate(device, workload, uniform_plan(workload, gpu.clock_default_mhz, device::OverlapMode::kNone)));
+      MethodPoint& point = megatron.frontier.back();
+      point.plan.predicted_time_s = point.predicted_time_s = point.time_s;
+      point.plan.predicted_energy_j = point.predicted_energy_j = point.energy_j;
       megatron.predicted_curve.emplace_back(point.time_s, point.energy_j);
-      megatron.frontier.push_back(std::move(point));
       result.methods.push_back(std::move(megatron));
       continue;
     }
     MethodOptions method;
     if (name == "kareus") {
-      result.measurements = measure_partitions(gpu, workload, options, result.searches);
+      result.measurements = measure_partitions(devices, workload, options, result.searches);
       progress("kareus: composing per-instruction options");
-      method = composed_options(gpu, workload, result.measurements, options);
+      method = composed_options(device, workload, result.measurements, options);
     } else {
       progress(fmt::format("{}: per-instruction options at {} clocks", name, options.clocks_mhz.size()));
-      method = clock_options(gpu, workload, options.clocks_mhz,
+      method = clock_options(device, workload, options.clocks_mhz,
                              name == "perseus" ? device::OverlapMode::kNone : device::OverlapMode::kNanobatch);
     }
     progress(fmt::format("{}: solving the pipeline frontier", name));
-    result.methods.push_back(solve_method(name, gpu, workload, method, options, workload_json));
+    result.methods.push_back(solve_method(name, device, workload, method, options, workload_json));
     progress(fmt::format("{}: {} solver iterations in {:.2f} s", name, result.methods.back().solver_iterations,
                          result.methods.back().solver_s));
   }
@@ -274,6 +273,28 @@ PlanJobResult run_plan_job(const device::GpuSpec& gpu, const workload::Workload&
     result.comparison.emplace_back(method.name, compare(method, megatron, perseus));
   }
   return result;
+}
+
+void measure_plan_inputs(device::Device& device, const workload::Workload& workload, const PlanJobOptions& options,
+                         int fixed_repeats) {
+  check_plan_job(device.gpu(), workload, options);
+  std::vector<KeySearch> searches;
+  (void)measure_partitions({device, device, nullptr, {}}, workload, options, searches);
+  // Everything else the methods run, each distinct piece once per repeat: what
+  // run_instruction and run_gradient_reduction ask a replay device for.
+  device::CachingDevice distinct(device, fixed_repeats);
+  for (int clock : options.clocks_mhz) {
+    if (options.progress) options.progress(fmt::format("fixed and serial work at {} MHz", clock));
+    for (int stage = 0; stage < workload.parallel.pp; ++stage) {
+      for (workload::Direction direction : {workload::Direction::kForward, workload::Direction::kBackward}) {
+        for (device::OverlapMode overlap : {device::OverlapMode::kNone, device::OverlapMode::kNanobatch}) {
+          if (overlap == device::OverlapMode::kNanobatch && workload.parallel.nanobatches != 2) continue;
+          (void)device::run_instruction(distinct, workload, stage, direction, clock, overlap);
+        }
+      }
+      (void)device::run_gradient_reduction(distinct, workload, stage, clock);
+    }
+  }
 }
 
 void write_plan_job(const std::filesystem::path& dir, const workload::Workload& workload, const PlanJobResult& result) {
@@ -288,7 +309,7 @@ void write_plan_job(const std::filesystem::path& dir, const workload::Workload& 
     for (std::size_t index = 0; index < method.frontier.size(); ++index) {
       const MethodPoint& point = method.frontier[index];
       const std::string relative = fmt::format("plans/{}/plan_{:02}.json", method.name, index);
-      write_plan(dir / relative, point.plan);
+      plan::write_plan(dir / relative, point.plan);
       frontier.push_back({{"time_s", point.time_s},
                           {"energy_j", point.energy_j},
                           {"plan", relative},
@@ -314,7 +335,8 @@ void write_plan_job(const std::filesystem::path& dir, const workload::Workload& 
     searches.push_back({{"partition", search.key},
                         {"space_size", search.space_size},
                         {"evaluations", search.evaluations},
-                        {"clock_fill_evaluations", search.clock_fill}});
+                        {"clock_fill_evaluations", search.clock_fill},
+                        {"front_remeasurements", search.front_remeasurements}});
   }
   nlohmann::ordered_json summary;
   summary["schema"] = kSummarySchema;
@@ -322,7 +344,8 @@ void write_plan_job(const std::filesystem::path& dir, const workload::Workload& 
   summary["methods"] = std::move(methods);
   summary["comparison"] = std::move(comparison);
   summary["partition_searches"] = std::move(searches);
+  summary["measurements"] = {{"device", result.device_kind}, {"sources", result.sources}};
   write_file_atomic(summary_path, summary.dump(2) + "\n");
 }
 
-}  // namespace kareus::plan
+}  // namespace kareus::planner

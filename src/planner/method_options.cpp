@@ -6,11 +6,10 @@
 #include <fmt/format.h>
 
 #include "kareus/common/error.h"
-#include "kareus/device/emulator.h"
 #include "kareus/partition/partition.h"
 #include "kareus/search/search.h"
 
-namespace kareus::plan {
+namespace kareus::planner {
 namespace {
 
 using workload::Direction;
@@ -38,23 +37,78 @@ std::size_t fill_missing_clocks(device::Device& device, const partition::Partiti
   return added;
 }
 
+/// Re-measures each config on the effective-energy front of `evaluations` until it has
+/// `repeats` measurements, then replaces every measurement of those configs by their mean
+/// (the search saw one noisy value; the front it reports should not rest on luck).
+std::size_t remeasure_front(device::Device& device, const partition::Partition& representative, int repeats,
+                            double static_power_w, std::vector<search::Evaluation>& evaluations) {
+  if (repeats <= 1) return 0;
+  const std::vector<search::Evaluation> front =
+      search::pareto_front(evaluations, static_power_w, search::Objective::kEffectiveEnergy);
+  std::size_t added = 0;
+  for (const search::Evaluation& point : front) {
+    double time_s = 0, energy_j = 0;
+    int count = 0;
+    for (const search::Evaluation& one : evaluations) {
+      if (one.config != point.config) continue;
+      time_s += one.time_s;
+      energy_j += one.energy_j;
+      ++count;
+    }
+    for (; count < repeats; ++count, ++added) {
+      const device::Measurement again = device.measure(representative, point.config);
+      time_s += again.time_s;
+      energy_j += again.energy_j;
+    }
+    std::erase_if(evaluations, [&](const search::Evaluation& one) { return one.config == point.config; });
+    evaluations.push_back({point.config, time_s / count, energy_j / count});
+  }
+  return added;
+}
+
+/// Every logged config of `representative` (means of repeats). Throws InputError naming the
+/// key, or a clock of `clocks` at which it has no measurement.
+std::vector<search::Evaluation> logged_evaluations(const device::ReplayDevice& replay,
+                                                   const partition::Partition& representative,
+                                                   const std::vector<int>& clocks) {
+  std::vector<search::Evaluation> evaluations;
+  for (const device::MeasuredConfig& measured : replay.measured_configs(representative)) {
+    evaluations.push_back({measured.config, measured.mean.time_s, measured.mean.energy_j});
+  }
+  if (evaluations.empty()) {
+    throw InputError(
+        fmt::format("--measurements: no measurement of partition {} in the logs (profile it, e.g. "
+                    "`kareus profile --all`)",
+                    representative.key));
+  }
+  for (int clock : clocks) {
+    const bool measured = std::any_of(evaluations.begin(), evaluations.end(),
+                                      [clock](const search::Evaluation& one) { return one.config.freq_mhz == clock; });
+    if (!measured) {
+      throw InputError(fmt::format("--measurements: partition {} has no measurement at {} MHz (a clock of --clocks)",
+                                   representative.key, clock));
+    }
+  }
+  return evaluations;
+}
+
 }  // namespace
 
-MethodOptions clock_options(const device::GpuSpec& gpu, const workload::Workload& workload,
-                            const std::vector<int>& clocks, device::OverlapMode overlap) {
+MethodOptions clock_options(device::Device& device, const workload::Workload& workload, const std::vector<int>& clocks,
+                            device::OverlapMode overlap) {
+  const device::GpuSpec& gpu = device.gpu();
   MethodOptions method;
-  method.overlap = overlap;
   for (int stage = 0; stage < workload.parallel.pp; ++stage) {
     pipeline::StageOptions options;
     StageKnobs knobs;
     for (int clock : clocks) {
       for (Direction direction : {Direction::kForward, Direction::kBackward}) {
-        const device::InstructionRun run = device::run_instruction(gpu, workload, stage, direction, clock, overlap);
+        const device::InstructionRun run = device::run_instruction(device, workload, stage, direction, clock, overlap);
         auto& list = direction == Direction::kForward ? options.forward : options.backward;
         auto& knob_list = direction == Direction::kForward ? knobs.forward : knobs.backward;
         list.push_back(pipeline::make_execution_option(run.time_s, run.energy_j, static_cast<int>(knob_list.size()),
                                                        gpu.static_power_w));
-        knob_list.push_back({clock, {}});
+        knob_list.push_back({clock, overlap, {}});
       }
     }
     method.stages.push_back(std::move(options));
@@ -63,14 +117,19 @@ MethodOptions clock_options(const device::GpuSpec& gpu, const workload::Workload
   return method;
 }
 
-compose::PartitionMeasurements measure_partitions(const device::GpuSpec& gpu, const workload::Workload& workload,
+compose::PartitionMeasurements measure_partitions(const PlanDevices& devices, const workload::Workload& workload,
                                                   const PlanJobOptions& options, std::vector<KeySearch>& searches) {
-  device::EmulatedDevice device(gpu, {options.noise, options.seed, 5});
   compose::PartitionMeasurements measurements;
   for (const std::string& key : partition::searchable_keys(workload)) {
     const partition::Partition representative = partition::representative_partition(workload, key);
     const partition::SearchSpace space =
         partition::make_search_space(representative, options.clocks_mhz, options.space);
+    if (devices.measurements != nullptr) {
+      measurements[key] = logged_evaluations(*devices.measurements, representative, options.clocks_mhz);
+      searches.push_back({key, space.size(), measurements[key].size(), 0, 0});
+      continue;
+    }
+    device::Device& device = devices.search;
     search::SearchOptions search_options;
     search_options.seed = options.seed;
     search_options.budget = std::clamp<std::size_t>(
@@ -85,25 +144,27 @@ compose::PartitionMeasurements measure_partitions(const device::GpuSpec& gpu, co
     }
     search::SearchResult found = exhaustive ? search::run_exhaustive(device, representative, space, search_options)
                                             : search::run_search(device, representative, space, search_options);
-    KeySearch record{key, space.size(), found.evaluations.size(), 0};
+    KeySearch record{key, space.size(), found.evaluations.size(), 0, 0};
     record.clock_fill =
-        fill_missing_clocks(device, representative, options.clocks_mhz, gpu.static_power_w, found.evaluations);
+        fill_missing_clocks(device, representative, options.clocks_mhz, device.gpu().static_power_w, found.evaluations);
+    record.front_remeasurements =
+        remeasure_front(device, representative, options.front_repeats, device.gpu().static_power_w, found.evaluations);
     searches.push_back(record);
     measurements[key] = std::move(found.evaluations);
   }
   return measurements;
 }
 
-MethodOptions composed_options(const device::GpuSpec& gpu, const workload::Workload& workload,
+MethodOptions composed_options(device::Device& device, const workload::Workload& workload,
                                const compose::PartitionMeasurements& measurements, const PlanJobOptions& options) {
+  const device::GpuSpec& gpu = device.gpu();
   MethodOptions method;
-  method.overlap = device::OverlapMode::kNanobatch;
   for (int stage = 0; stage < workload.parallel.pp; ++stage) {
     pipeline::StageOptions stage_options;
     StageKnobs knobs;
     for (Direction direction : {Direction::kForward, Direction::kBackward}) {
       const compose::InstructionComposition composition = compose::compose_instruction(
-          gpu, workload, stage, direction, measurements, options.clocks_mhz, options.compose);
+          device, workload, stage, direction, measurements, options.clocks_mhz, options.compose);
       if (composition.options.empty()) {
         throw Error(fmt::format("stage {}: no clock has measurements for every partition key", stage));
       }
@@ -113,7 +174,7 @@ MethodOptions composed_options(const device::GpuSpec& gpu, const workload::Workl
       for (const compose::ComposedOption& option : composition.options) {
         list.push_back(pipeline::make_execution_option(option.time_s, option.energy_j,
                                                        static_cast<int>(knob_list.size()), gpu.static_power_w));
-        knob_list.push_back({option.freq_mhz, option.choices});
+        knob_list.push_back({option.freq_mhz, device::OverlapMode::kNanobatch, option.choices});
       }
     }
     method.stages.push_back(std::move(stage_options));
@@ -122,4 +183,4 @@ MethodOptions composed_options(const device::GpuSpec& gpu, const workload::Workl
   return method;
 }
 
-}  // namespace kareus::plan
+}  // namespace kareus::planner

@@ -1,4 +1,4 @@
-// kareus/plan/plan_job.h - `kareus plan`: from a workload to the time-energy frontier of plans.
+// kareus/planner/plan_job.h - `kareus plan`: from a workload to the time-energy frontier of plans.
 //
 // The main job, end to end on one device model: per-partition measurements (search), exact
 // per-instruction composition, the Phillips-Dessouky frontier over the 1F1B DAG, and the
@@ -17,11 +17,15 @@
 #include <vector>
 
 #include "kareus/compose/instruction_options.h"
-#include "kareus/device/gpu_spec.h"
+#include "kareus/device/device.h"
+#include "kareus/device/replay_device.h"
+#include "kareus/pipeline/iteration_simulator.h"
 #include "kareus/plan/plan.h"
 #include "kareus/workload/workload.h"
 
-namespace kareus::plan {
+namespace kareus::planner {
+
+using plan::Plan;
 
 inline constexpr std::string_view kSummarySchema = "kareus.summary/1";
 inline const std::vector<std::string> kMethods = {"megatron", "perseus", "nanobatch_perseus", "kareus"};
@@ -38,8 +42,11 @@ struct PlanJobOptions {
   /// Per-partition search budget as a fraction of each key's space (the artifact's spaces are
   /// searched with 10%); 0 = measure every config (exhaustive).
   double search_budget_fraction = 0.1;
-  std::uint64_t seed = 0;                            ///< search and measurement noise
-  bool noise = true;                                 ///< emulator measurement noise
+  std::uint64_t seed = 0;  ///< search seed
+  /// Measurements of each config on a key's reported front before composing (1 = none
+  /// repeated): real measurements are noisy, and a front picked from single noisy
+  /// measurements favours configs that were measured lucky. Compose uses the means.
+  int front_repeats = 3;
   std::function<void(const std::string&)> progress;  ///< one line per step, for stderr
 };
 
@@ -49,6 +56,7 @@ struct MethodPoint {
   double predicted_time_s = 0;
   double predicted_energy_j = 0;
   Plan plan;
+  pipeline::IterationRun run;  ///< what the plan simulator ran
 };
 
 struct MethodResult {
@@ -72,8 +80,20 @@ struct Comparison {
 struct KeySearch {
   std::string key;
   std::size_t space_size = 0;
-  std::size_t evaluations = 0;  ///< chosen by the search
-  std::size_t clock_fill = 0;   ///< extra measurements so every clock has a config to compose
+  std::size_t evaluations = 0;           ///< chosen by the search
+  std::size_t clock_fill = 0;            ///< extra measurements so every clock has a config to compose
+  std::size_t front_remeasurements = 0;  ///< repeats of the configs on the front (front_repeats)
+};
+
+/// Where the plan job gets its numbers.
+struct PlanDevices {
+  device::Device& search;     ///< measures partition configs (noisy emulator, a GPU)
+  device::Device& execution;  ///< costs every instruction a plan runs (exact emulator, a GPU, replay)
+  /// When set, plan from these logged measurements alone: no search and no new measurement;
+  /// each key's measurements are every logged config of its representative.
+  const device::ReplayDevice* measurements = nullptr;
+  /// Recorded in summary.json: what the numbers came from ("emulator", or the log paths).
+  std::vector<std::string> sources;
 };
 
 struct PlanJobResult {
@@ -81,11 +101,25 @@ struct PlanJobResult {
   std::vector<KeySearch> searches;
   std::vector<std::pair<std::string, Comparison>> comparison;
   compose::PartitionMeasurements measurements;  ///< what the kareus method measured
+  std::string device_kind;                      ///< the execution device's kind()
+  std::vector<std::string> sources;             ///< PlanDevices::sources
 };
 
-/// Runs the job. Throws InputError for an unknown method or an empty clock list.
-[[nodiscard]] PlanJobResult run_plan_job(const device::GpuSpec& gpu, const workload::Workload& workload,
+/// Checks the options against the workload and GPU before any work: methods, clocks, and that
+/// nanobatching methods have --nanobatches 2. Throws InputError naming the flag.
+void check_plan_job(const device::GpuSpec& gpu, const workload::Workload& workload, const PlanJobOptions& options);
+
+/// Runs the job. Throws InputError for bad options (check_plan_job), UnmeasuredError naming
+/// the key, clock or serial work a replay lacks.
+[[nodiscard]] PlanJobResult run_plan_job(const PlanDevices& devices, const workload::Workload& workload,
                                          const PlanJobOptions& options);
+
+/// Measures, through `device`, everything run_plan_job needs to plan `workload` from logs
+/// alone: every searchable key's search (as the plan job runs it, front repeats included), and
+/// at every clock every instruction's serial and nanobatched (default comm) work and the
+/// gradient reductions, each distinct piece `fixed_repeats` times. Pass a RecordingDevice to log it.
+void measure_plan_inputs(device::Device& device, const workload::Workload& workload, const PlanJobOptions& options,
+                         int fixed_repeats);
 
 /// REFERENCE.md section 6: max throughput vs `megatron`, iso metrics vs `perseus`.
 [[nodiscard]] Comparison compare(const MethodResult& method, const MethodResult* megatron, const MethodResult* perseus);
@@ -93,4 +127,4 @@ struct PlanJobResult {
 /// Writes DIR/plans/<method>/plan_NN.json and DIR/summary.json (atomically, summary last).
 void write_plan_job(const std::filesystem::path& dir, const workload::Workload& workload, const PlanJobResult& result);
 
-}  // namespace kareus::plan
+}  // namespace kareus::planner

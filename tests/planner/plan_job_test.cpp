@@ -1,4 +1,4 @@
-#include "kareus/plan/plan_job.h"
+#include "kareus/planner/plan_job.h"
 
 #include <filesystem>
 #include <fstream>
@@ -6,10 +6,13 @@
 #include <gtest/gtest.h>
 
 #include "kareus/common/error.h"
-#include "kareus/plan/plan_simulator.h"
+#include "kareus/planner/emulator_devices.h"
+#include "kareus/planner/plan_simulator.h"
 #include "kareus/workload/model.h"
 
-namespace kareus::plan {
+namespace kareus::planner {
+
+using plan::Plan;
 namespace {
 
 workload::Workload llama(int cp, int tp, int mbs, int seq) {
@@ -20,6 +23,12 @@ workload::Workload llama(int cp, int tp, int mbs, int seq) {
   parallel.seq = seq;
   parallel.layers_per_stage = {15, 13};
   return workload::make_workload(workload::load_model("llama3.2-3b"), parallel);
+}
+
+PlanJobResult run_plan_job(const device::GpuSpec& gpu, const workload::Workload& workload,
+                           const PlanJobOptions& options) {
+  EmulatorDevices emulator(gpu, options.seed);
+  return planner::run_plan_job(emulator.devices(), workload, options);
 }
 
 PlanJobOptions quick_options(const device::GpuSpec& gpu) {
@@ -155,4 +164,4 @@ TEST(PlanJob, BadInputIsAnInputError) {
 }
 
 }  // namespace
-}  // namespace kareus::plan
+}  // namespace kareus::planner

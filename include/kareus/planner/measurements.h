@@ -1,0 +1,24 @@
+// kareus/planner/measurements.h - `kareus plan --measurements`: profile logs as the plan's device.
+//
+// Reads one or more `kareus profile --all` logs (device/measurement_log.h), checks that each
+// header describes the workload and GPU being planned, and returns a ReplayDevice over every
+// record. A log from another workload is refused naming the first field that differs.
+#pragma once
+
+#include <filesystem>
+#include <vector>
+
+#include "kareus/device/replay_device.h"
+#include "kareus/workload/workload.h"
+
+namespace kareus::planner {
+
+/// Throws InputError naming the log and the first differing field ("workload.parallel.tp: the log
+/// has 4, the flags give 8"), a log without a header, or an unreadable log.
+[[nodiscard]] device::ReplayDevice load_measurements(const std::vector<std::filesystem::path>& logs,
+                                                     const device::GpuSpec& gpu, const workload::Workload& workload);
+
+/// The first path at which two JSON documents differ ("parallel.tp: 4 vs 8"), or "" if equal.
+[[nodiscard]] std::string first_json_difference(std::string_view left_json, std::string_view right_json);
+
+}  // namespace kareus::planner

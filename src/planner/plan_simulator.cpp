@@ -1,0 +1,132 @@
+#include "kareus/planner/plan_simulator.h"
+
+#include <algorithm>
+#include <map>
+#include <tuple>
+
+#include <fmt/format.h>
+
+#include "kareus/common/error.h"
+#include "kareus/partition/partition.h"
+
+namespace kareus::planner {
+
+using plan::PlannedInstruction;
+using plan::StagePlan;
+
+void check_plan_fits(const plan::Plan& plan, const workload::Workload& workload, const device::GpuSpec& gpu,
+                     std::string_view origin) {
+  if (static_cast<int>(plan.stages.size()) != workload.parallel.pp) {
+    throw InputError(fmt::format("{}: plan has {} stages, the workload has --pp {}", origin, plan.stages.size(),
+                                 workload.parallel.pp));
+  }
+  if (plan::microbatch_count(plan) != workload.parallel.microbatches) {
+    throw InputError(fmt::format("{}: plan has {} microbatches, the workload has --microbatches {}", origin,
+                                 plan::microbatch_count(plan), workload.parallel.microbatches));
+  }
+  const std::vector<std::string> keys =
+      workload.parallel.nanobatches == 2 ? partition::searchable_keys(workload) : std::vector<std::string>{};
+  for (const StagePlan& stage : plan.stages) {
+    for (const PlannedInstruction& instruction : stage.instructions) {
+      device::require_supported_clock(gpu, instruction.freq_mhz,
+                                      fmt::format("{}: stage {} freq_mhz", origin, stage.stage));
+      if (instruction.overlap == workload::OverlapMode::kNanobatch && workload.parallel.nanobatches != 2) {
+        throw InputError(
+            fmt::format("{}: stage {}: a nanobatched instruction needs --nanobatches 2", origin, stage.stage));
+      }
+      for (const auto& [key, config] : instruction.partitions) {
+        if (std::find(keys.begin(), keys.end(), key) == keys.end()) {
+          throw InputError(fmt::format("{}: stage {}: partition key {} is not a key of this workload ({})", origin,
+                                       stage.stage, key, fmt::join(keys, ", ")));
+        }
+        device::validate_config(gpu, partition::representative_partition(workload, key),
+                                {instruction.freq_mhz, config.ctas, config.slot});
+      }
+    }
+  }
+}
+
+pipeline::IterationRun simulate_plan(device::Device& device, const workload::Workload& workload, const plan::Plan& plan,
+                                     std::optional<workload::OverlapMode> fallback) {
+  using Key = std::tuple<int, int, int, workload::OverlapMode, std::string>;  // stage, type, clock, overlap, configs
+  std::map<Key, pipeline::InstructionCost> cache;
+  auto run_at = [&](int stage, const PlannedInstruction& instruction, int freq_mhz, bool default_choices) {
+    const workload::OverlapMode overlap = plan::effective_overlap(instruction, fallback);
+    device::CommChoices choices;
+    std::string signature;
+    if (overlap == workload::OverlapMode::kNanobatch && !default_choices) {
+      for (const auto& [key, config] : instruction.partitions) {
+        choices[key] = {config.ctas, config.slot};
+        signature += fmt::format("{}:{}:{};", key, config.ctas, config.slot);
+      }
+    }
+    const Key key{stage, static_cast<int>(instruction.type), freq_mhz, overlap, signature};
+    auto [entry, inserted] = cache.try_emplace(key);
+    if (inserted) {
+      const auto direction = instruction.type == pipeline::InstructionType::kForward ? workload::Direction::kForward
+                                                                                     : workload::Direction::kBackward;
+      try {
+        const device::InstructionRun run =
+            device::run_instruction(device, workload, stage, direction, freq_mhz, overlap, choices);
+        entry->second = {run.time_s, run.energy_j};
+      } catch (...) {
+        cache.erase(entry);
+        throw;
+      }
+    }
+    return entry->second;
+  };
+  std::vector<int> previous_clock(plan.stages.size(), 0);
+  std::vector<std::size_t> position(plan.stages.size(), 0);
+  const double switch_s = device.gpu().clock_switch_latency_ms * 1e-3;
+  auto cost = [&](const pipeline::Instruction& instruction) {
+    // The simulator asks for each stage's instructions in order.
+    const PlannedInstruction& planned = plan.stages[instruction.stage].instructions[position[instruction.stage]++];
+    pipeline::InstructionCost now = run_at(instruction.stage, planned, planned.freq_mhz, false);
+    int& previous = previous_clock[instruction.stage];
+    if (previous != 0 && previous != planned.freq_mhz) {
+      // The first switch_s of the instruction still runs at the old clock. Replayed logs may
+      // lack the planned comm configs at the old clock; the default configs stand in then.
+      pipeline::InstructionCost old;
+      try {
+        old = run_at(instruction.stage, planned, previous, false);
+      } catch (const device::UnmeasuredError&) {
+        old = run_at(instruction.stage, planned, previous, true);
+      }
+      const double fraction = std::min(1.0, switch_s / old.time_s);
+      now = {fraction * old.time_s + (1 - fraction) * now.time_s,
+             fraction * old.energy_j + (1 - fraction) * now.energy_j};
+    }
+    previous = planned.freq_mhz;
+    return now;
+  };
+  std::vector<pipeline::InstructionCost> tail;
+  for (int stage = 0; stage < workload.parallel.pp; ++stage) {
+    const int last_clock = plan.stages[stage].instructions.back().freq_mhz;
+    const device::InstructionRun reduction = device::run_gradient_reduction(device, workload, stage, last_clock);
+    tail.push_back({reduction.time_s, reduction.energy_j});
+  }
+  return pipeline::simulate_one_f_one_b(workload.parallel.pp, workload.parallel.microbatches, cost,
+                                        device.gpu().static_power_w, workload.gpus_per_stage(), tail);
+}
+
+plan::Plan uniform_plan(const workload::Workload& workload, int freq_mhz, workload::OverlapMode overlap) {
+  plan::Plan plan;
+  plan.workload_json = workload::workload_to_json(workload);
+  for (int stage = 0; stage < workload.parallel.pp; ++stage) {
+    StagePlan stage_plan{stage, {}};
+    for (const pipeline::Instruction& instruction :
+         pipeline::one_f_one_b(stage, workload.parallel.pp, workload.parallel.microbatches)) {
+      stage_plan.instructions.push_back({instruction.type, instruction.microbatch, freq_mhz, overlap, {}});
+    }
+    plan.stages.push_back(std::move(stage_plan));
+  }
+  return plan;
+}
+
+pipeline::IterationRun simulate_locked_clock(device::Device& device, const workload::Workload& workload, int freq_mhz,
+                                             workload::OverlapMode overlap) {
+  return simulate_plan(device, workload, uniform_plan(workload, freq_mhz, overlap));
+}
+
+}  // namespace kareus::planner
