@@ -52,7 +52,7 @@ Plan plan_from_iteration(const pipeline::PipelineDag& dag, const pipeline::Itera
     if (operation.kind != pipeline::OperationKind::kInstruction) continue;
     const ExecutionOption& chosen = dag.specs[operation.spec].options()[iteration.option_indices[op]];
     plan.stages[operation.instruction.stage].instructions.push_back(
-        {operation.instruction.type, operation.instruction.microbatch, chosen.knob, {}});
+        {operation.instruction.type, operation.instruction.microbatch, chosen.knob, std::nullopt, {}});
   }
   return plan;
 }

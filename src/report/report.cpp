@@ -53,8 +53,7 @@ std::string frontier_plot(const planner::PlanJobResult& result) {
                     {"Iteration time-energy frontiers", "iteration time (s)", "energy per iteration, all GPUs (kJ)"});
 }
 
-std::string timeline_plot(const device::GpuSpec& gpu, const workload::Workload& workload,
-                          const planner::PlanJobResult& result) {
+std::string timeline_plot(const device::GpuSpec& gpu, const planner::PlanJobResult& result) {
   const planner::MethodResult* chosen = nullptr;
   for (const planner::MethodResult& method : result.methods) {
     if (method.name == "kareus" || (chosen == nullptr && !method.frontier.empty())) chosen = &method;
@@ -127,7 +126,7 @@ std::string render_report(const device::GpuSpec& gpu, const workload::Workload& 
       workload.gpus());
   html += "<h2>Comparison</h2>\n" + comparison_table(result, workload.gpus());
   html += "<h2>Frontiers</h2>\n" + frontier_plot(result);
-  html += "<h2>Pipeline timeline</h2>\n" + timeline_plot(gpu, workload, result);
+  html += "<h2>Pipeline timeline</h2>\n" + timeline_plot(gpu, result);
   if (!result.measurements.empty()) html += "<h2>Partition fronts</h2>\n" + partition_plots(gpu, result);
   return html + "</body></html>\n";
 }

@@ -16,7 +16,7 @@ Plan two_stage_plan(int microbatches) {
   for (int stage = 0; stage < 2; ++stage) {
     StagePlan stage_plan{stage, {}};
     for (const auto& instruction : pipeline::one_f_one_b(stage, 2, microbatches)) {
-      PlannedInstruction planned{instruction.type, instruction.microbatch, 1200 + 30 * stage, {}};
+      PlannedInstruction planned{instruction.type, instruction.microbatch, 1200 + 30 * stage, std::nullopt, {}};
       planned.partitions["fwd_attn"] = {"linear_0", 12};
       stage_plan.instructions.push_back(planned);
     }

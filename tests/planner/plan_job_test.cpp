@@ -52,6 +52,7 @@ TEST(PlanJob, PredictedMatchesAchievedAcrossTheFrontier) {
   for (const MethodResult& one : result.methods) {
     SCOPED_TRACE(one.name);
     ASSERT_FALSE(one.frontier.empty());
+    if (one.name == "megatron") continue;  // no solver: its "prediction" is what it achieved
     for (const MethodPoint& point : one.frontier) {
       EXPECT_NEAR(point.time_s / point.predicted_time_s, 1, 0.03);
       EXPECT_NEAR(point.energy_j / point.predicted_energy_j, 1, 0.03);
@@ -117,7 +118,7 @@ TEST(Compare, HandComputedMetrics) {
   auto make = [](std::string name, std::vector<std::pair<double, double>> points) {
     MethodResult result;
     result.name = std::move(name);
-    for (const auto& [time, energy] : points) result.frontier.push_back({time, energy, time, energy, {}});
+    for (const auto& [time, energy] : points) result.frontier.push_back({time, energy, time, energy, {}, {}});
     return result;
   };
   const MethodResult megatron = make("megatron", {{10, 1000}});

@@ -1,0 +1,205 @@
+// Plans from recorded measurements: replay of profile logs through the Device seam.
+#include "kareus/planner/measurements.h"
+
+#include <filesystem>
+#include <fstream>
+#include <optional>
+
+#include <gtest/gtest.h>
+
+#include "../support/input_error.h"
+#include "kareus/device/caching_device.h"
+#include "kareus/device/emulator.h"
+#include "kareus/device/profile.h"
+#include "kareus/planner/emulator_devices.h"
+#include "kareus/planner/plan_job.h"
+#include "kareus/workload/model.h"
+
+namespace kareus::planner {
+namespace {
+
+using test_support::error_of;
+
+workload::Workload llama(int tp = 8, int cp = 1) {
+  workload::Parallelism parallel;
+  parallel.tp = tp;
+  parallel.cp = cp;
+  parallel.microbatches = 4;
+  parallel.layers_per_stage = {15, 13};
+  return workload::make_workload(workload::load_model("llama3.2-3b"), parallel);
+}
+
+PlanJobOptions quick_options() {
+  PlanJobOptions options;
+  options.clocks_mhz = {1110, 1260, 1410};
+  options.space.tp_ctas = {6, 30, 6};
+  options.space.cp_ctas = {2, 20, 6};
+  // Enough that the baselines' default configs, which the log also holds, add little.
+  options.search_budget_fraction = 0.3;
+  options.max_plans = 4;
+  options.seed = 5;
+  return options;
+}
+
+/// A `kareus profile --all` log of `workload` in a fresh temporary file.
+std::filesystem::path profile_all(const device::GpuSpec& gpu, const workload::Workload& workload,
+                                  const PlanJobOptions& options, const std::string& name) {
+  const std::filesystem::path path = std::filesystem::temp_directory_path() / (name + ".jsonl");
+  std::filesystem::remove(path);
+  device::ProfileHeader header;
+  header.workload_json = workload::workload_to_json(workload);
+  header.gpu = gpu.name;
+  header.backend = "emulator";
+  header.clocks_mhz = options.clocks_mhz;
+  device::append_profile_header(path, header);
+  device::EmulatedDevice emulator(gpu, {true, options.seed, 5});
+  device::ProfileSink sink;
+  sink.out = path;
+  sink.workload_json = header.workload_json;
+  device::RecordingDevice recording(emulator, sink, 0);
+  measure_plan_inputs(recording, workload, options, 3);
+  return path;
+}
+
+const MethodResult& method(const PlanJobResult& result, const std::string& name) {
+  for (const MethodResult& candidate : result.methods) {
+    if (candidate.name == name) return candidate;
+  }
+  throw std::logic_error("no method " + name);
+}
+
+TEST(ReplayDevice, AnswersTheMeanOfRepeatsAndNamesWhatIsUnmeasured) {
+  const device::GpuSpec gpu = device::load_gpu("a100-40gb");
+  const workload::Workload workload = llama();
+  const partition::Partition attn = partition::representative_partition(workload, "fwd_attn");
+  device::MeasurementRecord record;
+  record.partition = attn;
+  record.config = {1410, 12, "norm_0"};
+  record.time_s = 1.0;
+  record.energy_j = 100;
+  device::MeasurementRecord again = record;
+  again.time_s = 2.0;
+  again.energy_j = 300;
+  device::ReplayDevice replay(gpu, {record, again}, "m.jsonl");
+  const device::Measurement mean = replay.measure(attn, {1410, 12, "norm_0"});
+  EXPECT_DOUBLE_EQ(mean.time_s, 1.5);
+  EXPECT_DOUBLE_EQ(mean.energy_j, 200);
+  ASSERT_EQ(replay.measured_configs(attn).size(), 1u);
+  EXPECT_EQ(replay.measured_configs(attn).front().count, 2);
+  const std::string message = error_of([&] { (void)replay.measure(attn, {1260, 12, "norm_0"}); });
+  EXPECT_NE(message.find("m.jsonl: no measurement of fwd_attn at 1260 MHz, 12 CTAs, slot norm_0"), std::string::npos)
+      << message;
+  const std::string serial = error_of([&] { (void)replay.measure_serial({"serial:layer_forward", {}, 24}, 1410); });
+  EXPECT_NE(serial.find("serial:layer_forward"), std::string::npos) << serial;
+  EXPECT_NE(serial.find("no record of this key"), std::string::npos) << serial;
+}
+
+TEST(ReplayDevice, AnEdgeInstanceIsAnsweredAtTheRepresentativesPlannedSlot) {
+  // A first or last layer's instance may lack the representative's leading slot: a plan's
+  // slot there launches at the instance's first slot instead, and replay answers with the
+  // representative's measurement at the planned slot.
+  const device::GpuSpec gpu = device::load_gpu("a100-40gb");
+  const workload::Workload workload = llama();
+  std::optional<partition::Partition> edge, representative;
+  for (int stage = 0; stage < 2 && !edge; ++stage) {
+    for (workload::Direction direction : {workload::Direction::kForward, workload::Direction::kBackward}) {
+      for (const partition::Partition& candidate : partition::build_partitions(workload, stage, direction)) {
+        if (!candidate.searchable() || edge) continue;
+        partition::Partition typical = partition::representative_partition(workload, candidate.key);
+        if (!candidate.find_slot(typical.slots.front().name)) {
+          edge = candidate;
+          representative = std::move(typical);
+        }
+      }
+    }
+  }
+  ASSERT_TRUE(edge.has_value()) << "no instance lacks its representative's first slot";
+  const std::string planned = representative->slots.front().name;
+  device::MeasurementRecord record;
+  record.partition = *representative;
+  record.config = {1410, 12, planned};
+  record.time_s = 0.25;
+  record.energy_j = 40;
+  device::ReplayDevice replay(gpu, {record}, "m.jsonl");
+  const device::Measurement answer = replay.measure(*edge, {1410, 12, edge->slots.front().name});
+  EXPECT_DOUBLE_EQ(answer.time_s, 0.25);
+  // A non-searchable partition is never stood in for.
+  partition::Partition trail = *edge;
+  trail.key = trail.direction == workload::Direction::kForward ? "fwd_trail" : "bwd_trail";
+  EXPECT_THROW((void)replay.measure(trail, {1410, 12, edge->slots.front().name}), device::UnmeasuredError);
+}
+
+TEST(CachingDevice, MeasuresEachDistinctWorkRepeatsTimes) {
+  const device::GpuSpec gpu = device::load_gpu("a100-40gb");
+  device::EmulatedDevice noisy(gpu, {true, 3, 5});
+  device::CachingDevice cached(noisy, 4);
+  const workload::Workload workload = llama();
+  const device::InstructionRun first = device::run_instruction(cached, workload, 0, workload::Direction::kForward, 1410,
+                                                               device::OverlapMode::kNanobatch);
+  const std::size_t measured = cached.inner_measurements();
+  // 15 layers x 2 nanobatches of 2 keys, but only a handful of distinct pieces of work.
+  EXPECT_LT(measured, 4u * 10);
+  EXPECT_EQ(measured % 4, 0u);
+  const device::InstructionRun second = device::run_instruction(cached, workload, 0, workload::Direction::kForward,
+                                                                1410, device::OverlapMode::kNanobatch);
+  EXPECT_EQ(cached.inner_measurements(), measured);
+  EXPECT_DOUBLE_EQ(first.time_s, second.time_s);
+  // The mean of 4 noisy repeats is within a few noise sigmas of the exact run.
+  device::EmulatedDevice exact = device::exact_emulator(gpu);
+  const device::InstructionRun truth =
+      device::run_instruction(exact, workload, 0, workload::Direction::kForward, 1410, device::OverlapMode::kNanobatch);
+  EXPECT_NEAR(first.time_s / truth.time_s, 1, 0.02);
+}
+
+TEST(PlanFromMeasurements, MatchesThePlanOnTheEmulatorWithinOnePercent) {
+  const device::GpuSpec gpu = device::load_gpu("a100-40gb");
+  const workload::Workload workload = llama();
+  const PlanJobOptions options = quick_options();
+  const std::filesystem::path log = profile_all(gpu, workload, options, "kareus_plan_from_measurements");
+  device::ReplayDevice replay = load_measurements({log}, gpu, workload);
+  const PlanJobResult measured = run_plan_job({replay, replay, &replay, {log.string()}}, workload, options);
+  EmulatorDevices emulator(gpu, options.seed);
+  const PlanJobResult emulated = run_plan_job(emulator.devices(), workload, options);
+  for (const std::string name : {"megatron", "perseus", "nanobatch_perseus", "kareus"}) {
+    SCOPED_TRACE(name);
+    const MethodPoint& from_log = method(measured, name).frontier.front();
+    const MethodPoint& from_emulator = method(emulated, name).frontier.front();
+    EXPECT_NEAR(from_log.time_s / from_emulator.time_s, 1, 0.01);
+    EXPECT_NEAR(from_log.energy_j / from_emulator.energy_j, 1, 0.01);
+  }
+  // The searched keys were not measured again: the kareus measurements are the logged ones.
+  for (const KeySearch& search : measured.searches) EXPECT_EQ(search.clock_fill, 0u);
+  std::filesystem::remove(log);
+}
+
+TEST(PlanFromMeasurements, AMissingKeyOrAnotherWorkloadIsNamed) {
+  const device::GpuSpec gpu = device::load_gpu("a100-40gb");
+  const workload::Workload workload = llama();
+  PlanJobOptions options = quick_options();
+  options.methods = {"kareus"};
+  const std::filesystem::path log = profile_all(gpu, workload, options, "kareus_plan_missing_key");
+  // Drop every record of fwd_mlp.
+  std::ifstream in(log);
+  std::string text, line;
+  while (std::getline(in, line)) {
+    if (line.find("\"partition\":\"fwd_mlp\"") == std::string::npos) text += line + "\n";
+  }
+  in.close();
+  std::ofstream(log) << text;
+  device::ReplayDevice replay = load_measurements({log}, gpu, workload);
+  const std::string missing = error_of([&] { (void)run_plan_job({replay, replay, &replay, {}}, workload, options); });
+  EXPECT_NE(missing.find("partition fwd_mlp"), std::string::npos) << missing;
+
+  const std::string other = error_of([&] { (void)load_measurements({log}, gpu, llama(4, 1)); });
+  EXPECT_NE(other.find("another workload: workload.tp: 8 vs 4"), std::string::npos) << other;
+  std::filesystem::remove(log);
+}
+
+TEST(FirstJsonDifference, NamesThePath) {
+  EXPECT_EQ(first_json_difference(R"({"a": {"b": 1, "c": [1, 2]}})", R"({"a": {"b": 1, "c": [1, 2]}})"), "");
+  EXPECT_EQ(first_json_difference(R"({"a": {"b": 1}})", R"({"a": {"b": 2}})"), "a.b: 1 vs 2");
+  EXPECT_EQ(first_json_difference(R"({"a": 1})", R"({"a": 1, "d": true})"), "d: (missing) vs true");
+}
+
+}  // namespace
+}  // namespace kareus::planner
