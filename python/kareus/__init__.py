@@ -27,10 +27,18 @@ __all__ = [
 
 
 class CommConfig(NamedTuple):
-    """The collective knobs of one partition: CTA (SM) count and launch slot."""
+    """The collective knobs of one partition: CTA (SM) count and launch slot.
+
+    An instruction planned without nanobatching answers ``CommConfig(0, "none")`` for every key:
+    not overlapped (``overlapped`` is False).
+    """
 
     ctas: int
     slot: str
+
+    @property
+    def overlapped(self) -> bool:
+        return self.ctas > 0
 
 
 class ClockSample(NamedTuple):

@@ -37,35 +37,6 @@ std::size_t fill_missing_clocks(device::Device& device, const partition::Partiti
   return added;
 }
 
-/// Re-measures each config on the effective-energy front of `evaluations` until it has
-/// `repeats` measurements, then replaces every measurement of those configs by their mean
-/// (the search saw one noisy value; the front it reports should not rest on luck).
-std::size_t remeasure_front(device::Device& device, const partition::Partition& representative, int repeats,
-                            double static_power_w, std::vector<search::Evaluation>& evaluations) {
-  if (repeats <= 1) return 0;
-  const std::vector<search::Evaluation> front =
-      search::pareto_front(evaluations, static_power_w, search::Objective::kEffectiveEnergy);
-  std::size_t added = 0;
-  for (const search::Evaluation& point : front) {
-    double time_s = 0, energy_j = 0;
-    int count = 0;
-    for (const search::Evaluation& one : evaluations) {
-      if (one.config != point.config) continue;
-      time_s += one.time_s;
-      energy_j += one.energy_j;
-      ++count;
-    }
-    for (; count < repeats; ++count, ++added) {
-      const device::Measurement again = device.measure(representative, point.config);
-      time_s += again.time_s;
-      energy_j += again.energy_j;
-    }
-    std::erase_if(evaluations, [&](const search::Evaluation& one) { return one.config == point.config; });
-    evaluations.push_back({point.config, time_s / count, energy_j / count});
-  }
-  return added;
-}
-
 /// Every logged config of `representative` (means of repeats). Throws InputError naming the
 /// key, or a clock of `clocks` at which it has no measurement.
 std::vector<search::Evaluation> logged_evaluations(const device::ReplayDevice& replay,
@@ -90,6 +61,16 @@ std::vector<search::Evaluation> logged_evaluations(const device::ReplayDevice& r
     }
   }
   return evaluations;
+}
+
+/// Every searchable key at the GPU's default collective config (NCCL's channel count, launched
+/// at the partition's first slot): what Nanobatching+Perseus runs.
+device::CommChoices default_choices(const device::GpuSpec& gpu, const workload::Workload& workload) {
+  device::CommChoices choices;
+  for (const std::string& key : partition::searchable_keys(workload)) {
+    choices[key] = {gpu.default_comm_ctas, partition::representative_partition(workload, key).slots.front().name};
+  }
+  return choices;
 }
 
 }  // namespace
@@ -147,8 +128,8 @@ compose::PartitionMeasurements measure_partitions(const PlanDevices& devices, co
     KeySearch record{key, space.size(), found.evaluations.size(), 0, 0};
     record.clock_fill =
         fill_missing_clocks(device, representative, options.clocks_mhz, device.gpu().static_power_w, found.evaluations);
-    record.front_remeasurements =
-        remeasure_front(device, representative, options.front_repeats, device.gpu().static_power_w, found.evaluations);
+    record.front_remeasurements = search::remeasure_front(device, representative, options.front_repeats,
+                                                          device.gpu().static_power_w, found.evaluations);
     searches.push_back(record);
     measurements[key] = std::move(found.evaluations);
   }
@@ -172,9 +153,33 @@ MethodOptions composed_options(device::Device& device, const workload::Workload&
       auto& list = direction == Direction::kForward ? stage_options.forward : stage_options.backward;
       auto& knob_list = direction == Direction::kForward ? knobs.forward : knobs.backward;
       for (const compose::ComposedOption& option : composition.options) {
-        list.push_back(pipeline::make_execution_option(option.time_s, option.energy_j,
-                                                       static_cast<int>(knob_list.size()), gpu.static_power_w));
+        double time_s = option.time_s, energy_j = option.energy_j;
+        if (options.recost_compositions) {
+          // What the instruction costs on the execution device with these choices: the first
+          // and last layers' partitions are not the representatives composition scaled.
+          const device::InstructionRun run = device::run_instruction(
+              device, workload, stage, direction, option.freq_mhz, device::OverlapMode::kNanobatch, option.choices);
+          time_s = run.time_s;
+          energy_j = run.energy_j;
+        }
+        list.push_back(
+            pipeline::make_execution_option(time_s, energy_j, static_cast<int>(knob_list.size()), gpu.static_power_w));
         knob_list.push_back({option.freq_mhz, device::OverlapMode::kNanobatch, option.choices});
+      }
+      if (!options.overlap_per_instruction) continue;
+      // The baselines' executions are kareus choices too: without nanobatching, and nanobatched
+      // with the default comm configs, at every clock. The solver takes whichever is better
+      // per instruction, so kareus never loses to Perseus or Nanobatching+Perseus.
+      const device::CommChoices defaults = default_choices(gpu, workload);
+      for (int clock : options.clocks_mhz) {
+        for (const auto& [overlap, choices] : {std::pair{device::OverlapMode::kNone, device::CommChoices{}},
+                                               std::pair{device::OverlapMode::kNanobatch, defaults}}) {
+          const device::InstructionRun run =
+              device::run_instruction(device, workload, stage, direction, clock, overlap, choices);
+          list.push_back(pipeline::make_execution_option(run.time_s, run.energy_j, static_cast<int>(knob_list.size()),
+                                                         gpu.static_power_w));
+          knob_list.push_back({clock, overlap, choices});
+        }
       }
     }
     method.stages.push_back(std::move(stage_options));

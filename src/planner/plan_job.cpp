@@ -42,9 +42,13 @@ Plan make_plan(const pipeline::PipelineDag& dag, const pipeline::IterationResult
 }
 
 MethodPoint evaluate(device::Device& device, const workload::Workload& workload, Plan plan) {
-  pipeline::IterationRun run = simulate_plan(device, workload, plan);
-  MethodPoint point{run.time_s, run.energy_j, plan.predicted_time_s, plan.predicted_energy_j, std::move(plan), {}};
-  point.run = std::move(run);
+  MethodPoint point;
+  point.run = simulate_plan(device, workload, plan);
+  point.time_s = point.run.time_s;
+  point.energy_j = point.run.energy_j;
+  point.predicted_time_s = plan.predicted_time_s;
+  point.predicted_energy_j = plan.predicted_energy_j;
+  point.plan = std::move(plan);
   return point;
 }
 
@@ -91,9 +95,34 @@ double minimum_makespan_s(const workload::Workload& workload, const MethodOption
   return workload.parallel.microbatches * fastest_stage_s;
 }
 
+/// Positions in the solver's frontier (time ascending) of max_plans points evenly spread, the
+/// fastest and slowest always, plus for each of `also_at_times_s` the slowest point no slower
+/// than it (the least energy at that time): the baselines' times, so that a comparison with
+/// them is against kareus's own plan at their time rather than a neighbour's.
+std::vector<int> sample_frontier(const pipeline::PhillipsDessoukyResult& solved, int max_plans,
+                                 const std::vector<double>& also_at_times_s) {
+  const int count = static_cast<int>(solved.frontier.size());
+  const int samples = std::min(count, std::max(max_plans, 2));
+  std::vector<int> chosen;
+  for (int sample = 0; sample < samples; ++sample) {
+    chosen.push_back(
+        samples == 1 ? 0 : static_cast<int>(std::lround(static_cast<double>(sample) * (count - 1) / (samples - 1))));
+  }
+  for (double time_s : also_at_times_s) {
+    int best = -1;
+    for (int position = 0; position < count; ++position) {
+      if (solved.iterations[solved.frontier[position]].time_s <= time_s) best = position;
+    }
+    if (best >= 0) chosen.push_back(best);
+  }
+  std::sort(chosen.begin(), chosen.end());
+  chosen.erase(std::unique(chosen.begin(), chosen.end()), chosen.end());
+  return chosen;
+}
+
 MethodResult solve_method(const std::string& name, device::Device& device, const workload::Workload& workload,
-                          const MethodOptions& method, const PlanJobOptions& options,
-                          const std::string& workload_json) {
+                          const MethodOptions& method, const PlanJobOptions& options, const std::string& workload_json,
+                          const std::vector<double>& also_at_times_s = {}) {
   const device::GpuSpec& gpu = device.gpu();
   pipeline::OneFOneBConfig config;
   config.microbatches = workload.parallel.microbatches;
@@ -143,14 +172,7 @@ MethodResult solve_method(const std::string& name, device::Device& device, const
     result.predicted_curve.emplace_back(solved.iterations[index].time_s, solved.iterations[index].energy_j * scale);
   }
   // Simulate an evenly spread sample of the frontier (the fastest and slowest always).
-  const int count = static_cast<int>(solved.frontier.size());
-  const int samples = std::min(count, std::max(options.max_plans, 2));
-  std::vector<int> chosen;
-  for (int sample = 0; sample < samples; ++sample) {
-    const int position =
-        samples == 1 ? 0 : static_cast<int>(std::lround(static_cast<double>(sample) * (count - 1) / (samples - 1)));
-    if (chosen.empty() || chosen.back() != position) chosen.push_back(position);
-  }
+  const std::vector<int> chosen = sample_frontier(solved, options.max_plans, also_at_times_s);
   std::vector<MethodPoint> points;
   for (int position : chosen) {
     const pipeline::IterationResult& iteration = solved.iterations[solved.frontier[position]];
@@ -263,7 +285,27 @@ PlanJobResult run_plan_job(const PlanDevices& devices, const workload::Workload&
                              name == "perseus" ? device::OverlapMode::kNone : device::OverlapMode::kNanobatch);
     }
     progress(fmt::format("{}: solving the pipeline frontier", name));
-    result.methods.push_back(solve_method(name, device, workload, method, options, workload_json));
+    std::vector<double> baseline_times_s;
+    if (name == "kareus") {
+      for (const MethodResult& baseline : result.methods) {
+        for (const MethodPoint& point : baseline.frontier) baseline_times_s.push_back(point.time_s);
+      }
+    }
+    result.methods.push_back(solve_method(name, device, workload, method, options, workload_json, baseline_times_s));
+    if (name == "kareus" && options.overlap_per_instruction) {
+      // Every baseline plan is a kareus plan (all instructions sequential, or nanobatched with
+      // default configs). Phillips-Dessouky walks one path from the slowest plan, so where that
+      // path passes above a baseline's point, the baseline's plan is kareus's best there.
+      MethodResult& kareus = result.methods.back();
+      for (const MethodResult& baseline : result.methods) {
+        if (baseline.name != "perseus" && baseline.name != "nanobatch_perseus") continue;
+        for (MethodPoint point : baseline.frontier) {
+          point.origin = baseline.name;
+          kareus.frontier.push_back(std::move(point));
+        }
+      }
+      kareus.frontier = pareto_points(std::move(kareus.frontier));
+    }
     progress(fmt::format("{}: {} solver iterations in {:.2f} s", name, result.methods.back().solver_iterations,
                          result.methods.back().solver_s));
   }
@@ -314,7 +356,8 @@ void write_plan_job(const std::filesystem::path& dir, const workload::Workload& 
                           {"energy_j", point.energy_j},
                           {"plan", relative},
                           {"predicted_time_s", point.predicted_time_s},
-                          {"predicted_energy_j", point.predicted_energy_j}});
+                          {"predicted_energy_j", point.predicted_energy_j},
+                          {"solved_by", point.origin.empty() ? method.name : point.origin}});
     }
     methods[method.name] = {{"frontier", std::move(frontier)},
                             {"solver_iterations", method.solver_iterations},

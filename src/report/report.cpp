@@ -74,15 +74,21 @@ std::string timeline_plot(const device::GpuSpec& gpu, const planner::PlanJobResu
     rows.push_back(fmt::format("stage {}", stage.stage));
     for (std::size_t index = 0; index < stage.instructions.size(); ++index) {
       const pipeline::ScheduledInstruction& scheduled = stage.instructions[index];
-      const int clock = plan.stages[stage.stage].instructions[index].freq_mhz;
+      const plan::PlannedInstruction& planned = plan.stages[stage.stage].instructions[index];
+      const int clock = planned.freq_mhz;
       const bool forward = scheduled.instruction.type == pipeline::InstructionType::kForward;
-      const std::string label = fmt::format("{}{}", forward ? "F" : "B", scheduled.instruction.microbatch);
-      bars.push_back({stage.stage, scheduled.start_s, scheduled.end_s, label, heat_color(clock, low, high),
-                      fmt::format("{} {:.3f}-{:.3f} s at {} MHz, {:.1f} J/GPU", label, scheduled.start_s,
-                                  scheduled.end_s, clock, scheduled.energy_j)});
+      // A plan may run some instructions without nanobatching: they are marked with a star.
+      const bool nanobatched = plan::effective_overlap(planned) == workload::OverlapMode::kNanobatch;
+      const std::string label =
+          fmt::format("{}{}{}", forward ? "F" : "B", scheduled.instruction.microbatch, nanobatched ? "" : "*");
+      bars.push_back(
+          {stage.stage, scheduled.start_s, scheduled.end_s, label, heat_color(clock, low, high),
+           fmt::format("{} {:.3f}-{:.3f} s at {} MHz, {}, {:.1f} J/GPU", label, scheduled.start_s, scheduled.end_s,
+                       clock, nanobatched ? "nanobatched" : "not nanobatched", scheduled.energy_j)});
     }
   }
-  ChartOptions options{fmt::format("Pipeline timeline: {} fastest plan ({:.3f} s), colour = clock {}..{} MHz",
+  ChartOptions options{fmt::format("Pipeline timeline: {} fastest plan ({:.3f} s), colour = clock {}..{} MHz, "
+                                   "* = not nanobatched",
                                    chosen->name, run.time_s, low, high),
                        "time (s)", "", 900, 80 + 44 * static_cast<int>(rows.size())};
   return timeline_chart(bars, rows, options);

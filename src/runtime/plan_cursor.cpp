@@ -87,6 +87,7 @@ const plan::CommConfig& PlanCursor::comm_config(std::string_view partition_key) 
     throw InputError(fmt::format("stage {}: comm_config('{}') asked outside an instruction", stage_, partition_key));
   }
   const auto& running = stage_plan().instructions[next_index_ - 1];
+  if (plan::effective_overlap(running) == workload::OverlapMode::kNone) return plan::not_overlapped();
   const auto found = running.partitions.find(std::string(partition_key));
   if (found == running.partitions.end()) {
     std::string planned;

@@ -47,6 +47,22 @@ TEST(PlanCursor, WalksEveryStageOfAWholePlanTwice) {
   }
 }
 
+TEST(PlanCursor, AMixedPlansSequentialInstructionIsNotOverlapped) {
+  plan::Plan mixed = testing::make_plan(2, 3);
+  // Stage 0's second instruction (F1) runs without nanobatching; the others keep their configs.
+  mixed.stages[0].instructions[1].overlap = workload::OverlapMode::kNone;
+  mixed.stages[0].instructions[1].partitions.clear();
+  PlanCursor cursor(std::make_shared<const plan::Plan>(mixed), 0);
+  cursor.on_step_begin();
+  (void)cursor.on_instruction_begin(kForward, 0);
+  EXPECT_EQ(cursor.comm_config("fwd_attn").ctas, testing::planned_ctas(0, kForward, 0));
+  cursor.on_instruction_end();
+  (void)cursor.on_instruction_begin(kForward, 1);
+  EXPECT_EQ(cursor.comm_config("fwd_attn"), plan::not_overlapped());
+  EXPECT_EQ(cursor.comm_config("any_key"), (plan::CommConfig{"none", 0}));
+  cursor.on_instruction_end();
+}
+
 TEST(PlanCursor, OutOfOrderInstructionSaysWhatWasExpected) {
   auto plan = std::make_shared<const plan::Plan>(testing::make_plan(2, 4));
   PlanCursor cursor(plan, 1);

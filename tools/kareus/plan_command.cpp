@@ -106,6 +106,7 @@ void run_plan(const PlanOptions& options) {
   job.max_plans = options.max_plans;
   job.front_repeats = options.front_repeats;
   job.progress = [](const std::string& line) { fmt::print(stderr, "kareus plan: {}\n", line); };
+  job.recost_compositions = options.backend != "cuda";
   planner::check_plan_job(gpu, workload, job);
   const std::unique_ptr<Devices> devices = make_devices(options, gpu, workload);
   const planner::PlanJobResult result = planner::run_plan_job(*devices->devices, workload, job);

@@ -33,6 +33,13 @@ struct CommConfig {
   friend bool operator==(const CommConfig&, const CommConfig&) = default;
 };
 
+/// What the runtime answers for every key of an instruction that is not nanobatched: no
+/// overlap, the collective runs after the compute ("none") on the default resources (0 CTAs).
+[[nodiscard]] inline const CommConfig& not_overlapped() {
+  static const CommConfig config{"none", 0};
+  return config;
+}
+
 struct PlannedInstruction {
   pipeline::InstructionType type = pipeline::InstructionType::kForward;
   int microbatch = 0;

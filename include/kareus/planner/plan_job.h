@@ -47,6 +47,13 @@ struct PlanJobOptions {
   /// repeated): real measurements are noisy, and a front picked from single noisy
   /// measurements favours configs that were measured lucky. Compose uses the means.
   int front_repeats = 3;
+  /// kareus may run any instruction without nanobatching, or nanobatched with the default comm
+  /// configs, where the solver finds that better (false: always its searched compositions).
+  bool overlap_per_instruction = true;
+  /// Cost each composed option by running its instruction on the execution device (exact on the
+  /// emulator and on replayed logs) instead of the composition's representative x count sum.
+  /// Off for a live GPU, where it would measure every first/last-layer instance per option.
+  bool recost_compositions = true;
   std::function<void(const std::string&)> progress;  ///< one line per step, for stderr
 };
 
@@ -57,6 +64,7 @@ struct MethodPoint {
   double predicted_energy_j = 0;
   Plan plan;
   pipeline::IterationRun run;  ///< what the plan simulator ran
+  std::string origin;          ///< the method whose solve found the plan, when not this one
 };
 
 struct MethodResult {

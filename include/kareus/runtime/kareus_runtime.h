@@ -49,7 +49,8 @@ kareus_status kareus_runtime_on_instruction_end(kareus_runtime* runtime);
 kareus_status kareus_runtime_on_step_end(kareus_runtime* runtime);
 
 /* The comm config of `partition_key` in the running instruction. *slot stays valid until the
- * runtime is freed or switches plans. */
+ * runtime is freed or switches plans. An instruction planned without nanobatching answers
+ * *ctas = 0 and *slot = "none" for every key (not overlapped). */
 kareus_status kareus_runtime_comm_config(kareus_runtime* runtime, const char* partition_key, int* ctas,
                                          const char** slot);
 

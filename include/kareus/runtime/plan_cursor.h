@@ -38,8 +38,10 @@ class PlanCursor {
   /// the stage's last instruction.
   void on_step_end();
 
-  /// The comm config of `partition_key` for the running instruction. Throws InputError outside an
-  /// instruction or for a key the instruction does not plan (the message lists the planned keys).
+  /// The comm config of `partition_key` for the running instruction; plan::not_overlapped()
+  /// (slot "none", 0 CTAs) when the instruction runs without nanobatching. Throws InputError
+  /// outside an instruction or for a key a nanobatched instruction does not plan (the message
+  /// lists the planned keys).
   [[nodiscard]] const plan::CommConfig& comm_config(std::string_view partition_key) const;
 
   /// Replaces the plan; allowed only between steps (throws InputError mid-step or if the new plan

@@ -96,6 +96,13 @@ struct SearchResult {
 [[nodiscard]] SearchResult run_exhaustive(device::Device& device, const partition::Partition& partition,
                                           const partition::SearchSpace& space, const SearchOptions& options);
 
+/// Noise-robust fronts: re-measures each config on the effective-energy front of `evaluations`
+/// until it has `repeats` measurements, then replaces every measurement of those configs by
+/// their mean (a front picked from single noisy measurements favours configs measured lucky).
+/// Returns the measurements added; repeats <= 1 changes nothing.
+std::size_t remeasure_front(device::Device& device, const partition::Partition& partition, int repeats,
+                            double static_power_w, std::vector<Evaluation>& evaluations);
+
 /// Noise-free values (device::run_partition) of every config of `space`, in index order:
 /// the ground truth on the emulator.
 [[nodiscard]] std::vector<Evaluation> exact_evaluations(const device::GpuSpec& gpu,
