@@ -7,6 +7,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   pybind11-dev clang libclang-rt-14-dev clang-format
   chromium ccache
+  pkg-config libcpp-httplib-dev
 )
 missing=()
 for package in "${packages[@]}"; do
