@@ -4,15 +4,54 @@
 #include <cmath>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "kareus/common/error.h"
+#include "kareus/common/file_io.h"
+#include "kareus/common/json_fields.h"
 #include "kareus/interop/artifact_schedule.h"
 #include "kareus/interop/pfo_service.h"
 #include "kareus/runtime/deadline.h"
 
 namespace kareus::interop {
+namespace {
 
-std::vector<ServedPlan> load_served_frontier(const std::filesystem::path& path) {
+/// The points of methods.<method>.frontier of a kareus.summary/1 file (emulated time and energy).
+std::vector<ServedPlan> summary_frontier(const std::filesystem::path& path, const std::string& method) {
+  namespace jf = json_fields;
+  const std::string origin = path.string();
+  const nlohmann::json document = read_json_file(path);
+  if (const std::string schema = jf::require_string(document, "schema", origin); schema != "kareus.summary/1") {
+    throw InputError(fmt::format("{}: schema must be \"kareus.summary/1\", found \"{}\"", origin, schema));
+  }
+  const nlohmann::json& methods = jf::require(document, "methods", origin);
+  if (!methods.is_object() || !methods.contains(method)) {
+    std::vector<std::string> names;
+    if (methods.is_object()) {
+      for (const auto& [name, value] : methods.items()) names.push_back(name);
+    }
+    throw InputError(fmt::format("{}: no method '{}' (--method; the summary has {})", origin, method,
+                                 fmt::join(names, ", ")));
+  }
+  const nlohmann::json& points = jf::require(methods[method], "frontier", origin + ".methods." + method);
+  if (!points.is_array() || points.empty()) {
+    throw InputError(fmt::format("{}: methods.{}.frontier must be a non-empty array", origin, method));
+  }
+  std::vector<ServedPlan> frontier;
+  for (std::size_t index = 0; index < points.size(); ++index) {
+    const std::string point_origin = fmt::format("{}: methods.{}.frontier[{}]", origin, method, index);
+    const std::filesystem::path plan = jf::require_string(points[index], "plan", point_origin);
+    const std::filesystem::path plan_path = plan.is_absolute() ? plan : path.parent_path() / plan;
+    frontier.push_back({jf::require_positive(points[index], "time_s", point_origin),
+                        jf::require_non_negative(points[index], "energy_j", point_origin), plan_path.string(),
+                        plan::read_plan(plan_path)});
+  }
+  return frontier;
+}
+
+}  // namespace
+
+std::vector<ServedPlan> load_served_frontier(const std::filesystem::path& path, const std::string& method) {
   std::error_code error;
   if (!std::filesystem::exists(path, error)) {
     throw InputError(fmt::format("--frontier {}: no such file or folder", path.string()));
@@ -20,7 +59,18 @@ std::vector<ServedPlan> load_served_frontier(const std::filesystem::path& path) 
   std::vector<ServedPlan> frontier;
   const bool folder = std::filesystem::is_directory(path, error);
   const std::filesystem::path frontier_file = folder ? path / "frontier.json" : path;
-  if (!folder || std::filesystem::exists(frontier_file, error)) {
+  // OUT/plans/<method>/ of `kareus plan`: its summary two levels up has the emulated figures.
+  const std::filesystem::path absolute = std::filesystem::absolute(path, error).lexically_normal();
+  const std::filesystem::path plans_of_summary =
+      absolute.parent_path().parent_path() / "summary.json";
+  if (folder && std::filesystem::exists(path / "summary.json", error)) {
+    frontier = summary_frontier(path / "summary.json", method);
+  } else if (!folder && path.filename() == "summary.json") {
+    frontier = summary_frontier(path, method);
+  } else if (folder && !std::filesystem::exists(frontier_file, error) && absolute.has_filename() &&
+             absolute.parent_path().filename() == "plans" && std::filesystem::exists(plans_of_summary, error)) {
+    frontier = summary_frontier(plans_of_summary, absolute.filename().string());
+  } else if (!folder || std::filesystem::exists(frontier_file, error)) {
     for (const runtime::FrontierPoint& point : runtime::read_frontier(frontier_file)) {
       frontier.push_back({point.time_s, point.energy_j, point.plan, plan::read_plan(point.plan)});
     }
@@ -38,14 +88,12 @@ std::vector<ServedPlan> load_served_frontier(const std::filesystem::path& path) 
   std::stable_sort(frontier.begin(), frontier.end(), [](const ServedPlan& a, const ServedPlan& b) {
     return a.time_s != b.time_s ? a.time_s < b.time_s : a.energy_j < b.energy_j;
   });
-  if (folder && !std::filesystem::exists(frontier_file, error)) {
-    // Plans of a folder: keep the Pareto points (each slower point must use less energy).
-    std::vector<ServedPlan> pareto;
-    for (ServedPlan& point : frontier) {
-      if (pareto.empty() || point.energy_j < pareto.back().energy_j) pareto.push_back(std::move(point));
-    }
-    frontier = std::move(pareto);
+  // Keep the Pareto points: each slower point must use less energy.
+  std::vector<ServedPlan> pareto;
+  for (ServedPlan& point : frontier) {
+    if (pareto.empty() || point.energy_j < pareto.back().energy_j) pareto.push_back(std::move(point));
   }
+  frontier = std::move(pareto);
   const plan::Plan& first = frontier.front().plan;
   for (const ServedPlan& point : frontier) {
     if (point.plan.stages.size() != first.stages.size() ||

@@ -324,5 +324,32 @@ TEST(ServedFrontier, FolderOfPlansKeepsParetoPointsFastestFirst) {
   std::filesystem::remove_all(root);
 }
 
+TEST(ServedFrontier, PlanOutputServesTheSummarysEmulatedFigures) {
+  // OUT/summary.json + OUT/plans/kareus/plan_NN.json, as `kareus plan` writes them; the summary's
+  // time_s/energy_j (emulated) differ from the plans' predicted figures and win.
+  const std::filesystem::path out = std::filesystem::temp_directory_path() / "kareus_interop_summary";
+  std::filesystem::remove_all(out);
+  std::filesystem::create_directories(out / "plans" / "kareus");
+  const workload::Workload workload = testing::test_workload(1, 4);
+  for (int index = 0; index < 2; ++index) {
+    plan::write_plan(out / "plans" / "kareus" / fmt::format("plan_{:02d}.json", index),
+                     testing::test_plan(workload, true, index));
+  }
+  write_file_atomic(out / "summary.json", R"({"schema": "kareus.summary/1", "methods": {"kareus": {"frontier": [
+      {"time_s": 4.75, "energy_j": 21366.5, "plan": "plans/kareus/plan_00.json"},
+      {"time_s": 4.85, "energy_j": 20864.0, "plan": "plans/kareus/plan_01.json"}]}}})");
+  for (const std::filesystem::path& path : {out, out / "summary.json", out / "plans" / "kareus"}) {
+    SCOPED_TRACE(path.string());
+    const auto frontier = load_served_frontier(path);
+    ASSERT_EQ(frontier.size(), 2u);
+    EXPECT_EQ(frontier[0].time_s, 4.75);
+    EXPECT_EQ(frontier[1].energy_j, 20864.0);
+    EXPECT_EQ(frontier[1].plan, plan::read_plan(out / "plans" / "kareus" / "plan_01.json"));
+  }
+  EXPECT_EQ(test_support::error_of([&] { (void)load_served_frontier(out, "perseus"); }),
+            (out / "summary.json").string() + ": no method 'perseus' (--method; the summary has kareus)");
+  std::filesystem::remove_all(out);
+}
+
 }  // namespace
 }  // namespace kareus::interop

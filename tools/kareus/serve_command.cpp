@@ -19,12 +19,13 @@ namespace {
 
 struct ServeOptions {
   std::string frontier;
+  std::string method = "kareus";
   std::string results;
   interop::HttpServerOptions http;
 };
 
 void run_serve(const ServeOptions& options) {
-  std::vector<interop::ServedPlan> frontier = interop::load_served_frontier(options.frontier);
+  std::vector<interop::ServedPlan> frontier = interop::load_served_frontier(options.frontier, options.method);
   std::unique_ptr<interop::ResultLog> results;
   if (!options.results.empty()) results = std::make_unique<interop::ResultLog>(options.results);
   const std::size_t plans = frontier.size();
@@ -64,8 +65,10 @@ void add_serve_command(CLI::App& app) {
   CLI::App* command = app.add_subcommand(
       "serve", "serve a frontier's clocks over Zeus's pipeline frequency optimizer protocol (plus comm schedules)");
   command->add_option("--frontier", options->frontier,
-                      "kareus.frontier/1 file, or a folder with frontier.json or plan_N.json files")
+                      "OUT of `kareus plan` (or its summary.json, or OUT/plans/METHOD), a kareus.frontier/1 "
+                      "file, or a folder with frontier.json or plan_N.json files")
       ->required();
+  command->add_option("--method", options->method, "the summary's method to serve")->capture_default_str();
   command->add_option("--host", options->http.host, "address to listen on (default loopback)")->capture_default_str();
   command->add_option("--port", options->http.port, "port; 0 = any free port")
       ->check(CLI::Range(0, 65535))

@@ -32,12 +32,14 @@ struct ServedPlan {
   plan::Plan plan;
 };
 
-/// The frontier `kareus serve --frontier PATH` serves, sorted by time (fastest first): PATH is a
-/// kareus.frontier/1 file, a folder holding frontier.json, or a folder of plan_N.json files
-/// (e.g. OUT/plans/kareus/ of `kareus plan`), each point at its plan's predicted time and energy,
-/// dominated plans dropped. Every plan must have the same stages and microbatches. Throws
-/// InputError naming the path and the plan otherwise.
-[[nodiscard]] std::vector<ServedPlan> load_served_frontier(const std::filesystem::path& path);
+/// The frontier `kareus serve --frontier PATH` serves, Pareto points sorted by time (fastest
+/// first). PATH is one of: the OUT folder of `kareus plan` or its summary.json (the frontier of
+/// `method`, at the emulated time and energy); OUT/plans/<method>/ (the same, the method named by
+/// the folder); a kareus.frontier/1 file or a folder holding frontier.json; any other folder of
+/// plan_N.json files (each at its plan's predicted time and energy). Every plan must have the
+/// same stages and microbatches. Throws InputError naming the path and the plan otherwise.
+[[nodiscard]] std::vector<ServedPlan> load_served_frontier(const std::filesystem::path& path,
+                                                           const std::string& method = "kareus");
 
 /// Appends one JSON object per line to a file; one writer at a time (a mutex), flushed per line.
 class ResultLog {
