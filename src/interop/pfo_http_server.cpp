@@ -20,6 +20,7 @@ struct PfoHttpServer::Impl {
   httplib::Server server;
   std::atomic<bool> stop_requested{false};
   bool bound = false;
+  int listen_socket = -1;  ///< the last socket httplib configured: the one it bound
 
   Impl(PfoService& service_ref, HttpServerOptions server_options)
       : service(service_ref), options(std::move(server_options)) {}
@@ -33,12 +34,14 @@ PfoHttpServer::PfoHttpServer(PfoService& service, HttpServerOptions options)
   server.set_payload_max_length(impl_->options.max_body_bytes);
   server.set_read_timeout(impl_->options.read_timeout_s, 0);
   server.set_write_timeout(impl_->options.write_timeout_s, 0);
-  server.set_keep_alive_max_count(1000);
+  server.set_keep_alive_max_count(100);
+  server.set_tcp_nodelay(true);  // small JSON answers: no Nagle delay against delayed ACKs
   // httplib's default also sets SO_REUSEPORT, which would let a second `kareus serve` share the
   // port (and split the jobs between two states); keep only SO_REUSEADDR for quick restarts.
-  server.set_socket_options([](socket_t socket) {
+  server.set_socket_options([impl = impl_.get()](socket_t socket) {
     int yes = 1;
     ::setsockopt(socket, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+    impl->listen_socket = socket;
   });
   const auto forward = [this](const httplib::Request& request, httplib::Response& response) {
     HttpRequest mapped;
@@ -80,6 +83,9 @@ int PfoHttpServer::bind() {
     throw Error(fmt::format("cannot listen on {}:{} (address in use, or not an address of this machine)",
                             options.host, options.port));
   }
+  // httplib listens with a backlog of 5: a burst of connections (every rank of a job at once)
+  // would overflow it and wait out SYN retransmissions (1 s, 3 s, ...). Widen it.
+  if (impl_->listen_socket >= 0) ::listen(impl_->listen_socket, SOMAXCONN);
   impl_->bound = true;
   return port;
 }

@@ -19,7 +19,7 @@ struct HttpServerOptions {
   std::size_t max_body_bytes = 1u << 20;
   int read_timeout_s = 5;
   int write_timeout_s = 5;
-  int threads = 32;  ///< worker threads (one per connection being served)
+  int threads = 64;  ///< worker threads; each serves one connection at a time
 };
 
 class PfoHttpServer {
