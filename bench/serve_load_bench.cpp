@@ -39,8 +39,8 @@ int main(int argc, char** argv) {
   const int requests = argc > 3 ? std::stoi(argv[3]) : 100;
 
   httplib::Client setup(url);
-  const nlohmann::json job_info = {{"job_id", ""}, {"pp_degree", kPp}, {"dp_degree", 1}, {"tp_degree", kTp},
-                                   {"world_size", kWorld}};
+  const nlohmann::json job_info = {
+      {"job_id", ""}, {"pp_degree", kPp}, {"dp_degree", 1}, {"tp_degree", kTp}, {"world_size", kWorld}};
   auto job = setup.Post("/register_job", job_info.dump(), "application/json");
   if (!job || job->status != 200) {
     std::fprintf(stderr, "register_job failed\n");
@@ -49,8 +49,11 @@ int main(int argc, char** argv) {
   const std::string job_id = nlohmann::json::parse(job->body).get<std::string>();
   std::vector<std::string> expected(kWorld);
   for (int rank = 0; rank < kWorld; ++rank) {
-    const nlohmann::json rank_info = {{"rank", rank}, {"dp_rank", 0}, {"pp_rank", rank / kTp},
-                                      {"tp_rank", rank % kTp}, {"available_frequencies", nlohmann::json::array()}};
+    const nlohmann::json rank_info = {{"rank", rank},
+                                      {"dp_rank", 0},
+                                      {"pp_rank", rank / kTp},
+                                      {"tp_rank", rank % kTp},
+                                      {"available_frequencies", nlohmann::json::array()}};
     auto registered = setup.Post("/register_rank/" + job_id, rank_info.dump(), "application/json");
     auto schedule = setup.Get(("/schedule/" + job_id + "?rank=" + std::to_string(rank)).c_str());
     if (!registered || registered->status != 200 || !schedule || schedule->status != 200) {
@@ -94,8 +97,8 @@ int main(int argc, char** argv) {
   std::vector<double> all;
   for (const auto& list : latencies) all.insert(all.end(), list.begin(), list.end());
   std::sort(all.begin(), all.end());
-  fmt::print("{} clients x {} GET /schedule = {} requests, {} errors, {:.2f} s, {:.0f} requests/s\n", clients,
-             requests, all.size(), errors.load(), wall_s, static_cast<double>(all.size()) / wall_s);
+  fmt::print("{} clients x {} GET /schedule = {} requests, {} errors, {:.2f} s, {:.0f} requests/s\n", clients, requests,
+             all.size(), errors.load(), wall_s, static_cast<double>(all.size()) / wall_s);
   fmt::print("latency ms: p50 {:.3f}, p90 {:.3f}, p99 {:.3f}, max {:.3f}\n", percentile_ms(all, 0.50),
              percentile_ms(all, 0.90), percentile_ms(all, 0.99), all.back() * 1e3);
   return errors.load() == 0 ? 0 : 1;

@@ -86,8 +86,8 @@ struct Origin {
 
 const PyValue& expect(const Origin& origin, const PyValue& value, PyValue::Kind kind, std::string_view where) {
   if (value.kind != kind) {
-    origin.fail(value,
-                fmt::format("{}: expected a {}, found a {}", where, detail::kind_name(kind), detail::kind_name(value.kind)));
+    origin.fail(value, fmt::format("{}: expected a {}, found a {}", where, detail::kind_name(kind),
+                                   detail::kind_name(value.kind)));
   }
   return value;
 }
@@ -96,7 +96,8 @@ InstructionType instruction_type(const Origin& origin, const PyValue& value, std
   expect(origin, value, PyValue::Kind::kString, where);
   if (value.string_value == "forward") return InstructionType::kForward;
   if (value.string_value == "backward") return InstructionType::kBackward;
-  origin.fail(value, fmt::format("{}: instruction must be 'forward' or 'backward', found '{}'", where, value.string_value));
+  origin.fail(value,
+              fmt::format("{}: instruction must be 'forward' or 'backward', found '{}'", where, value.string_value));
 }
 
 plan::CommConfig parse_config(const Origin& origin, const PyValue& value, const std::string& key, SlotTable& slots,
@@ -109,9 +110,8 @@ plan::CommConfig parse_config(const Origin& origin, const PyValue& value, const 
   };
   // "<start slot>-<end slot>-<CTAs>-<threads>"; slot names never hold '-'.
   const std::size_t threads_dash = text.rfind('-');
-  const std::size_t ctas_dash = threads_dash == std::string::npos || threads_dash == 0
-                                    ? std::string::npos
-                                    : text.rfind('-', threads_dash - 1);
+  const std::size_t ctas_dash =
+      threads_dash == std::string::npos || threads_dash == 0 ? std::string::npos : text.rfind('-', threads_dash - 1);
   const std::size_t end_dash = ctas_dash == std::string::npos ? std::string::npos : text.find('-');
   if (ctas_dash == std::string::npos || end_dash >= ctas_dash) {
     bad("expected '<start slot>-<end slot>-<CTAs>-<threads per CTA>'");
@@ -134,7 +134,8 @@ plan::CommConfig parse_config(const Origin& origin, const PyValue& value, const 
   if (end_slot != "none") bad(fmt::format("the end slot must be 'none' (the partition's end), found '{}'", end_slot));
   if (threads != kThreadsPerCta) bad(fmt::format("threads per CTA must be {}, found {}", kThreadsPerCta, threads));
   if (ctas < 1 || ctas > kMaxCtas) bad(fmt::format("the CTA count must be in 1..{}, found {}", kMaxCtas, ctas));
-  if (!slots.has(key, slot)) bad(fmt::format("'{}' is not a launch slot of {} (slots: {})", slot, key, slots.names(key)));
+  if (!slots.has(key, slot))
+    bad(fmt::format("'{}' is not a launch slot of {} (slots: {})", slot, key, slots.names(key)));
   return {slot, ctas};
 }
 
@@ -155,8 +156,8 @@ double predicted_figure(std::string_view text, std::string_view name, std::strin
         const auto parsed = std::from_chars(number.data(), number.data() + number.size(), value);
         if (parsed.ec != std::errc() || parsed.ptr != number.data() + number.size() || !std::isfinite(value) ||
             value < 0) {
-          throw InputError(fmt::format("{}:{}: predicted {} must be a non-negative number, found '{}'", origin, line,
-                                       name, number));
+          throw InputError(
+              fmt::format("{}:{}: predicted {} must be a non-negative number, found '{}'", origin, line, name, number));
         }
         return value;
       }
@@ -214,9 +215,10 @@ ArtifactFiles export_artifact(const plan::Plan& plan, const workload::Workload& 
   const int stages = workload.parallel.pp;
   const int microbatches = workload.parallel.microbatches;
   if (static_cast<int>(plan.stages.size()) != stages || plan::microbatch_count(plan) != microbatches) {
-    throw InputError(fmt::format("{}: the plan has {} stages and {} microbatches, the workload {} (--pp) and {} "
-                                 "(--microbatches)",
-                                 origin, plan.stages.size(), plan::microbatch_count(plan), stages, microbatches));
+    throw InputError(
+        fmt::format("{}: the plan has {} stages and {} microbatches, the workload {} (--pp) and {} "
+                    "(--microbatches)",
+                    origin, plan.stages.size(), plan::microbatch_count(plan), stages, microbatches));
   }
   SlotTable slots(workload);
   bool any_overlap = false;
@@ -243,12 +245,14 @@ ArtifactFiles export_artifact(const plan::Plan& plan, const workload::Workload& 
   for (const plan::StagePlan& stage : plan.stages) {
     std::vector<std::string> entries;
     for (const plan::PlannedInstruction& instruction : stage.instructions) {
-      entries.push_back(fmt::format("({}, {})", py_quoted(pipeline::to_string(instruction.type)), instruction.freq_mhz));
+      entries.push_back(
+          fmt::format("({}, {})", py_quoted(pipeline::to_string(instruction.type)), instruction.freq_mhz));
     }
     files.freqs_py += "[" + join(entries) + "],\n";
   }
-  const std::string comments = fmt::format("# Iteration {} predicted time_s: {}\n# Iteration {} predicted energy_j: {}\n",
-                                           number, plan.predicted_time_s, number, plan.predicted_energy_j);
+  const std::string comments =
+      fmt::format("# Iteration {} predicted time_s: {}\n# Iteration {} predicted energy_j: {}\n", number,
+                  plan.predicted_time_s, number, plan.predicted_energy_j);
   files.freqs_py += "]\n" + comments;
   if (!any_overlap) return files;
 
@@ -266,8 +270,8 @@ ArtifactFiles export_artifact(const plan::Plan& plan, const workload::Workload& 
                                        config.slot, slots.names(key)));
         }
         if (config.ctas < 1 || config.ctas > kMaxCtas) {
-          throw InputError(fmt::format("{}: partition {} ctas must be in 1..{}, found {}", where, key, kMaxCtas,
-                                       config.ctas));
+          throw InputError(
+              fmt::format("{}: partition {} ctas must be in 1..{}, found {}", where, key, kMaxCtas, config.ctas));
         }
       }
       if (found != expected) {
@@ -291,9 +295,9 @@ ArtifactFiles export_artifact(const plan::Plan& plan, const workload::Workload& 
         (instruction.type == InstructionType::kForward ? forward : backward)[instruction.microbatch] = &instruction;
       }
       for (int microbatch = 0; microbatch < microbatches; ++microbatch) {
-        entries.push_back(fmt::format("({}, {})", entry_text(InstructionType::kForward, layout.forward_keys,
-                                                             *forward[microbatch]),
-                                      entry_text(InstructionType::kBackward, layout.backward_keys, *backward[microbatch])));
+        entries.push_back(
+            fmt::format("({}, {})", entry_text(InstructionType::kForward, layout.forward_keys, *forward[microbatch]),
+                        entry_text(InstructionType::kBackward, layout.backward_keys, *backward[microbatch])));
       }
     }
     files.scheds_py += "[" + join(entries) + "],\n";
@@ -311,8 +315,8 @@ plan::Plan import_artifact(std::string_view freqs_py, std::string_view freqs_ori
   const PyValue freqs_root = detail::parse_python_literal(freqs_py, freqs_origin);
   expect(freqs, freqs_root, PyValue::Kind::kList, "the file");
   if (static_cast<int>(freqs_root.items.size()) != stages) {
-    freqs.fail(freqs_root, fmt::format("expected {} stage lists (--pp {}), found {}", stages, stages,
-                                       freqs_root.items.size()));
+    freqs.fail(freqs_root,
+               fmt::format("expected {} stage lists (--pp {}), found {}", stages, stages, freqs_root.items.size()));
   }
   plan::Plan plan;
   // As parse_plan stores it, so an imported plan equals the plan file it was exported from.
@@ -357,8 +361,8 @@ plan::Plan import_artifact(std::string_view freqs_py, std::string_view freqs_ori
   const PyValue scheds_root = detail::parse_python_literal(*scheds_py, scheds_origin);
   expect(scheds, scheds_root, PyValue::Kind::kList, "the file");
   if (static_cast<int>(scheds_root.items.size()) != stages) {
-    scheds.fail(scheds_root, fmt::format("expected {} stage lists (--pp {}), found {}", stages, stages,
-                                         scheds_root.items.size()));
+    scheds.fail(scheds_root,
+                fmt::format("expected {} stage lists (--pp {}), found {}", stages, stages, scheds_root.items.size()));
   }
   // Reads one ('forward'|'backward', config, ...) tuple into `instruction`.
   const auto read_entry = [&](const PyValue& entry, InstructionType expected_type, const std::vector<std::string>& keys,
@@ -423,11 +427,12 @@ std::vector<ExportedPlan> plans_in_directory(const std::filesystem::path& dir) {
   }
   if (error) throw InputError(fmt::format("{}: cannot list the folder: {}", dir.string(), error.message()));
   if (plans.empty()) throw InputError(fmt::format("{}: no plan_N.json files in the folder", dir.string()));
-  std::sort(plans.begin(), plans.end(), [](const ExportedPlan& a, const ExportedPlan& b) { return a.number < b.number; });
+  std::sort(plans.begin(), plans.end(),
+            [](const ExportedPlan& a, const ExportedPlan& b) { return a.number < b.number; });
   for (std::size_t index = 1; index < plans.size(); ++index) {
     if (plans[index].number == plans[index - 1].number) {
-      throw InputError(fmt::format("{} and {} have the same number", plans[index - 1].plan.string(),
-                                   plans[index].plan.string()));
+      throw InputError(
+          fmt::format("{} and {} have the same number", plans[index - 1].plan.string(), plans[index].plan.string()));
     }
   }
   return plans;
@@ -465,7 +470,8 @@ std::vector<std::filesystem::path> import_artifact_files(const std::filesystem::
     if (number >= 0) numbers.push_back(number);
   }
   if (error) throw InputError(fmt::format("{}: cannot list the folder: {}", in_dir.string(), error.message()));
-  if (numbers.empty()) throw InputError(fmt::format("{}: no freqs_pipeline_NNNNN.py files in the folder", in_dir.string()));
+  if (numbers.empty())
+    throw InputError(fmt::format("{}: no freqs_pipeline_NNNNN.py files in the folder", in_dir.string()));
   std::sort(numbers.begin(), numbers.end());
   ensure_writable_directory(out_dir, "--out");
   std::filesystem::remove(out_dir / "frontier.json", error);

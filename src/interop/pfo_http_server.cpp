@@ -59,14 +59,14 @@ PfoHttpServer::PfoHttpServer(PfoService& service, HttpServerOptions options)
   server.Delete(".*", forward);
   server.Patch(".*", forward);
   // Errors httplib answers itself (413 body too large, 400 unparsable request) get a JSON body too.
-  server.set_error_handler(httplib::Server::HandlerWithResponse([](const httplib::Request&,
-                                                                   httplib::Response& response) {
-    if (!response.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-    const std::string message = response.status == 413 ? "request body too large"
-                                                       : fmt::format("HTTP error {}", response.status);
-    response.set_content(nlohmann::json{{"detail", message}}.dump(), "application/json");
-    return httplib::Server::HandlerResponse::Handled;
-  }));
+  server.set_error_handler(
+      httplib::Server::HandlerWithResponse([](const httplib::Request&, httplib::Response& response) {
+        if (!response.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+        const std::string message =
+            response.status == 413 ? "request body too large" : fmt::format("HTTP error {}", response.status);
+        response.set_content(nlohmann::json{{"detail", message}}.dump(), "application/json");
+        return httplib::Server::HandlerResponse::Handled;
+      }));
 }
 
 PfoHttpServer::~PfoHttpServer() = default;
@@ -80,8 +80,8 @@ int PfoHttpServer::bind() {
     port = -1;
   }
   if (port < 0) {
-    throw Error(fmt::format("cannot listen on {}:{} (address in use, or not an address of this machine)",
-                            options.host, options.port));
+    throw Error(fmt::format("cannot listen on {}:{} (address in use, or not an address of this machine)", options.host,
+                            options.port));
   }
   // httplib listens with a backlog of 5: a burst of connections (every rank of a job at once)
   // would overflow it and wait out SYN retransmissions (1 s, 3 s, ...). Widen it.

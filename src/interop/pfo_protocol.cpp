@@ -39,8 +39,8 @@ void check_nesting(std::string_view body) {
 
 json parse_body(std::string_view body) {
   if (body.size() > kMaxRequestBodyBytes) {
-    throw RequestError("", fmt::format("request body is {} bytes, more than the {} allowed", body.size(),
-                                       kMaxRequestBodyBytes));
+    throw RequestError(
+        "", fmt::format("request body is {} bytes, more than the {} allowed", body.size(), kMaxRequestBodyBytes));
   }
   check_nesting(body);
   json document = json::parse(body, nullptr, false);
@@ -75,8 +75,8 @@ int require_int(const json& value, const std::string& field, long long minimum, 
                                   static_cast<long long>(value.get<unsigned long long>()) >= minimum
                             : value.get<long long>() >= minimum && value.get<long long>() <= maximum;
   if (!in_range) {
-    throw RequestError(field, fmt::format("field '{}' must be an integer in {}..{}, found {}", field, minimum, maximum,
-                                          value.dump()));
+    throw RequestError(
+        field, fmt::format("field '{}' must be an integer in {}..{}, found {}", field, minimum, maximum, value.dump()));
   }
   return static_cast<int>(value.get<long long>());
 }
@@ -97,7 +97,8 @@ std::vector<double> require_number_list(const json& object, std::string_view key
   const json& value = require(object, key);
   if (!value.is_array()) throw RequestError(field, fmt::format("field '{}' must be a list of numbers", field));
   if (value.size() > kMaxListLength) {
-    throw RequestError(field, fmt::format("field '{}' has {} entries, more than {}", field, value.size(), kMaxListLength));
+    throw RequestError(field,
+                       fmt::format("field '{}' has {} entries, more than {}", field, value.size(), kMaxListLength));
   }
   std::vector<double> numbers;
   for (std::size_t index = 0; index < value.size(); ++index) {
@@ -111,7 +112,8 @@ void check_breakdown(const json& object, std::string_view key) {
   const auto found = object.find(key);
   if (found == object.end()) return;
   const std::string field(key);
-  if (!found->is_object()) throw RequestError(field, fmt::format("field '{}' must be an object of lists of lists", field));
+  if (!found->is_object())
+    throw RequestError(field, fmt::format("field '{}' must be an object of lists of lists", field));
   for (const auto& [name, iterations] : found->items()) {
     const std::string entry = fmt::format("{}.{}", field, name.substr(0, 64));
     if (!iterations.is_array()) throw RequestError(entry, fmt::format("field '{}' must be a list of lists", entry));
@@ -143,10 +145,10 @@ JobInfo parse_job_info(std::string_view body) {
   info.world_size = require_int_field(document, "world_size", 1, kMaxDegree);
   const long long product = static_cast<long long>(info.pp_degree) * info.dp_degree * info.tp_degree;
   if (product != info.world_size) {
-    throw RequestError("world_size", fmt::format("field 'world_size' must equal pp_degree x dp_degree x tp_degree = "
-                                                 "{} x {} x {} = {}, found {}",
-                                                 info.pp_degree, info.dp_degree, info.tp_degree, product,
-                                                 info.world_size));
+    throw RequestError("world_size",
+                       fmt::format("field 'world_size' must equal pp_degree x dp_degree x tp_degree = "
+                                   "{} x {} x {} = {}, found {}",
+                                   info.pp_degree, info.dp_degree, info.tp_degree, product, info.world_size));
   }
   if (const auto found = document.find("job_metadata"); found != document.end() && !found->is_null()) {
     if (!found->is_string()) throw RequestError("job_metadata", "field 'job_metadata' must be a string or null");
@@ -199,8 +201,8 @@ double parse_deadline_request(std::string_view body) {
   reject_unknown(document, {"deadline_s"});
   const double deadline_s = require_finite(require(document, "deadline_s"), "deadline_s");
   if (deadline_s <= 0) {
-    throw RequestError("deadline_s", fmt::format("field 'deadline_s' must be a positive number of seconds, found {}",
-                                                 deadline_s));
+    throw RequestError("deadline_s",
+                       fmt::format("field 'deadline_s' must be a positive number of seconds, found {}", deadline_s));
   }
   return deadline_s;
 }

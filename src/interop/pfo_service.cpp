@@ -21,7 +21,7 @@ struct PfoService::Job {
   std::string id;
   JobInfo info;
   std::size_t plan_index = 0;
-  std::map<int, RankInfo> ranks;                          ///< by global rank
+  std::map<int, RankInfo> ranks;                         ///< by global rank
   std::map<std::tuple<int, int, int>, int> coordinates;  ///< (dp, pp, tp) -> global rank
 };
 
@@ -52,8 +52,8 @@ std::string sanitized_metadata(const std::string& metadata) {
   std::string out;
   for (char c : metadata) {
     if (out.size() >= 64) break;
-    const bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
-                       c == '_' || c == '-';
+    const bool plain =
+        (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-';
     out.push_back(plain ? c : '_');
   }
   return out;
@@ -131,8 +131,13 @@ HttpResponse PfoService::handle(const HttpRequest& request) {
     if (route("deadline", 2, "POST")) return deadline(segments[1], request.body);
     if (route("result", 2, "POST")) return result(segments[1], request.body);
     if (route("info", 1, "GET")) return info();
-    for (auto [name, size] : {std::pair<std::string_view, std::size_t>{"register_job", 1}, {"register_rank", 2},
-                              {"schedule", 2}, {"comm_schedule", 2}, {"deadline", 2}, {"result", 2}, {"info", 1}}) {
+    for (auto [name, size] : {std::pair<std::string_view, std::size_t>{"register_job", 1},
+                              {"register_rank", 2},
+                              {"schedule", 2},
+                              {"comm_schedule", 2},
+                              {"deadline", 2},
+                              {"result", 2},
+                              {"info", 1}}) {
       if (known(name, size)) {
         return error_response(405, fmt::format("method {} is not allowed on /{}", request.method.substr(0, 16), name));
       }
@@ -173,8 +178,8 @@ HttpResponse PfoService::register_rank(const std::string& job_id, const std::str
   const JobInfo& shape = job.info;
   const auto check = [](int value, int limit, const char* field, const char* degree) {
     if (value >= limit) {
-      throw RequestError(field, fmt::format("field '{}' must be below the job's {} {}, found {}", field, degree, limit,
-                                            value));
+      throw RequestError(
+          field, fmt::format("field '{}' must be below the job's {} {}, found {}", field, degree, limit, value));
     }
   };
   check(info.rank, shape.world_size, "rank", "world_size");
@@ -182,7 +187,8 @@ HttpResponse PfoService::register_rank(const std::string& job_id, const std::str
   check(info.pp_rank, shape.pp_degree, "pp_rank", "pp_degree");
   check(info.tp_rank, shape.tp_degree, "tp_rank", "tp_degree");
   const auto coordinates = std::make_tuple(info.dp_rank, info.pp_rank, info.tp_rank);
-  if (const auto owner = job.coordinates.find(coordinates); owner != job.coordinates.end() && owner->second != info.rank) {
+  if (const auto owner = job.coordinates.find(coordinates);
+      owner != job.coordinates.end() && owner->second != info.rank) {
     throw RequestError("pp_rank", fmt::format("ranks {} and {} both claim dp_rank {}, pp_rank {}, tp_rank {}",
                                               owner->second, info.rank, info.dp_rank, info.pp_rank, info.tp_rank));
   }
@@ -200,7 +206,8 @@ HttpResponse PfoService::register_rank(const std::string& job_id, const std::str
   }
   // A rank that registers again (a restarted process) replaces its earlier registration.
   if (const auto previous = job.ranks.find(info.rank); previous != job.ranks.end()) {
-    job.coordinates.erase(std::make_tuple(previous->second.dp_rank, previous->second.pp_rank, previous->second.tp_rank));
+    job.coordinates.erase(
+        std::make_tuple(previous->second.dp_rank, previous->second.pp_rank, previous->second.tp_rank));
   }
   job.coordinates[coordinates] = info.rank;
   job.ranks[info.rank] = info;
@@ -223,9 +230,10 @@ HttpResponse PfoService::schedule(const std::string& job_id, const HttpRequest& 
     }
     const auto registered = job.ranks.find(rank);
     if (registered == job.ranks.end()) {
-      return error_response(409, fmt::format("rank {} has not registered with job '{}' (POST /register_rank/{} first)",
-                                             rank, job_id, job_id),
-                            "rank");
+      return error_response(
+          409,
+          fmt::format("rank {} has not registered with job '{}' (POST /register_rank/{} first)", rank, job_id, job_id),
+          "rank");
     }
     stage = registered->second.pp_rank;
     plan_index = job.plan_index;

@@ -96,7 +96,8 @@ class Reader {
       if (c == '\\') {
         if (position_ >= text_.size()) fail("unterminated string");
         const char escaped = text_[position_++];
-        if (escaped != '\\' && escaped != '\'' && escaped != '"') fail(fmt::format("unsupported escape '\\{}'", escaped));
+        if (escaped != '\\' && escaped != '\'' && escaped != '"')
+          fail(fmt::format("unsupported escape '\\{}'", escaped));
         value.string_value.push_back(escaped);
       } else {
         value.string_value.push_back(c);

@@ -30,8 +30,8 @@ std::vector<ServedPlan> summary_frontier(const std::filesystem::path& path, cons
     if (methods.is_object()) {
       for (const auto& [name, value] : methods.items()) names.push_back(name);
     }
-    throw InputError(fmt::format("{}: no method '{}' (--method; the summary has {})", origin, method,
-                                 fmt::join(names, ", ")));
+    throw InputError(
+        fmt::format("{}: no method '{}' (--method; the summary has {})", origin, method, fmt::join(names, ", ")));
   }
   const nlohmann::json& points = jf::require(methods[method], "frontier", origin + ".methods." + method);
   if (!points.is_array() || points.empty()) {
@@ -61,8 +61,7 @@ std::vector<ServedPlan> load_served_frontier(const std::filesystem::path& path, 
   const std::filesystem::path frontier_file = folder ? path / "frontier.json" : path;
   // OUT/plans/<method>/ of `kareus plan`: its summary two levels up has the emulated figures.
   const std::filesystem::path absolute = std::filesystem::absolute(path, error).lexically_normal();
-  const std::filesystem::path plans_of_summary =
-      absolute.parent_path().parent_path() / "summary.json";
+  const std::filesystem::path plans_of_summary = absolute.parent_path().parent_path() / "summary.json";
   if (folder && std::filesystem::exists(path / "summary.json", error)) {
     frontier = summary_frontier(path / "summary.json", method);
   } else if (!folder && path.filename() == "summary.json") {
@@ -78,9 +77,10 @@ std::vector<ServedPlan> load_served_frontier(const std::filesystem::path& path, 
     for (const ExportedPlan& entry : plans_in_directory(path)) {
       plan::Plan plan = plan::read_plan(entry.plan);
       if (!(plan.predicted_time_s > 0)) {
-        throw InputError(fmt::format("{}: the plan has no predicted time (predicted.time_s), so it has no place on a "
-                                     "frontier; give a kareus.frontier/1 file instead",
-                                     entry.plan.string()));
+        throw InputError(
+            fmt::format("{}: the plan has no predicted time (predicted.time_s), so it has no place on a "
+                        "frontier; give a kareus.frontier/1 file instead",
+                        entry.plan.string()));
       }
       frontier.push_back({plan.predicted_time_s, plan.predicted_energy_j, entry.plan.string(), std::move(plan)});
     }
@@ -99,8 +99,8 @@ std::vector<ServedPlan> load_served_frontier(const std::filesystem::path& path, 
     if (point.plan.stages.size() != first.stages.size() ||
         plan::microbatch_count(point.plan) != plan::microbatch_count(first)) {
       throw InputError(fmt::format("{}: {} stages and {} microbatches, but {} has {} and {}", point.path,
-                                   point.plan.stages.size(), plan::microbatch_count(point.plan),
-                                   frontier.front().path, first.stages.size(), plan::microbatch_count(first)));
+                                   point.plan.stages.size(), plan::microbatch_count(point.plan), frontier.front().path,
+                                   first.stages.size(), plan::microbatch_count(first)));
     }
   }
   return frontier;

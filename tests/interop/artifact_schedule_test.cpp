@@ -4,8 +4,8 @@
 
 #include <fmt/core.h>
 #include <gmock/gmock.h>
-#include <nlohmann/json.hpp>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "interop_test_plans.h"
 #include "kareus/common/file_io.h"
@@ -14,10 +14,10 @@
 namespace kareus::interop {
 namespace {
 
+using test_support::error_of;
+using ::testing::HasSubstr;
 using testing::test_plan;
 using testing::test_workload;
-using ::testing::HasSubstr;
-using test_support::error_of;
 
 TEST(ArtifactKeyLayout, FollowsTheArtifactsParser) {
   const ArtifactKeyLayout cp1 = artifact_key_layout(test_workload(1));
@@ -28,8 +28,8 @@ TEST(ArtifactKeyLayout, FollowsTheArtifactsParser) {
   const ArtifactKeyLayout cp2 = artifact_key_layout(test_workload(2));
   EXPECT_EQ(cp2.forward_keys,
             (std::vector<std::string>{"fwd_qkv_ar", "fwd_qkv_ag", "fwd_ao_ag", "fwd_ao_ar", "fwd_mlp"}));
-  EXPECT_EQ(cp2.backward_keys, (std::vector<std::string>{"bwd_qkv_ar", "bwd_qkv_rs", "bwd_a_rs", "bwd_a_ag",
-                                                         "bwd_o_ag", "bwd_o_ar", "bwd_mlp"}));
+  EXPECT_EQ(cp2.backward_keys, (std::vector<std::string>{"bwd_qkv_ar", "bwd_qkv_rs", "bwd_a_rs", "bwd_a_ag", "bwd_o_ag",
+                                                         "bwd_o_ar", "bwd_mlp"}));
   const ArtifactKeyLayout no_recompute = artifact_key_layout(test_workload(1, 4, workload::Recompute::kNone));
   EXPECT_TRUE(no_recompute.recompute_keys.empty());
   EXPECT_FALSE(no_recompute.per_instruction);
@@ -65,7 +65,8 @@ TEST(ArtifactExport, SchedsEntriesListRecomputeThenBackwardConfigs) {
                                                {"bwd_attn", {"rope_0", 30}},
                                                {"bwd_mlp", {"activation_0", 15}}};
   const ArtifactFiles files = export_artifact(plan, workload, 0, "p.json");
-  EXPECT_THAT(files.scheds_py, ::testing::StartsWith("[\n[('forward', 'rope_0-none-12-1024', 'norm_0-none-18-1024'), "));
+  EXPECT_THAT(files.scheds_py,
+              ::testing::StartsWith("[\n[('forward', 'rope_0-none-12-1024', 'norm_0-none-18-1024'), "));
   EXPECT_THAT(files.scheds_py, HasSubstr("('backward', 'attn_0-none-21-1024', 'norm_0-none-15-1024', "
                                          "'rope_0-none-30-1024', 'activation_0-none-15-1024')"));
 }
@@ -77,11 +78,11 @@ TEST(ArtifactRoundTrip, ExportThenImportGivesThePlanBack) {
     workload::Recompute recompute;
     bool overlap;
   };
-  for (const Case& row : {Case{"cp1", 1, workload::Recompute::kFull, true},
-                          Case{"cp2", 2, workload::Recompute::kFull, true},
-                          Case{"no recompute (pairs)", 1, workload::Recompute::kNone, true},
-                          Case{"cp2 no recompute", 2, workload::Recompute::kNone, true},
-                          Case{"no overlap", 1, workload::Recompute::kFull, false}}) {
+  for (const Case& row :
+       {Case{"cp1", 1, workload::Recompute::kFull, true}, Case{"cp2", 2, workload::Recompute::kFull, true},
+        Case{"no recompute (pairs)", 1, workload::Recompute::kNone, true},
+        Case{"cp2 no recompute", 2, workload::Recompute::kNone, true},
+        Case{"no overlap", 1, workload::Recompute::kFull, false}}) {
     SCOPED_TRACE(row.name);
     const workload::Workload workload = test_workload(row.cp, 4, row.recompute);
     const plan::Plan plan = test_plan(workload, row.overlap, 1);
@@ -137,7 +138,8 @@ TEST(ArtifactImport, MalformedFilesNameFileLineAndEntry) {
       {"[\n[('forward', 'unterminated),\n]", "f.py:2: unterminated string"},
       {"[[[[[[[[[[1]]]]]]]]]]", "f.py:1: nesting deeper than 8"},
       {freqs_with(good_stage0) + "x", "f.py:5: unexpected 'x' after the literal"},
-      {freqs_with(good_stage0) + "# Iteration 1 predicted time_s: soon\n", "f.py:5: predicted time_s must be a non-negative number, found 'soon'"},
+      {freqs_with(good_stage0) + "# Iteration 1 predicted time_s: soon\n",
+       "f.py:5: predicted time_s must be a non-negative number, found 'soon'"},
       {freqs_with("[('forward', 99999999999999999999), ('forward', 900), ('backward', 900), ('backward', 915)],"),
        "f.py:2: integer '99999999999999999999' out of range"},
   };
@@ -180,13 +182,15 @@ TEST(ArtifactImport, MalformedSchedsNameFileLineEntryAndKey) {
       {"('forward', 'norm_0-none-x-1024', 'norm_0-none-18-1024')",
        "s.py:2: stage 0 entry 0 (fwd_attn): bad comm config 'norm_0-none-x-1024': the CTA count is not an integer"},
       {"('forward', 'norm_0', 'norm_0-none-18-1024')",
-       "s.py:2: stage 0 entry 0 (fwd_attn): bad comm config 'norm_0': expected '<start slot>-<end slot>-<CTAs>-<threads "
+       "s.py:2: stage 0 entry 0 (fwd_attn): bad comm config 'norm_0': expected '<start slot>-<end "
+       "slot>-<CTAs>-<threads "
        "per CTA>'"},
       {"('forward', 'norm_0-none-12-1024')",
        "s.py:2: stage 0 entry 0: a forward entry holds 2 comm configs (fwd_attn, fwd_mlp), found 1"},
       {"('backward', 'norm_0-none-12-1024', 'norm_0-none-18-1024')",
        "s.py:2: stage 0 entry 0: expected 'forward' (as in f.py), found 'backward'"},
-      {"('forward', 12, 'norm_0-none-18-1024')", "s.py:2: stage 0 entry 0 (fwd_attn): expected a string, found a integer"},
+      {"('forward', 12, 'norm_0-none-18-1024')",
+       "s.py:2: stage 0 entry 0 (fwd_attn): expected a string, found a integer"},
   };
   for (const Case& row : cases) {
     SCOPED_TRACE(row.entry);

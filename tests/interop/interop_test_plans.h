@@ -41,12 +41,13 @@ inline plan::Plan test_plan(const workload::Workload& workload, bool overlap = t
   for (int stage = 0; stage < stages; ++stage) {
     plan::StagePlan stage_plan{stage, {}};
     for (const auto& instruction : pipeline::one_f_one_b(stage, stages, workload.parallel.microbatches)) {
-      plan::PlannedInstruction planned{instruction.type, instruction.microbatch,
-                                       test_clock_mhz(stage, instruction.type, instruction.microbatch, variant), {}};
+      plan::PlannedInstruction planned{instruction.type,
+                                       instruction.microbatch,
+                                       test_clock_mhz(stage, instruction.type, instruction.microbatch, variant),
+                                       {}};
       if (overlap) {
-        std::vector<std::string> keys = instruction.type == pipeline::InstructionType::kForward
-                                            ? layout.forward_keys
-                                            : layout.recompute_keys;
+        std::vector<std::string> keys =
+            instruction.type == pipeline::InstructionType::kForward ? layout.forward_keys : layout.recompute_keys;
         if (instruction.type == pipeline::InstructionType::kBackward) {
           keys.insert(keys.end(), layout.backward_keys.begin(), layout.backward_keys.end());
         }

@@ -84,7 +84,7 @@ TEST(PfoHttpServer, StopBeforeRunReturnsAndBusyPortIsAnError) {
   PfoHttpServer first(service, options);
   const int port = first.bind();
   first.stop();
-  first.run();  // returns at once: the stop was not lost
+  first.run();          // returns at once: the stop was not lost
   options.port = port;  // still bound by `first`
   PfoHttpServer second(service, options);
   EXPECT_THROW((void)second.bind(), kareus::Error);

@@ -26,7 +26,10 @@ std::vector<ServedPlan> three_points() {
   const workload::Workload workload = testing::test_workload(1, 4);
   std::vector<ServedPlan> frontier;
   for (int variant = 0; variant < 3; ++variant) {
-    frontier.push_back({4.0 + 0.5 * variant, 3000.0 - (variant == 0 ? 0 : variant == 1 ? 500 : 800),
+    frontier.push_back({4.0 + 0.5 * variant,
+                        3000.0 - (variant == 0   ? 0
+                                  : variant == 1 ? 500
+                                                 : 800),
                         fmt::format("plan_{}.json", variant), testing::test_plan(workload, true, variant)});
   }
   return frontier;
@@ -41,8 +44,8 @@ HttpResponse get(PfoService& service, const std::string& path, const std::string
 }
 
 json job_body(int pp, int dp, int tp, int world) {
-  return {{"job_id", ""}, {"pp_degree", pp}, {"dp_degree", dp}, {"tp_degree", tp}, {"world_size", world},
-          {"job_metadata", nullptr}};
+  return {{"job_id", ""},    {"pp_degree", pp},     {"dp_degree", dp},
+          {"tp_degree", tp}, {"world_size", world}, {"job_metadata", nullptr}};
 }
 
 std::string register_job(PfoService& service, int pp = 2, int dp = 1, int tp = 8) {
@@ -52,8 +55,8 @@ std::string register_job(PfoService& service, int pp = 2, int dp = 1, int tp = 8
 }
 
 json rank_body(int rank, int pp_rank, int tp_rank, std::vector<int> clocks = {}) {
-  return {{"rank", rank}, {"dp_rank", 0}, {"pp_rank", pp_rank}, {"tp_rank", tp_rank},
-          {"available_frequencies", clocks}};
+  return {
+      {"rank", rank}, {"dp_rank", 0}, {"pp_rank", pp_rank}, {"tp_rank", tp_rank}, {"available_frequencies", clocks}};
 }
 
 /// The expected [instruction, MHz] list of `stage` in `plan`.
@@ -103,8 +106,8 @@ TEST(PfoService, DeadlinePicksTheLeastEnergyPointThatMeetsIt) {
     int index;
     bool meets;
   };
-  for (const Case& row : {Case{4.7, 1, true}, Case{5.0, 2, true}, Case{9, 2, true}, Case{4.0, 0, true},
-                          Case{3.9, 0, false}}) {
+  for (const Case& row :
+       {Case{4.7, 1, true}, Case{5.0, 2, true}, Case{9, 2, true}, Case{4.0, 0, true}, Case{3.9, 0, false}}) {
     SCOPED_TRACE(row.deadline_s);
     const HttpResponse response = post(service, "/deadline/" + job, {{"deadline_s", row.deadline_s}});
     ASSERT_EQ(response.status, 200) << response.body;
@@ -143,8 +146,8 @@ TEST(PfoService, BadRequestsNameTheField) {
        "field 'pp_degree' must be an integer, found string"},
       {"/register_job", R"({"pp_degree": 0, "dp_degree": 1, "tp_degree": 8, "world_size": 0})", 400, "pp_degree",
        "field 'pp_degree' must be an integer in 1..1048576, found 0"},
-      {"/register_job", R"({"job_id": "mine", "pp_degree": 2, "dp_degree": 1, "tp_degree": 8, "world_size": 16})",
-       400, "job_id", "field 'job_id' must be empty (the server assigns the job id)"},
+      {"/register_job", R"({"job_id": "mine", "pp_degree": 2, "dp_degree": 1, "tp_degree": 8, "world_size": 16})", 400,
+       "job_id", "field 'job_id' must be empty (the server assigns the job id)"},
       {"/register_job", R"({"pp_degree": 2, "dp_degree": 1, "tp_degree": 8, "world_size": 16, "pp": 2})", 400, "pp",
        "unknown field 'pp' (expected job_id, pp_degree, dp_degree, tp_degree, world_size, job_metadata)"},
       {"/register_job", "{\"pp_degree\": 2,", 400, "", "request body is not valid JSON"},
@@ -158,16 +161,17 @@ TEST(PfoService, BadRequestsNameTheField) {
       {"/register_rank/" + job, rank_body(1, 0, 1, {1410, 1395}).dump(), 400, "available_frequencies",
        fmt::format("field 'available_frequencies' lacks {} MHz, which stage 0 runs in plan_0.json",
                    testing::test_clock_mhz(0, pipeline::InstructionType::kBackward, 0))},
-      {"/register_rank/" + job, R"({"rank": 1, "dp_rank": 0, "pp_rank": 0, "tp_rank": 1, "available_frequencies": [1.5]})",
-       400, "available_frequencies[0]", "field 'available_frequencies[0]' must be an integer, found number"},
+      {"/register_rank/" + job,
+       R"({"rank": 1, "dp_rank": 0, "pp_rank": 0, "tp_rank": 1, "available_frequencies": [1.5]})", 400,
+       "available_frequencies[0]", "field 'available_frequencies[0]' must be an integer, found number"},
       {"/deadline/" + job, R"({"deadline_s": -1})", 400, "deadline_s",
        "field 'deadline_s' must be a positive number of seconds, found -1"},
       {"/deadline/" + job, R"({"deadline_s": "soon"})", 400, "deadline_s",
        "field 'deadline_s' must be a finite number, found string"},
       {"/result/" + job, R"({"rank": 0, "iter_time": [1.0, "x"], "iter_energy": []})", 400, "iter_time[1]",
        "field 'iter_time[1]' must be a finite number, found string"},
-      {"/result/" + job, R"({"rank": 0, "iter_time": [], "iter_energy": [], "time_breakdown": {"forward": [1]}})",
-       400, "time_breakdown.forward[0]", "field 'time_breakdown.forward[0]' must be a list of numbers"},
+      {"/result/" + job, R"({"rank": 0, "iter_time": [], "iter_energy": [], "time_breakdown": {"forward": [1]}})", 400,
+       "time_breakdown.forward[0]", "field 'time_breakdown.forward[0]' must be a list of numbers"},
       {"/result/" + job, R"({"rank": 99, "iter_time": [], "iter_energy": []})", 400, "rank",
        "field 'rank' must be below the job's world_size 16, found 99"},
       {"/register_rank/nope", rank_body(0, 0, 0).dump(), 404, "", "unknown job 'nope'"},
@@ -306,8 +310,9 @@ TEST(ServedFrontier, FolderOfPlansKeepsParetoPointsFastestFirst) {
   EXPECT_EQ(frontier[0].plan, plan::read_plan(root / "plan_1.json"));
   EXPECT_EQ(frontier[1].energy_j, 2000);
   // A frontier file wins over the plan files beside it.
-  write_file_atomic(root / "frontier.json",
-                    R"({"schema": "kareus.frontier/1", "points": [{"time_s": 4.5, "energy_j": 3500, "plan": "plan_2.json"}]})");
+  write_file_atomic(
+      root / "frontier.json",
+      R"({"schema": "kareus.frontier/1", "points": [{"time_s": 4.5, "energy_j": 3500, "plan": "plan_2.json"}]})");
   const auto from_file = load_served_frontier(root);
   ASSERT_EQ(from_file.size(), 1u);
   EXPECT_EQ(from_file[0].plan.stages[0].instructions[0].freq_mhz,

@@ -64,9 +64,10 @@ void add_serve_command(CLI::App& app) {
   auto options = std::make_shared<ServeOptions>();
   CLI::App* command = app.add_subcommand(
       "serve", "serve a frontier's clocks over Zeus's pipeline frequency optimizer protocol (plus comm schedules)");
-  command->add_option("--frontier", options->frontier,
-                      "OUT of `kareus plan` (or its summary.json, or OUT/plans/METHOD), a kareus.frontier/1 "
-                      "file, or a folder with frontier.json or plan_N.json files")
+  command
+      ->add_option("--frontier", options->frontier,
+                   "OUT of `kareus plan` (or its summary.json, or OUT/plans/METHOD), a kareus.frontier/1 "
+                   "file, or a folder with frontier.json or plan_N.json files")
       ->required();
   command->add_option("--method", options->method, "the summary's method to serve")->capture_default_str();
   command->add_option("--host", options->http.host, "address to listen on (default loopback)")->capture_default_str();

@@ -52,7 +52,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       response = service().handle({"POST", "/register_rank" + job, {}, text});
       break;
     case 2:
-      response = service().handle({"GET", (data[0] & 0x80 ? "/comm_schedule" : "/schedule") + job, {{"rank", text}}, ""});
+      response =
+          service().handle({"GET", (data[0] & 0x80 ? "/comm_schedule" : "/schedule") + job, {{"rank", text}}, ""});
       break;
     case 3:
       response = service().handle({"POST", "/deadline" + job, {}, text});
@@ -65,8 +66,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       const std::size_t space = text.find(' ');
       const std::size_t newline = text.find('\n');
       if (space == std::string::npos || newline == std::string::npos || newline < space) return 0;
-      response = service().handle(
-          {text.substr(0, space), text.substr(space + 1, newline - space - 1), {{"rank", "1"}}, text.substr(newline + 1)});
+      response = service().handle({text.substr(0, space),
+                                   text.substr(space + 1, newline - space - 1),
+                                   {{"rank", "1"}},
+                                   text.substr(newline + 1)});
       break;
     }
     default:
