@@ -464,10 +464,19 @@ std::vector<std::filesystem::path> import_artifact_files(const std::filesystem::
                                                          const workload::Workload& workload,
                                                          const std::filesystem::path& out_dir) {
   std::vector<int> numbers;
+  std::vector<int> scheds_numbers;
   std::error_code error;
   for (const auto& entry : std::filesystem::directory_iterator(in_dir, error)) {
-    const int number = number_of(entry.path(), "freqs_pipeline_", ".py");
-    if (number >= 0) numbers.push_back(number);
+    if (const int number = number_of(entry.path(), "freqs_pipeline_", ".py"); number >= 0) numbers.push_back(number);
+    if (const int number = number_of(entry.path(), "scheds_pipeline_", ".py"); number >= 0) {
+      scheds_numbers.push_back(number);
+    }
+  }
+  for (int number : scheds_numbers) {
+    if (std::find(numbers.begin(), numbers.end(), number) == numbers.end()) {
+      throw InputError(fmt::format("{}: no {} beside it (the clocks of that schedule)",
+                                   (in_dir / scheds_file_name(number)).string(), freqs_file_name(number)));
+    }
   }
   if (error) throw InputError(fmt::format("{}: cannot list the folder: {}", in_dir.string(), error.message()));
   if (numbers.empty())

@@ -12,6 +12,9 @@ expect 2 'freqs_pipeline_00003.py:1: expected 2 stage lists \(--pp 2\), found 1'
 printf "[\n[('forward', 1410)],\n[('forward', 1410)],\n]\n" >"$interop_tmp/freqs_pipeline_00003.py"
 expect 2 'freqs_pipeline_00003.py:2: stage 0: expected 16 entries' -- \
   import --format artifact "$interop_tmp" --out "$interop_tmp/b"
+printf "[\n]\n" >"$interop_tmp/scheds_pipeline_00004.py"
+expect 2 'scheds_pipeline_00004.py: no freqs_pipeline_00004.py beside it' -- \
+  import --format artifact "$interop_tmp" --out "$interop_tmp/b"
 expect 2 '--frontier .*missing: no such file or folder' -- serve --frontier "$interop_tmp/missing"
 expect 2 '--port: Value 70000 not in range' -- serve --frontier "$interop_tmp" --port 70000
 expect 2 '--frontier is required' -- serve
