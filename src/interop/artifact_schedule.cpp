@@ -214,6 +214,23 @@ ArtifactFiles export_artifact(const plan::Plan& plan, const workload::Workload& 
   const ArtifactKeyLayout layout = artifact_key_layout(workload);
   const int stages = workload.parallel.pp;
   const int microbatches = workload.parallel.microbatches;
+  // A plan names the workload it was made for ({} in hand-made plans): it must be the flags' one.
+  const nlohmann::json planned_workload = nlohmann::json::parse(plan.workload_json, nullptr, false);
+  const nlohmann::json flags_workload = nlohmann::json::parse(workload::workload_to_json(workload));
+  if (planned_workload.is_object() && !planned_workload.empty() && planned_workload != flags_workload) {
+    std::vector<std::string> differences;
+    for (const auto& [key, value] : flags_workload.items()) {
+      if (!planned_workload.contains(key) || planned_workload[key] != value) {
+        differences.push_back(fmt::format("{}: plan {}, flags {}", key,
+                                          planned_workload.contains(key) ? planned_workload[key].dump() : "-",
+                                          value.dump()));
+      }
+    }
+    throw InputError(
+        fmt::format("{}: the plan was made for another workload than the flags give ({}); give the "
+                    "workload flags the plan was made with",
+                    origin, join(differences)));
+  }
   if (static_cast<int>(plan.stages.size()) != stages || plan::microbatch_count(plan) != microbatches) {
     throw InputError(
         fmt::format("{}: the plan has {} stages and {} microbatches, the workload {} (--pp) and {} "
@@ -263,8 +280,12 @@ ArtifactFiles export_artifact(const plan::Plan& plan, const workload::Workload& 
       std::vector<std::string> expected = keys_of(layout, instruction.type);
       std::sort(expected.begin(), expected.end());
       std::vector<std::string> found;
+      for (const auto& [key, config] : instruction.partitions) found.push_back(key);
+      if (found != expected) {
+        throw InputError(fmt::format("{}: {} comm configs must be for {}, found {}", where,
+                                     pipeline::to_string(instruction.type), join(expected), join(found)));
+      }
       for (const auto& [key, config] : instruction.partitions) {
-        found.push_back(key);
         if (!slots.has(key, config.slot)) {
           throw InputError(fmt::format("{}: partition {} slot '{}' is not one of its launch slots ({})", where, key,
                                        config.slot, slots.names(key)));
@@ -273,10 +294,6 @@ ArtifactFiles export_artifact(const plan::Plan& plan, const workload::Workload& 
           throw InputError(
               fmt::format("{}: partition {} ctas must be in 1..{}, found {}", where, key, kMaxCtas, config.ctas));
         }
-      }
-      if (found != expected) {
-        throw InputError(fmt::format("{}: {} comm configs must be for {}, found {}", where,
-                                     pipeline::to_string(instruction.type), join(expected), join(found)));
       }
     }
   }

@@ -215,6 +215,11 @@ TEST(ArtifactExport, RefusesWhatTheFilesCannotSay) {
   EXPECT_THAT(error_of([&] { (void)export_artifact(bad_slot, workload, 0, "p.json"); }),
               HasSubstr("partition fwd_attn slot 'a-b' is not one of its launch slots"));
   EXPECT_EQ(error_of([&] { (void)export_artifact(test_plan(test_workload(1, 4)), workload, 0, "p.json"); }),
+            "p.json: the plan was made for another workload than the flags give (microbatches: plan 4, flags 2); give "
+            "the workload flags the plan was made with");
+  plan::Plan hand_made = test_plan(test_workload(1, 4));
+  hand_made.workload_json = "{}";
+  EXPECT_EQ(error_of([&] { (void)export_artifact(hand_made, workload, 0, "p.json"); }),
             "p.json: the plan has 2 stages and 4 microbatches, the workload 2 (--pp) and 2 (--microbatches)");
 }
 
