@@ -60,14 +60,15 @@ std::vector<ServedPlan> load_served_frontier(const std::filesystem::path& path, 
   const bool folder = std::filesystem::is_directory(path, error);
   const std::filesystem::path frontier_file = folder ? path / "frontier.json" : path;
   // OUT/plans/<method>/ of `kareus plan`: its summary two levels up has the emulated figures.
-  const std::filesystem::path absolute = std::filesystem::absolute(path, error).lexically_normal();
+  std::filesystem::path absolute = std::filesystem::absolute(path, error).lexically_normal();
+  if (!absolute.has_filename()) absolute = absolute.parent_path();  // "OUT/plans/kareus/"
   const std::filesystem::path plans_of_summary = absolute.parent_path().parent_path() / "summary.json";
   if (folder && std::filesystem::exists(path / "summary.json", error)) {
     frontier = summary_frontier(path / "summary.json", method);
   } else if (!folder && path.filename() == "summary.json") {
     frontier = summary_frontier(path, method);
-  } else if (folder && !std::filesystem::exists(frontier_file, error) && absolute.has_filename() &&
-             absolute.parent_path().filename() == "plans" && std::filesystem::exists(plans_of_summary, error)) {
+  } else if (folder && !std::filesystem::exists(frontier_file, error) && absolute.parent_path().filename() == "plans" &&
+             std::filesystem::exists(plans_of_summary, error)) {
     frontier = summary_frontier(plans_of_summary, absolute.filename().string());
   } else if (!folder || std::filesystem::exists(frontier_file, error)) {
     for (const runtime::FrontierPoint& point : runtime::read_frontier(frontier_file)) {

@@ -343,7 +343,8 @@ TEST(ServedFrontier, PlanOutputServesTheSummarysEmulatedFigures) {
   write_file_atomic(out / "summary.json", R"({"schema": "kareus.summary/1", "methods": {"kareus": {"frontier": [
       {"time_s": 4.75, "energy_j": 21366.5, "plan": "plans/kareus/plan_00.json"},
       {"time_s": 4.85, "energy_j": 20864.0, "plan": "plans/kareus/plan_01.json"}]}}})");
-  for (const std::filesystem::path& path : {out, out / "summary.json", out / "plans" / "kareus"}) {
+  for (const std::filesystem::path& path :
+       {out, out / "summary.json", out / "plans" / "kareus", std::filesystem::path(out.string() + "/plans/kareus/")}) {
     SCOPED_TRACE(path.string());
     const auto frontier = load_served_frontier(path);
     ASSERT_EQ(frontier.size(), 2u);
