@@ -7,6 +7,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   pybind11-dev clang libclang-rt-14-dev clang-format
   chromium ccache
+  pkg-config libcpp-httplib-dev
 )
 missing=()
 for package in "${packages[@]}"; do
@@ -27,4 +28,15 @@ if ! python3 -c "import pytest" 2>/dev/null; then
     [[ $(id -u) -ne 0 ]] && sudo_cmd=(sudo)
     DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends python3-pytest
   fi
+fi
+
+# --- interop: Zeus's pipeline frequency optimizer client (tests/interop/zeus_pfo_test.py) -------
+# zeus[pfo]==0.16.0 and aiofiles (its common module imports it) into the repo's .venv/; a no-op
+# when they are there already. Without them (no network) only the zeus_pfo test is skipped.
+repo_root=$(cd "$(dirname "$0")/.." && pwd)
+if ! "$repo_root/.venv/bin/python" -c \
+  "import importlib.metadata as m; assert m.version('zeus') == '0.16.0'; m.version('aiofiles')" 2>/dev/null; then
+  [[ -x $repo_root/.venv/bin/python ]] || python3 -m venv "$repo_root/.venv"
+  "$repo_root/.venv/bin/pip" install --quiet 'zeus[pfo]==0.16.0' aiofiles ||
+    echo "setup.sh: could not install zeus[pfo]==0.16.0 into .venv/; the zeus_pfo test will be skipped" >&2
 fi

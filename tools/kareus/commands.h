@@ -19,5 +19,9 @@ void add_plan_command(CLI::App& app);
 void add_profile_command(CLI::App& app);
 void add_calibrate_command(CLI::App& app);
 void add_search_command(CLI::App& app);
+// Interop: the artifact's schedule files and Zeus's PFO protocol.
+void add_export_command(CLI::App& app);
+void add_import_command(CLI::App& app);
+void add_serve_command(CLI::App& app);
 
 }  // namespace kareus::cli

@@ -22,6 +22,9 @@ int main(int argc, char** argv) {
   kareus::cli::add_search_command(app);
 
   kareus::cli::add_solve_command(app);
+  kareus::cli::add_export_command(app);
+  kareus::cli::add_import_command(app);
+  kareus::cli::add_serve_command(app);
 
   const char* command = argc > 1 ? argv[1] : "kareus";
   try {

@@ -1,0 +1,554 @@
+#include "kareus/interop/artifact_schedule.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "kareus/common/error.h"
+#include "kareus/common/file_io.h"
+#include "kareus/partition/partition.h"
+#include "kareus/plan/frontier.h"
+#include "python_literal.h"
+
+namespace kareus::interop {
+namespace {
+
+using detail::PyValue;
+using pipeline::InstructionType;
+
+constexpr int kThreadsPerCta = 1024;
+constexpr int kMaxCtas = 1024;
+constexpr int kMaxFreqMhz = 100'000;
+
+std::string join(const std::vector<std::string>& items) { return fmt::format("{}", fmt::join(items, ", ")); }
+
+/// Which launch slots each key's partition has (a config naming another slot is refused).
+class SlotTable {
+ public:
+  explicit SlotTable(const workload::Workload& workload) : workload_(workload) {}
+
+  bool has(const std::string& key, const std::string& slot) {
+    auto found = slots_.find(key);
+    if (found == slots_.end()) {
+      std::set<std::string> names;
+      for (const partition::Slot& entry : partition::representative_partition(workload_, key).slots) {
+        names.insert(entry.name);
+      }
+      found = slots_.emplace(key, std::move(names)).first;
+    }
+    return found->second.contains(slot);
+  }
+
+  std::string names(const std::string& key) {
+    (void)has(key, "");
+    std::vector<std::string> list(slots_[key].begin(), slots_[key].end());
+    return join(list);
+  }
+
+ private:
+  const workload::Workload& workload_;
+  std::map<std::string, std::set<std::string>> slots_;
+};
+
+std::vector<std::string> keys_of(const ArtifactKeyLayout& layout, InstructionType type) {
+  if (type == InstructionType::kForward) return layout.forward_keys;
+  std::vector<std::string> keys = layout.recompute_keys;
+  keys.insert(keys.end(), layout.backward_keys.begin(), layout.backward_keys.end());
+  return keys;
+}
+
+std::string py_quoted(std::string_view text) { return fmt::format("'{}'", text); }
+
+std::string config_string(const plan::CommConfig& config) {
+  return fmt::format("{}-none-{}-{}", config.slot, config.ctas, kThreadsPerCta);
+}
+
+/// How an instruction a kareus plan runs without nanobatching appears in a scheds file: every
+/// collective launched after all compute ('none'), i.e. not overlapped. kareus never plans the
+/// 'none' slot, so import reads it back as not nanobatched (the artifact would still split the
+/// microbatch, with nothing overlapped).
+constexpr std::string_view kNotOverlappedConfig = "none-none-20-1024";
+
+std::string entry_text(InstructionType type, const std::vector<std::string>& keys,
+                       const plan::PlannedInstruction& instruction) {
+  const bool nanobatched = plan::effective_overlap(instruction) == workload::OverlapMode::kNanobatch;
+  std::string text = "(" + py_quoted(pipeline::to_string(type));
+  for (const std::string& key : keys) {
+    text += ", " + py_quoted(nanobatched ? config_string(instruction.partitions.at(key)) : kNotOverlappedConfig);
+  }
+  return text + ")";
+}
+
+// ---- import helpers ----
+
+struct Origin {
+  std::string_view file;
+  [[noreturn]] void fail(const PyValue& at, const std::string& what) const {
+    throw InputError(fmt::format("{}:{}: {}", file, at.line, what));
+  }
+};
+
+const PyValue& expect(const Origin& origin, const PyValue& value, PyValue::Kind kind, std::string_view where) {
+  if (value.kind != kind) {
+    origin.fail(value, fmt::format("{}: expected a {}, found a {}", where, detail::kind_name(kind),
+                                   detail::kind_name(value.kind)));
+  }
+  return value;
+}
+
+InstructionType instruction_type(const Origin& origin, const PyValue& value, std::string_view where) {
+  expect(origin, value, PyValue::Kind::kString, where);
+  if (value.string_value == "forward") return InstructionType::kForward;
+  if (value.string_value == "backward") return InstructionType::kBackward;
+  origin.fail(value,
+              fmt::format("{}: instruction must be 'forward' or 'backward', found '{}'", where, value.string_value));
+}
+
+plan::CommConfig parse_config(const Origin& origin, const PyValue& value, const std::string& key, SlotTable& slots,
+                              std::string_view where) {
+  const std::string context = fmt::format("{} ({})", where, key);
+  expect(origin, value, PyValue::Kind::kString, context);
+  const std::string& text = value.string_value;
+  const auto bad = [&](const std::string& why) {
+    origin.fail(value, fmt::format("{}: bad comm config '{}': {}", context, text, why));
+  };
+  // "<start slot>-<end slot>-<CTAs>-<threads>"; slot names never hold '-'.
+  const std::size_t threads_dash = text.rfind('-');
+  const std::size_t ctas_dash =
+      threads_dash == std::string::npos || threads_dash == 0 ? std::string::npos : text.rfind('-', threads_dash - 1);
+  const std::size_t end_dash = ctas_dash == std::string::npos ? std::string::npos : text.find('-');
+  if (ctas_dash == std::string::npos || end_dash >= ctas_dash) {
+    bad("expected '<start slot>-<end slot>-<CTAs>-<threads per CTA>'");
+  }
+  const std::string slot = text.substr(0, end_dash);
+  const std::string end_slot = text.substr(end_dash + 1, ctas_dash - end_dash - 1);
+  const auto number = [&](std::size_t begin, std::size_t end, std::string_view what) {
+    int result = 0;
+    const char* first = text.data() + begin;
+    const char* last = text.data() + end;
+    const auto parsed = std::from_chars(first, last, result);
+    if (begin == end || parsed.ec != std::errc() || parsed.ptr != last) bad(fmt::format("{} is not an integer", what));
+    return result;
+  };
+  const int ctas = number(ctas_dash + 1, threads_dash, "the CTA count");
+  const int threads = number(threads_dash + 1, text.size(), "the threads per CTA");
+  if (!slot.empty() && std::all_of(slot.begin(), slot.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    bad("integer overlap windows (the artifact's older format) are not supported; use slot names");
+  }
+  if (end_slot != "none") bad(fmt::format("the end slot must be 'none' (the partition's end), found '{}'", end_slot));
+  if (threads != kThreadsPerCta) bad(fmt::format("threads per CTA must be {}, found {}", kThreadsPerCta, threads));
+  if (ctas < 1 || ctas > kMaxCtas) bad(fmt::format("the CTA count must be in 1..{}, found {}", kMaxCtas, ctas));
+  if (!slots.has(key, slot))
+    bad(fmt::format("'{}' is not a launch slot of {} (slots: {})", slot, key, slots.names(key)));
+  return {slot, ctas};
+}
+
+/// "# Iteration N predicted time_s: X" -> X for `name` ("time_s" / "energy_j"); 0 when absent.
+double predicted_figure(std::string_view text, std::string_view name, std::string_view origin) {
+  const std::string marker = fmt::format(" predicted {}: ", name);
+  std::size_t line_start = 0;
+  int line = 1;
+  while (line_start < text.size()) {
+    std::size_t line_end = text.find('\n', line_start);
+    if (line_end == std::string_view::npos) line_end = text.size();
+    const std::string_view content = text.substr(line_start, line_end - line_start);
+    if (content.starts_with("# Iteration ")) {
+      if (const std::size_t at = content.find(marker); at != std::string_view::npos) {
+        std::string_view number = content.substr(at + marker.size());
+        while (!number.empty() && (number.back() == '\r' || number.back() == ' ')) number.remove_suffix(1);
+        double value = 0;
+        const auto parsed = std::from_chars(number.data(), number.data() + number.size(), value);
+        if (parsed.ec != std::errc() || parsed.ptr != number.data() + number.size() || !std::isfinite(value) ||
+            value < 0) {
+          throw InputError(
+              fmt::format("{}:{}: predicted {} must be a non-negative number, found '{}'", origin, line, name, number));
+        }
+        return value;
+      }
+    }
+    line_start = line_end + 1;
+    ++line;
+  }
+  return 0;
+}
+
+int number_of(const std::filesystem::path& path, std::string_view prefix, std::string_view suffix) {
+  const std::string name = path.filename().string();
+  if (!name.starts_with(prefix) || !name.ends_with(suffix) || name.size() <= prefix.size() + suffix.size()) return -1;
+  const std::string_view digits =
+      std::string_view(name).substr(prefix.size(), name.size() - prefix.size() - suffix.size());
+  int number = 0;
+  const auto parsed = std::from_chars(digits.data(), digits.data() + digits.size(), number);
+  if (parsed.ec != std::errc() || parsed.ptr != digits.data() + digits.size() || digits.size() > 5) return -1;
+  return number;
+}
+
+}  // namespace
+
+ArtifactKeyLayout artifact_key_layout(const workload::Workload& workload) {
+  ArtifactKeyLayout layout;
+  if (workload.parallel.cp == 1) {
+    layout.forward_keys = {"fwd_attn", "fwd_mlp"};
+    layout.backward_keys = {"bwd_attn", "bwd_mlp"};
+  } else {
+    layout.forward_keys = {"fwd_qkv_ar", "fwd_qkv_ag", "fwd_ao_ag", "fwd_ao_ar", "fwd_mlp"};
+    layout.backward_keys = {"bwd_qkv_ar", "bwd_qkv_rs", "bwd_a_rs", "bwd_a_ag", "bwd_o_ag", "bwd_o_ar", "bwd_mlp"};
+  }
+  layout.per_instruction = workload.parallel.recompute == workload::Recompute::kFull;
+  if (layout.per_instruction) layout.recompute_keys = layout.forward_keys;
+  std::vector<std::string> expected = layout.forward_keys;
+  expected.insert(expected.end(), layout.backward_keys.begin(), layout.backward_keys.end());
+  std::vector<std::string> found = partition::searchable_keys(workload);
+  std::vector<std::string> expected_sorted = expected;
+  std::sort(expected_sorted.begin(), expected_sorted.end());
+  std::sort(found.begin(), found.end());
+  if (found != expected_sorted) {
+    throw InputError(fmt::format(
+        "the artifact's schedule files have no layout for this workload's partition keys ({}); they name {}",
+        join(partition::searchable_keys(workload)), join(expected)));
+  }
+  return layout;
+}
+
+std::string freqs_file_name(int number) { return fmt::format("freqs_pipeline_{:05d}.py", number); }
+std::string scheds_file_name(int number) { return fmt::format("scheds_pipeline_{:05d}.py", number); }
+
+ArtifactFiles export_artifact(const plan::Plan& plan, const workload::Workload& workload, int number,
+                              std::string_view origin) {
+  const ArtifactKeyLayout layout = artifact_key_layout(workload);
+  const int stages = workload.parallel.pp;
+  const int microbatches = workload.parallel.microbatches;
+  // A plan names the workload it was made for ({} in hand-made plans): it must be the flags' one.
+  const nlohmann::json planned_workload = nlohmann::json::parse(plan.workload_json, nullptr, false);
+  const nlohmann::json flags_workload = nlohmann::json::parse(workload::workload_to_json(workload));
+  if (planned_workload.is_object() && !planned_workload.empty() && planned_workload != flags_workload) {
+    std::vector<std::string> differences;
+    for (const auto& [key, value] : flags_workload.items()) {
+      if (!planned_workload.contains(key) || planned_workload[key] != value) {
+        differences.push_back(fmt::format("{}: plan {}, flags {}", key,
+                                          planned_workload.contains(key) ? planned_workload[key].dump() : "-",
+                                          value.dump()));
+      }
+    }
+    throw InputError(
+        fmt::format("{}: the plan was made for another workload than the flags give ({}); give the "
+                    "workload flags the plan was made with",
+                    origin, join(differences)));
+  }
+  if (static_cast<int>(plan.stages.size()) != stages || plan::microbatch_count(plan) != microbatches) {
+    throw InputError(
+        fmt::format("{}: the plan has {} stages and {} microbatches, the workload {} (--pp) and {} "
+                    "(--microbatches)",
+                    origin, plan.stages.size(), plan::microbatch_count(plan), stages, microbatches));
+  }
+  SlotTable slots(workload);
+  bool any_overlap = false;
+  for (const plan::StagePlan& stage : plan.stages) {
+    for (const plan::PlannedInstruction& instruction : stage.instructions) {
+      any_overlap |= plan::effective_overlap(instruction) == workload::OverlapMode::kNanobatch;
+    }
+  }
+  ArtifactFiles files;
+  files.freqs_py = "[\n";
+  for (const plan::StagePlan& stage : plan.stages) {
+    std::vector<std::string> entries;
+    for (const plan::PlannedInstruction& instruction : stage.instructions) {
+      entries.push_back(
+          fmt::format("({}, {})", py_quoted(pipeline::to_string(instruction.type)), instruction.freq_mhz));
+    }
+    files.freqs_py += "[" + join(entries) + "],\n";
+  }
+  const std::string comments =
+      fmt::format("# Iteration {} predicted time_s: {}\n# Iteration {} predicted energy_j: {}\n", number,
+                  plan.predicted_time_s, number, plan.predicted_energy_j);
+  files.freqs_py += "]\n" + comments;
+  if (!any_overlap) return files;
+
+  for (const plan::StagePlan& stage : plan.stages) {
+    for (std::size_t index = 0; index < stage.instructions.size(); ++index) {
+      const plan::PlannedInstruction& instruction = stage.instructions[index];
+      if (plan::effective_overlap(instruction) == workload::OverlapMode::kNone) continue;
+      const std::string where = fmt::format("{}: stage {} instruction {}", origin, stage.stage, index);
+      std::vector<std::string> expected = keys_of(layout, instruction.type);
+      std::sort(expected.begin(), expected.end());
+      std::vector<std::string> found;
+      for (const auto& [key, config] : instruction.partitions) found.push_back(key);
+      if (found != expected) {
+        throw InputError(fmt::format("{}: {} comm configs must be for {}, found {}", where,
+                                     pipeline::to_string(instruction.type), join(expected), join(found)));
+      }
+      for (const auto& [key, config] : instruction.partitions) {
+        if (!slots.has(key, config.slot)) {
+          throw InputError(fmt::format("{}: partition {} slot '{}' is not one of its launch slots ({})", where, key,
+                                       config.slot, slots.names(key)));
+        }
+        if (config.ctas < 1 || config.ctas > kMaxCtas) {
+          throw InputError(
+              fmt::format("{}: partition {} ctas must be in 1..{}, found {}", where, key, kMaxCtas, config.ctas));
+        }
+      }
+    }
+  }
+  files.scheds_py = "[\n";
+  for (const plan::StagePlan& stage : plan.stages) {
+    std::vector<std::string> entries;
+    if (layout.per_instruction) {
+      for (const plan::PlannedInstruction& instruction : stage.instructions) {
+        entries.push_back(entry_text(instruction.type, keys_of(layout, instruction.type), instruction));
+      }
+    } else {
+      // One (forward, backward) pair per microbatch, in microbatch order.
+      std::vector<const plan::PlannedInstruction*> forward(microbatches);
+      std::vector<const plan::PlannedInstruction*> backward(microbatches);
+      for (const plan::PlannedInstruction& instruction : stage.instructions) {
+        (instruction.type == InstructionType::kForward ? forward : backward)[instruction.microbatch] = &instruction;
+      }
+      for (int microbatch = 0; microbatch < microbatches; ++microbatch) {
+        entries.push_back(
+            fmt::format("({}, {})", entry_text(InstructionType::kForward, layout.forward_keys, *forward[microbatch]),
+                        entry_text(InstructionType::kBackward, layout.backward_keys, *backward[microbatch])));
+      }
+    }
+    files.scheds_py += "[" + join(entries) + "],\n";
+  }
+  files.scheds_py += "]\n" + comments;
+  return files;
+}
+
+plan::Plan import_artifact(std::string_view freqs_py, std::string_view freqs_origin,
+                           const std::optional<std::string>& scheds_py, std::string_view scheds_origin,
+                           const workload::Workload& workload) {
+  const int stages = workload.parallel.pp;
+  const int microbatches = workload.parallel.microbatches;
+  const Origin freqs{freqs_origin};
+  const PyValue freqs_root = detail::parse_python_literal(freqs_py, freqs_origin);
+  expect(freqs, freqs_root, PyValue::Kind::kList, "the file");
+  if (static_cast<int>(freqs_root.items.size()) != stages) {
+    freqs.fail(freqs_root,
+               fmt::format("expected {} stage lists (--pp {}), found {}", stages, stages, freqs_root.items.size()));
+  }
+  plan::Plan plan;
+  // As parse_plan stores it, so an imported plan equals the plan file it was exported from.
+  plan.workload_json = nlohmann::json::parse(workload::workload_to_json(workload)).dump();
+  plan.predicted_time_s = predicted_figure(freqs_py, "time_s", freqs_origin);
+  plan.predicted_energy_j = predicted_figure(freqs_py, "energy_j", freqs_origin);
+  for (int stage = 0; stage < stages; ++stage) {
+    const PyValue& list = freqs_root.items[stage];
+    expect(freqs, list, PyValue::Kind::kList, fmt::format("stage {}", stage));
+    const std::vector<pipeline::Instruction> order = pipeline::one_f_one_b(stage, stages, microbatches);
+    if (list.items.size() != order.size()) {
+      freqs.fail(list, fmt::format("stage {}: expected {} entries (2 x {} microbatches, --microbatches), found {}",
+                                   stage, order.size(), microbatches, list.items.size()));
+    }
+    plan::StagePlan stage_plan{stage, {}};
+    for (std::size_t index = 0; index < order.size(); ++index) {
+      const PyValue& entry = list.items[index];
+      const std::string where = fmt::format("stage {} entry {}", stage, index);
+      expect(freqs, entry, PyValue::Kind::kTuple, where);
+      if (entry.items.size() != 2) {
+        freqs.fail(entry, fmt::format("{}: expected ('forward'|'backward', MHz), found {} elements", where,
+                                      entry.items.size()));
+      }
+      const InstructionType type = instruction_type(freqs, entry.items[0], where);
+      if (type != order[index].type) {
+        freqs.fail(entry, fmt::format("{}: expected '{}' (1F1B order), found '{}'", where,
+                                      pipeline::to_string(order[index].type), pipeline::to_string(type)));
+      }
+      const PyValue& clock = expect(freqs, entry.items[1], PyValue::Kind::kInt, where + " clock");
+      if (clock.int_value < 1 || clock.int_value > kMaxFreqMhz) {
+        freqs.fail(clock, fmt::format("{}: clock must be in 1..{} MHz, found {}", where, kMaxFreqMhz, clock.int_value));
+      }
+      // Without a scheds file the artifact runs plain Megatron (no nanobatching).
+      stage_plan.instructions.push_back({type,
+                                         order[index].microbatch,
+                                         static_cast<int>(clock.int_value),
+                                         scheds_py ? workload::OverlapMode::kNanobatch : workload::OverlapMode::kNone,
+                                         {}});
+    }
+    plan.stages.push_back(std::move(stage_plan));
+  }
+  if (!scheds_py) return plan;
+
+  const ArtifactKeyLayout layout = artifact_key_layout(workload);
+  SlotTable slots(workload);
+  const Origin scheds{scheds_origin};
+  const PyValue scheds_root = detail::parse_python_literal(*scheds_py, scheds_origin);
+  expect(scheds, scheds_root, PyValue::Kind::kList, "the file");
+  if (static_cast<int>(scheds_root.items.size()) != stages) {
+    scheds.fail(scheds_root,
+                fmt::format("expected {} stage lists (--pp {}), found {}", stages, stages, scheds_root.items.size()));
+  }
+  // Reads one ('forward'|'backward', config, ...) tuple into `instruction`.
+  const auto read_entry = [&](const PyValue& entry, InstructionType expected_type, const std::vector<std::string>& keys,
+                              plan::PlannedInstruction& instruction, const std::string& where) {
+    expect(scheds, entry, PyValue::Kind::kTuple, where);
+    if (entry.items.empty()) scheds.fail(entry, where + ": empty tuple");
+    const InstructionType type = instruction_type(scheds, entry.items[0], where);
+    if (type != expected_type) {
+      scheds.fail(entry, fmt::format("{}: expected '{}' (as in {}), found '{}'", where,
+                                     pipeline::to_string(expected_type), freqs_origin, pipeline::to_string(type)));
+    }
+    if (entry.items.size() != keys.size() + 1) {
+      scheds.fail(entry, fmt::format("{}: a {} entry holds {} comm configs ({}), found {}", where,
+                                     pipeline::to_string(type), keys.size(), join(keys), entry.items.size() - 1));
+    }
+    const auto not_overlapped = [](const PyValue& config) {
+      return config.kind == PyValue::Kind::kString && config.string_value == kNotOverlappedConfig;
+    };
+    if (std::all_of(entry.items.begin() + 1, entry.items.end(), not_overlapped)) {
+      instruction.overlap = workload::OverlapMode::kNone;
+      return;
+    }
+    for (std::size_t slot = 0; slot < keys.size(); ++slot) {
+      instruction.partitions[keys[slot]] = parse_config(scheds, entry.items[slot + 1], keys[slot], slots, where);
+    }
+  };
+  for (int stage = 0; stage < stages; ++stage) {
+    const PyValue& list = scheds_root.items[stage];
+    expect(scheds, list, PyValue::Kind::kList, fmt::format("stage {}", stage));
+    std::vector<plan::PlannedInstruction>& instructions = plan.stages[stage].instructions;
+    if (layout.per_instruction) {
+      if (list.items.size() != instructions.size()) {
+        scheds.fail(list, fmt::format("stage {}: expected {} entries (as in {}), found {}", stage, instructions.size(),
+                                      freqs_origin, list.items.size()));
+      }
+      for (std::size_t index = 0; index < instructions.size(); ++index) {
+        plan::PlannedInstruction& instruction = instructions[index];
+        read_entry(list.items[index], instruction.type, keys_of(layout, instruction.type), instruction,
+                   fmt::format("stage {} entry {}", stage, index));
+      }
+      continue;
+    }
+    if (static_cast<int>(list.items.size()) != microbatches) {
+      scheds.fail(list, fmt::format("stage {}: expected {} (forward, backward) pairs, one per microbatch, found {}",
+                                    stage, microbatches, list.items.size()));
+    }
+    for (int microbatch = 0; microbatch < microbatches; ++microbatch) {
+      const PyValue& pair = list.items[microbatch];
+      const std::string where = fmt::format("stage {} microbatch {}", stage, microbatch);
+      expect(scheds, pair, PyValue::Kind::kTuple, where);
+      if (pair.items.size() != 2) scheds.fail(pair, where + ": expected a (forward, backward) pair");
+      for (plan::PlannedInstruction& instruction : instructions) {
+        if (instruction.microbatch != microbatch) continue;
+        const bool forward = instruction.type == InstructionType::kForward;
+        read_entry(pair.items[forward ? 0 : 1], instruction.type, keys_of(layout, instruction.type), instruction,
+                   where);
+      }
+    }
+  }
+  return plan;
+}
+
+std::vector<ExportedPlan> plans_in_directory(const std::filesystem::path& dir) {
+  std::vector<ExportedPlan> plans;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, error)) {
+    const int number = number_of(entry.path(), "plan_", ".json");
+    if (number >= 0) plans.push_back({entry.path(), number});
+  }
+  if (error) throw InputError(fmt::format("{}: cannot list the folder: {}", dir.string(), error.message()));
+  if (plans.empty()) throw InputError(fmt::format("{}: no plan_N.json files in the folder", dir.string()));
+  std::sort(plans.begin(), plans.end(),
+            [](const ExportedPlan& a, const ExportedPlan& b) { return a.number < b.number; });
+  for (std::size_t index = 1; index < plans.size(); ++index) {
+    if (plans[index].number == plans[index - 1].number) {
+      throw InputError(
+          fmt::format("{} and {} have the same number", plans[index - 1].plan.string(), plans[index].plan.string()));
+    }
+  }
+  return plans;
+}
+
+std::vector<std::filesystem::path> export_artifact_files(const std::vector<ExportedPlan>& plans,
+                                                         const workload::Workload& workload,
+                                                         const std::filesystem::path& out_dir) {
+  ensure_writable_directory(out_dir, "--out");
+  std::vector<std::filesystem::path> written;
+  for (const ExportedPlan& entry : plans) {
+    if (entry.number < 0 || entry.number > 99'999) {
+      throw InputError(fmt::format("{}: plan number {} does not fit the 5 digits of the file names",
+                                   entry.plan.string(), entry.number));
+    }
+    const plan::Plan plan = plan::read_plan(entry.plan);
+    const ArtifactFiles files = export_artifact(plan, workload, entry.number, entry.plan.string());
+    written.push_back(out_dir / freqs_file_name(entry.number));
+    write_file_atomic(written.back(), files.freqs_py);
+    if (!files.scheds_py.empty()) {
+      written.push_back(out_dir / scheds_file_name(entry.number));
+      write_file_atomic(written.back(), files.scheds_py);
+    }
+  }
+  return written;
+}
+
+std::vector<std::filesystem::path> import_artifact_files(const std::filesystem::path& in_dir,
+                                                         const workload::Workload& workload,
+                                                         const std::filesystem::path& out_dir) {
+  std::vector<int> numbers;
+  std::vector<int> scheds_numbers;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(in_dir, error)) {
+    if (const int number = number_of(entry.path(), "freqs_pipeline_", ".py"); number >= 0) numbers.push_back(number);
+    if (const int number = number_of(entry.path(), "scheds_pipeline_", ".py"); number >= 0) {
+      scheds_numbers.push_back(number);
+    }
+  }
+  for (int number : scheds_numbers) {
+    if (std::find(numbers.begin(), numbers.end(), number) == numbers.end()) {
+      throw InputError(fmt::format("{}: no {} beside it (the clocks of that schedule)",
+                                   (in_dir / scheds_file_name(number)).string(), freqs_file_name(number)));
+    }
+  }
+  if (error) throw InputError(fmt::format("{}: cannot list the folder: {}", in_dir.string(), error.message()));
+  if (numbers.empty())
+    throw InputError(fmt::format("{}: no freqs_pipeline_NNNNN.py files in the folder", in_dir.string()));
+  std::sort(numbers.begin(), numbers.end());
+  ensure_writable_directory(out_dir, "--out");
+  std::filesystem::remove(out_dir / "frontier.json", error);
+
+  struct Imported {
+    double time_s;
+    double energy_j;
+    std::string name;
+  };
+  std::vector<Imported> imported;
+  std::vector<std::filesystem::path> written;
+  bool all_predicted = true;
+  for (int number : numbers) {
+    const std::filesystem::path freqs_path = in_dir / freqs_file_name(number);
+    const std::filesystem::path scheds_path = in_dir / scheds_file_name(number);
+    std::optional<std::string> scheds;
+    if (std::filesystem::exists(scheds_path)) scheds = read_text_file(scheds_path);
+    const plan::Plan plan =
+        import_artifact(read_text_file(freqs_path), freqs_path.string(), scheds, scheds_path.string(), workload);
+    const std::string name = fmt::format("plan_{:05d}.json", number);
+    written.push_back(out_dir / name);
+    plan::write_plan(written.back(), plan);
+    all_predicted = all_predicted && plan.predicted_time_s > 0 && plan.predicted_energy_j > 0;
+    imported.push_back({plan.predicted_time_s, plan.predicted_energy_j, name});
+  }
+  if (all_predicted) {
+    std::sort(imported.begin(), imported.end(), [](const Imported& a, const Imported& b) {
+      return a.time_s != b.time_s ? a.time_s < b.time_s : a.energy_j < b.energy_j;
+    });
+    nlohmann::json points = nlohmann::json::array();
+    double best_energy_j = INFINITY;
+    for (const Imported& point : imported) {
+      if (point.energy_j >= best_energy_j) continue;  // dominated: slower and not cheaper
+      best_energy_j = point.energy_j;
+      points.push_back({{"time_s", point.time_s}, {"energy_j", point.energy_j}, {"plan", point.name}});
+    }
+    nlohmann::ordered_json document;
+    document["schema"] = plan::kFrontierSchema;
+    document["points"] = std::move(points);
+    write_file_atomic(out_dir / "frontier.json", document.dump(1) + "\n");
+  }
+  return written;
+}
+
+}  // namespace kareus::interop

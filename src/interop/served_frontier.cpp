@@ -1,0 +1,110 @@
+// load_served_frontier (pfo_service.h): kept apart from the service so that the request fuzzer
+// links the service without the plan reader.
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "kareus/common/error.h"
+#include "kareus/common/file_io.h"
+#include "kareus/common/json_fields.h"
+#include "kareus/interop/artifact_schedule.h"
+#include "kareus/interop/pfo_service.h"
+#include "kareus/runtime/deadline.h"
+
+namespace kareus::interop {
+namespace {
+
+/// The points of methods.<method>.frontier of a kareus.summary/1 file (emulated time and energy).
+std::vector<ServedPlan> summary_frontier(const std::filesystem::path& path, const std::string& method) {
+  namespace jf = json_fields;
+  const std::string origin = path.string();
+  const nlohmann::json document = read_json_file(path);
+  if (const std::string schema = jf::require_string(document, "schema", origin); schema != "kareus.summary/1") {
+    throw InputError(fmt::format("{}: schema must be \"kareus.summary/1\", found \"{}\"", origin, schema));
+  }
+  const nlohmann::json& methods = jf::require(document, "methods", origin);
+  if (!methods.is_object() || !methods.contains(method)) {
+    std::vector<std::string> names;
+    if (methods.is_object()) {
+      for (const auto& [name, value] : methods.items()) names.push_back(name);
+    }
+    throw InputError(
+        fmt::format("{}: no method '{}' (--method; the summary has {})", origin, method, fmt::join(names, ", ")));
+  }
+  const nlohmann::json& points = jf::require(methods[method], "frontier", origin + ".methods." + method);
+  if (!points.is_array() || points.empty()) {
+    throw InputError(fmt::format("{}: methods.{}.frontier must be a non-empty array", origin, method));
+  }
+  std::vector<ServedPlan> frontier;
+  for (std::size_t index = 0; index < points.size(); ++index) {
+    const std::string point_origin = fmt::format("{}: methods.{}.frontier[{}]", origin, method, index);
+    const std::filesystem::path plan = jf::require_string(points[index], "plan", point_origin);
+    const std::filesystem::path plan_path = plan.is_absolute() ? plan : path.parent_path() / plan;
+    frontier.push_back({jf::require_positive(points[index], "time_s", point_origin),
+                        jf::require_non_negative(points[index], "energy_j", point_origin), plan_path.string(),
+                        plan::read_plan(plan_path)});
+  }
+  return frontier;
+}
+
+}  // namespace
+
+std::vector<ServedPlan> load_served_frontier(const std::filesystem::path& path, const std::string& method) {
+  std::error_code error;
+  if (!std::filesystem::exists(path, error)) {
+    throw InputError(fmt::format("--frontier {}: no such file or folder", path.string()));
+  }
+  std::vector<ServedPlan> frontier;
+  const bool folder = std::filesystem::is_directory(path, error);
+  const std::filesystem::path frontier_file = folder ? path / "frontier.json" : path;
+  // OUT/plans/<method>/ of `kareus plan`: its summary two levels up has the emulated figures.
+  std::filesystem::path absolute = std::filesystem::absolute(path, error).lexically_normal();
+  if (!absolute.has_filename()) absolute = absolute.parent_path();  // "OUT/plans/kareus/"
+  const std::filesystem::path plans_of_summary = absolute.parent_path().parent_path() / "summary.json";
+  if (folder && std::filesystem::exists(path / "summary.json", error)) {
+    frontier = summary_frontier(path / "summary.json", method);
+  } else if (!folder && path.filename() == "summary.json") {
+    frontier = summary_frontier(path, method);
+  } else if (folder && !std::filesystem::exists(frontier_file, error) && absolute.parent_path().filename() == "plans" &&
+             std::filesystem::exists(plans_of_summary, error)) {
+    frontier = summary_frontier(plans_of_summary, absolute.filename().string());
+  } else if (!folder || std::filesystem::exists(frontier_file, error)) {
+    for (const runtime::FrontierPoint& point : runtime::read_frontier(frontier_file)) {
+      frontier.push_back({point.time_s, point.energy_j, point.plan, plan::read_plan(point.plan)});
+    }
+  } else {
+    for (const ExportedPlan& entry : plans_in_directory(path)) {
+      plan::Plan plan = plan::read_plan(entry.plan);
+      if (!(plan.predicted_time_s > 0)) {
+        throw InputError(
+            fmt::format("{}: the plan has no predicted time (predicted.time_s), so it has no place on a "
+                        "frontier; give a kareus.frontier/1 file instead",
+                        entry.plan.string()));
+      }
+      frontier.push_back({plan.predicted_time_s, plan.predicted_energy_j, entry.plan.string(), std::move(plan)});
+    }
+  }
+  std::stable_sort(frontier.begin(), frontier.end(), [](const ServedPlan& a, const ServedPlan& b) {
+    return a.time_s != b.time_s ? a.time_s < b.time_s : a.energy_j < b.energy_j;
+  });
+  // Keep the Pareto points: each slower point must use less energy.
+  std::vector<ServedPlan> pareto;
+  for (ServedPlan& point : frontier) {
+    if (pareto.empty() || point.energy_j < pareto.back().energy_j) pareto.push_back(std::move(point));
+  }
+  frontier = std::move(pareto);
+  const plan::Plan& first = frontier.front().plan;
+  for (const ServedPlan& point : frontier) {
+    if (point.plan.stages.size() != first.stages.size() ||
+        plan::microbatch_count(point.plan) != plan::microbatch_count(first)) {
+      throw InputError(fmt::format("{}: {} stages and {} microbatches, but {} has {} and {}", point.path,
+                                   point.plan.stages.size(), plan::microbatch_count(point.plan), frontier.front().path,
+                                   first.stages.size(), plan::microbatch_count(first)));
+    }
+  }
+  return frontier;
+}
+
+}  // namespace kareus::interop

@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# The kareus binary ($KAREUS) end to end: every frontier plan of a default `kareus plan` is
+# exported to the artifact's files and imported back unchanged; the files parse as Python
+# literals of REFERENCE.md section 10's shapes; `kareus simulate` runs an imported plan; and
+# `kareus serve` answers over HTTP and exits 0 on SIGTERM and on SIGINT.
+set -euo pipefail
+KAREUS=${KAREUS:?set KAREUS to the kareus binary}
+tmp=$(mktemp -d)
+server_pid=
+cleanup() {
+  [[ -n $server_pid ]] && kill "$server_pid" 2>/dev/null || true
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+"$KAREUS" plan --out "$tmp/out" >/dev/null
+for method in kareus perseus megatron; do
+  "$KAREUS" export --frontier "$tmp/out/plans/$method" --format artifact --out "$tmp/artifact/$method" >/dev/null
+  "$KAREUS" import --format artifact "$tmp/artifact/$method" --out "$tmp/back/$method" >/dev/null
+done
+
+python3 - "$tmp" <<'PY'
+import ast, json, pathlib, re, sys
+root = pathlib.Path(sys.argv[1])
+summary = json.loads((root / "out/summary.json").read_text())
+frontier = summary["methods"]["kareus"]["frontier"]
+assert len(frontier) >= 2, f"expected a kareus frontier, got {len(frontier)} points"
+config = re.compile(r"^[a-z]+_[0-9]+-none-[0-9]+-1024$")
+
+def one_f_one_b(stage, stages, microbatches):
+    warmup = min(stages - stage - 1, microbatches)
+    order = ["forward"] * warmup
+    for _ in range(microbatches - warmup):
+        order += ["forward", "backward"]
+    return order + ["backward"] * warmup
+
+checked = 0
+for method in ("kareus", "perseus", "megatron"):
+    plans = sorted((root / "out/plans" / method).glob("plan_*.json"))
+    assert plans, method
+    for plan_path in plans:
+        number = int(plan_path.stem.split("_")[1])
+        original = json.loads(plan_path.read_text())
+        back = json.loads((root / "back" / method / f"plan_{number:05d}.json").read_text())
+        assert back == original, f"{method} {plan_path.name}: import differs from the plan"
+        stages = len(original["stages"])
+        microbatches = len(original["stages"][0]["instructions"]) // 2
+        freqs = ast.literal_eval((root / "artifact" / method / f"freqs_pipeline_{number:05d}.py").read_text())
+        assert isinstance(freqs, list) and len(freqs) == stages
+        for stage, entries in enumerate(freqs):
+            assert [e[0] for e in entries] == one_f_one_b(stage, stages, microbatches)
+            assert all(isinstance(e, tuple) and len(e) == 2 and isinstance(e[1], int) for e in entries)
+            assert [e[1] for e in entries] == [i["freq_mhz"] for i in original["stages"][stage]["instructions"]]
+        scheds_path = root / "artifact" / method / f"scheds_pipeline_{number:05d}.py"
+        overlapped = any(i.get("overlap", "nanobatch" if i["partitions"] else "none") == "nanobatch"
+                         for s in original["stages"] for i in s["instructions"])
+        assert scheds_path.exists() == overlapped, f"{scheds_path}: exists {scheds_path.exists()}"
+        if overlapped:
+            scheds = ast.literal_eval(scheds_path.read_text())
+            assert len(scheds) == stages
+            for stage, entries in enumerate(scheds):
+                for entry, instruction in zip(entries, original["stages"][stage]["instructions"], strict=True):
+                    assert entry[0] == instruction["type"]
+                    assert len(entry) == (3 if entry[0] == "forward" else 5), entry
+                    if instruction.get("overlap") == "none":  # kareus ran it without nanobatching
+                        assert all(text == "none-none-20-1024" for text in entry[1:]), entry
+                        continue
+                    assert all(config.match(text) for text in entry[1:]), entry
+                    parts = instruction["partitions"]
+                    keys = ["fwd_attn", "fwd_mlp"] + (["bwd_attn", "bwd_mlp"] if entry[0] == "backward" else [])
+                    assert list(entry[1:]) == [f"{parts[k]['slot']}-none-{parts[k]['ctas']}-1024" for k in keys]
+        checked += 1
+print(f"interop: {checked} plans round-tripped")
+PY
+
+# An imported plan runs on the emulator.
+first=$(ls "$tmp/back/kareus"/plan_*.json | head -1)
+"$KAREUS" simulate --plan "$first" | grep -q 'iteration time'
+
+# A malformed scheds entry exits 2 naming the file and entry.
+scheds=$(ls "$tmp/artifact/kareus"/scheds_pipeline_*.py | head -1)
+sed -i "0,/-none-/s//-linear_0-/" "$scheds"
+set +e
+message=$("$KAREUS" import --format artifact "$tmp/artifact/kareus" --out "$tmp/bad" 2>&1)
+status=$?
+set -e
+[[ $status -eq 2 ]] || { echo "malformed import exited $status: $message"; exit 1; }
+grep -qE "scheds_pipeline_[0-9]{5}\.py:2: stage 0 entry 0 \(fwd_attn\): bad comm config" <<<"$message" ||
+  { echo "unexpected message: $message"; exit 1; }
+
+# kareus serve: any free port, JSON over loopback, exit 0 on SIGTERM and on SIGINT.
+for signal in TERM INT; do
+  "$KAREUS" serve --frontier "$tmp/out/plans/kareus" --port 0 --results "$tmp/results.jsonl" >"$tmp/serve.log" 2>&1 &
+  server_pid=$!
+  port=
+  for _ in $(seq 100); do
+    port=$(sed -n 's|.*listening on http://127.0.0.1:\([0-9]*\).*|\1|p' "$tmp/serve.log")
+    [[ -n $port ]] && break
+    sleep 0.1
+  done
+  [[ -n $port ]] || { echo "kareus serve did not start:"; cat "$tmp/serve.log"; exit 1; }
+  python3 - "$port" "$tmp/out/summary.json" <<'PY'
+import json, sys, urllib.request, urllib.error
+base = f"http://127.0.0.1:{sys.argv[1]}"
+def call(path, body=None):
+    request = urllib.request.Request(base + path, data=None if body is None else json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read())
+info = call("/info")[1]
+fastest = min(p["time_s"] for p in json.load(open(sys.argv[2]))["methods"]["kareus"]["frontier"])
+assert abs(info["frontier"][0]["time_s"] - fastest) < 1e-9 * fastest, (info["frontier"][0], fastest)
+status, job = call("/register_job", {"job_id": "", "pp_degree": 2, "dp_degree": 1, "tp_degree": 8, "world_size": 16})
+assert status == 200, job
+assert call("/register_rank/" + job, {"rank": 0, "dp_rank": 0, "pp_rank": 0, "tp_rank": 0,
+                                      "available_frequencies": []})[0] == 200
+status, schedule = call(f"/schedule/{job}?rank=0")
+assert status == 200 and len(schedule["frequencies"]) == 16, schedule
+assert call("/result/" + job, {"rank": 0, "iter_time": [4.6], "iter_energy": [21000.0]})[0] == 200
+status, error = call("/register_job", {"pp_degree": 2, "dp_degree": 1, "tp_degree": 8, "world_size": 8})
+assert status == 400 and error["field"] == "world_size", error
+PY
+  kill -"$signal" "$server_pid"
+  set +e
+  wait "$server_pid"
+  status=$?
+  set -e
+  server_pid=
+  [[ $status -eq 0 ]] || { echo "kareus serve exited $status on SIG$signal:"; cat "$tmp/serve.log"; exit 1; }
+  grep -q 'kareus serve: stopped' "$tmp/serve.log"
+done
+[[ $(wc -l <"$tmp/results.jsonl") -eq 2 ]] || { echo "expected 2 result lines"; cat "$tmp/results.jsonl"; exit 1; }
+echo "interop cli: ok"

@@ -1,0 +1,56 @@
+#include "interop/python_literal.h"
+
+#include <gtest/gtest.h>
+
+#include "support/input_error.h"
+
+namespace kareus::interop::detail {
+namespace {
+
+using test_support::error_of;
+
+TEST(PythonLiteral, ReadsWhatTheScheduleFilesHold) {
+  const PyValue value = parse_python_literal(
+      "# header\n[\n  ('forward', -12, +3, 1.5e3),  # trailing\n  [\"a\\\"b\", 'c\\\\d', ('x',)],\n  (),\n]\n", "t.py");
+  ASSERT_EQ(value.kind, PyValue::Kind::kList);
+  ASSERT_EQ(value.items.size(), 3u);
+  const PyValue& first = value.items[0];
+  EXPECT_EQ(first.kind, PyValue::Kind::kTuple);
+  EXPECT_EQ(first.line, 3);
+  EXPECT_EQ(first.items[0].string_value, "forward");
+  EXPECT_EQ(first.items[1].int_value, -12);
+  EXPECT_EQ(first.items[2].int_value, 3);
+  EXPECT_EQ(first.items[3].kind, PyValue::Kind::kFloat);
+  EXPECT_EQ(first.items[3].float_value, 1500.0);
+  const PyValue& second = value.items[1];
+  EXPECT_EQ(second.items[0].string_value, "a\"b");
+  EXPECT_EQ(second.items[1].string_value, "c\\d");
+  EXPECT_EQ(second.items[2].kind, PyValue::Kind::kTuple);
+  EXPECT_EQ(second.items[2].items.size(), 1u);
+  EXPECT_EQ(value.items[2].items.size(), 0u);
+}
+
+TEST(PythonLiteral, RejectsWhatPythonWouldNotReadTheSameWay) {
+  struct Case {
+    std::string text;
+    std::string expected;
+  };
+  for (const Case& row : std::vector<Case>{
+           {"('x')", "t.py:1: a one-element tuple needs a trailing comma"},
+           {"[1,,2]", "t.py:1: unexpected ',', expected a list, tuple, string or number"},
+           {"[1 2]", "t.py:1: expected ',' or ']'"},
+           {"[1,\n2", "t.py:2: unexpected end of file, expected ']'"},
+           {"'a\\n'", "t.py:1: unsupported escape '\\n'"},
+           {"'abc\n'", "t.py:1: unterminated string"},
+           {"None", "t.py:1: unexpected 'N', expected a list, tuple, string or number"},
+           {"1.2.3", "t.py:1: bad number '1.2.3'"},
+           {"", "t.py:1: unexpected end of file, expected a value"},
+           {"[] []", "t.py:1: unexpected '[' after the literal"},
+       }) {
+    SCOPED_TRACE(row.text);
+    EXPECT_EQ(error_of([&] { (void)parse_python_literal(row.text, "t.py"); }), row.expected);
+  }
+}
+
+}  // namespace
+}  // namespace kareus::interop::detail
