@@ -120,7 +120,7 @@ std::vector<int> sample_frontier(const pipeline::PhillipsDessoukyResult& solved,
   return chosen;
 }
 
-MethodResult solve_method(const std::string& name, device::Device& device, const workload::Workload& workload,
+MethodResult solve_method(Method name, device::Device& device, const workload::Workload& workload,
                           const MethodOptions& method, const PlanJobOptions& options, const std::string& workload_json,
                           const std::vector<double>& also_at_times_s = {}) {
   const device::GpuSpec& gpu = device.gpu();
@@ -156,13 +156,13 @@ MethodResult solve_method(const std::string& name, device::Device& device, const
       const double elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
       const double done = static_cast<double>(first_quant_time - iteration.quant_time);
       const double left = static_cast<double>(std::max<std::int64_t>(iteration.quant_time - floor_quant_time, 0));
-      options.progress(fmt::format("{}: solver iteration {}, makespan {:.3f} s, ETA {:.0f} s", name,
+      options.progress(fmt::format("{}: solver iteration {}, makespan {:.3f} s, ETA {:.0f} s", to_string(name),
                                    iteration.iteration, iteration.time_s, done > 0 ? elapsed_s * left / done : 0.0));
     };
   }
   const pipeline::PhillipsDessoukyResult solved = pipeline::PhillipsDessouky(dag, solver_options).run();
   MethodResult result;
-  result.name = name;
+  result.method = name;
   result.solver_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   result.solver_iterations = static_cast<int>(solved.iterations.size());
   result.pruned_points = method.pruned_points;
@@ -185,9 +185,9 @@ MethodResult solve_method(const std::string& name, device::Device& device, const
   return result;
 }
 
-const MethodResult* find_method(const std::vector<MethodResult>& methods, std::string_view name) {
+const MethodResult* find_method(const std::vector<MethodResult>& methods, Method name) {
   for (const MethodResult& method : methods) {
-    if (method.name == name) return &method;
+    if (method.method == name) return &method;
   }
   return nullptr;
 }
@@ -231,14 +231,46 @@ Comparison compare(const MethodResult& method, const MethodResult* megatron, con
   return comparison;
 }
 
+std::string_view to_string(Method method) {
+  switch (method) {
+    case Method::kMegatron:
+      return "megatron";
+    case Method::kPerseus:
+      return "perseus";
+    case Method::kNanobatchPerseus:
+      return "nanobatch_perseus";
+    case Method::kKareus:
+      return "kareus";
+  }
+  return "?";
+}
+
+Method parse_method(std::string_view text) {
+  for (Method method : kMethods) {
+    if (to_string(method) == text) return method;
+  }
+  std::vector<std::string_view> names;
+  for (Method method : kMethods) names.push_back(to_string(method));
+  throw InputError(fmt::format("--methods: unknown method \"{}\" (methods: {})", text, fmt::join(names, ", ")));
+}
+
+std::optional<device::OverlapMode> overlap_of(Method method) {
+  switch (method) {
+    case Method::kMegatron:
+    case Method::kPerseus:
+      return device::OverlapMode::kNone;
+    case Method::kNanobatchPerseus:
+      return device::OverlapMode::kNanobatch;
+    case Method::kKareus:
+      return std::nullopt;
+  }
+  return std::nullopt;
+}
+
 void check_plan_job(const device::GpuSpec& gpu, const workload::Workload& workload, const PlanJobOptions& options) {
-  for (const std::string& method : options.methods) {
-    if (std::find(kMethods.begin(), kMethods.end(), method) == kMethods.end()) {
-      throw InputError(
-          fmt::format("--methods: unknown method \"{}\" (methods: {})", method, fmt::join(kMethods, ", ")));
-    }
-    if ((method == "kareus" || method == "nanobatch_perseus") && workload.parallel.nanobatches != 2) {
-      throw InputError(fmt::format("--methods {}: nanobatching needs --nanobatches 2 (found {})", method,
+  for (Method method : options.methods) {
+    if (overlap_of(method) != device::OverlapMode::kNone && workload.parallel.nanobatches != 2) {
+      throw InputError(fmt::format("--methods {}: nanobatching needs --nanobatches 2 (found {})", to_string(method),
                                    workload.parallel.nanobatches));
     }
   }
@@ -258,13 +290,13 @@ PlanJobResult run_plan_job(const PlanDevices& devices, const workload::Workload&
   PlanJobResult result;
   result.device_kind = std::string(device.kind());
   result.sources = devices.sources;
-  for (const std::string& name : options.methods) {
-    if (name == "megatron") {
+  for (const Method name : options.methods) {
+    if (name == Method::kMegatron) {
       // Megatron has no choice to make: its plan is the default clock everywhere, and its
       // prediction is what that clock costs per instruction on the pipeline (no solver).
       progress("megatron: default clock, no overlap");
       MethodResult megatron;
-      megatron.name = name;
+      megatron.method = name;
       megatron.frontier.push_back(
           evaluate(device, workload, uniform_plan(workload, gpu.clock_default_mhz, device::OverlapMode::kNone)));
       MethodPoint& point = megatron.frontier.back();
@@ -275,44 +307,43 @@ PlanJobResult run_plan_job(const PlanDevices& devices, const workload::Workload&
       continue;
     }
     MethodOptions method;
-    if (name == "kareus") {
+    if (name == Method::kKareus) {
       result.measurements = measure_partitions(devices, workload, options, result.searches);
       progress("kareus: composing per-instruction options");
       method = composed_options(device, workload, result.measurements, options);
     } else {
-      progress(fmt::format("{}: per-instruction options at {} clocks", name, options.clocks_mhz.size()));
-      method = clock_options(device, workload, options.clocks_mhz,
-                             name == "perseus" ? device::OverlapMode::kNone : device::OverlapMode::kNanobatch);
+      progress(fmt::format("{}: per-instruction options at {} clocks", to_string(name), options.clocks_mhz.size()));
+      method = clock_options(device, workload, options.clocks_mhz, *overlap_of(name));
     }
-    progress(fmt::format("{}: solving the pipeline frontier", name));
+    progress(fmt::format("{}: solving the pipeline frontier", to_string(name)));
     std::vector<double> baseline_times_s;
-    if (name == "kareus") {
+    if (name == Method::kKareus) {
       for (const MethodResult& baseline : result.methods) {
         for (const MethodPoint& point : baseline.frontier) baseline_times_s.push_back(point.time_s);
       }
     }
     result.methods.push_back(solve_method(name, device, workload, method, options, workload_json, baseline_times_s));
-    if (name == "kareus" && options.overlap_per_instruction) {
+    if (name == Method::kKareus && options.overlap_per_instruction) {
       // Every baseline plan is a kareus plan (all instructions sequential, or nanobatched with
       // default configs). Phillips-Dessouky walks one path from the slowest plan, so where that
       // path passes above a baseline's point, the baseline's plan is kareus's best there.
       MethodResult& kareus = result.methods.back();
       for (const MethodResult& baseline : result.methods) {
-        if (baseline.name != "perseus" && baseline.name != "nanobatch_perseus") continue;
+        if (baseline.method != Method::kPerseus && baseline.method != Method::kNanobatchPerseus) continue;
         for (MethodPoint point : baseline.frontier) {
-          point.origin = baseline.name;
+          point.origin = baseline.method;
           kareus.frontier.push_back(std::move(point));
         }
       }
       kareus.frontier = pareto_points(std::move(kareus.frontier));
     }
-    progress(fmt::format("{}: {} solver iterations in {:.2f} s", name, result.methods.back().solver_iterations,
-                         result.methods.back().solver_s));
+    progress(fmt::format("{}: {} solver iterations in {:.2f} s", to_string(name),
+                         result.methods.back().solver_iterations, result.methods.back().solver_s));
   }
-  const MethodResult* megatron = find_method(result.methods, "megatron");
-  const MethodResult* perseus = find_method(result.methods, "perseus");
+  const MethodResult* megatron = find_method(result.methods, Method::kMegatron);
+  const MethodResult* perseus = find_method(result.methods, Method::kPerseus);
   for (const MethodResult& method : result.methods) {
-    result.comparison.emplace_back(method.name, compare(method, megatron, perseus));
+    result.comparison.emplace_back(method.method, compare(method, megatron, perseus));
   }
   return result;
 }
@@ -346,28 +377,29 @@ void write_plan_job(const std::filesystem::path& dir, const workload::Workload& 
   std::filesystem::remove(summary_path, ignored);  // a stale summary must not look current
   nlohmann::ordered_json methods = nlohmann::ordered_json::object();
   for (const MethodResult& method : result.methods) {
-    ensure_writable_directory(dir / "plans" / method.name, "--out");
+    const std::string name(to_string(method.method));
+    ensure_writable_directory(dir / "plans" / name, "--out");
     nlohmann::ordered_json frontier = nlohmann::ordered_json::array();
     for (std::size_t index = 0; index < method.frontier.size(); ++index) {
       const MethodPoint& point = method.frontier[index];
-      const std::string relative = fmt::format("plans/{}/plan_{:02}.json", method.name, index);
+      const std::string relative = fmt::format("plans/{}/plan_{:02}.json", name, index);
       plan::write_plan(dir / relative, point.plan);
       frontier.push_back({{"time_s", point.time_s},
                           {"energy_j", point.energy_j},
                           {"plan", relative},
                           {"predicted_time_s", point.predicted_time_s},
                           {"predicted_energy_j", point.predicted_energy_j},
-                          {"solved_by", point.origin.empty() ? method.name : point.origin}});
+                          {"solved_by", to_string(point.origin.value_or(method.method))}});
     }
-    methods[method.name] = {{"frontier", std::move(frontier)},
-                            {"solver_iterations", method.solver_iterations},
-                            {"solver_s", method.solver_s},
-                            {"unit_time_s", method.unit_time_s},
-                            {"composition_pruned_points", method.pruned_points}};
+    methods[name] = {{"frontier", std::move(frontier)},
+                     {"solver_iterations", method.solver_iterations},
+                     {"solver_s", method.solver_s},
+                     {"unit_time_s", method.unit_time_s},
+                     {"composition_pruned_points", method.pruned_points}};
   }
   nlohmann::ordered_json comparison = nlohmann::ordered_json::object();
   for (const auto& [name, metrics] : result.comparison) {
-    comparison[name] = {
+    comparison[std::string(to_string(name))] = {
         {"max_throughput_time_reduction_pct", optional_number(metrics.max_throughput_time_reduction_pct)},
         {"max_throughput_energy_reduction_pct", optional_number(metrics.max_throughput_energy_reduction_pct)},
         {"iso_time_energy_reduction_pct", optional_number(metrics.iso_time_energy_reduction_pct)},

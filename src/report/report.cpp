@@ -12,10 +12,10 @@
 namespace kareus::report {
 namespace {
 
-const char* method_color(const std::string& name) {
-  if (name == "megatron") return "#555555";
-  if (name == "perseus") return "#1f77b4";
-  if (name == "nanobatch_perseus") return "#ff7f0e";
+const char* method_color(planner::Method method) {
+  if (method == planner::Method::kMegatron) return "#555555";
+  if (method == planner::Method::kPerseus) return "#1f77b4";
+  if (method == planner::Method::kNanobatchPerseus) return "#ff7f0e";
   return "#2ca02c";
 }
 
@@ -33,7 +33,7 @@ std::string comparison_table(const planner::PlanJobResult& result, int gpus) {
     html += fmt::format(
         "<tr><td>{}</td><td>{:.3f}</td><td>{:.0f}</td><td>{:.1f}</td><td>{}</td><td>{}</td><td>{}</td>"
         "<td>{}</td><td>{}</td></tr>\n",
-        method.name, fastest.time_s, fastest.energy_j, fastest.energy_j / (fastest.time_s * gpus),
+        planner::to_string(method.method), fastest.time_s, fastest.energy_j, fastest.energy_j / (fastest.time_s * gpus),
         percent(metrics.max_throughput_time_reduction_pct), percent(metrics.max_throughput_energy_reduction_pct),
         percent(metrics.iso_time_energy_reduction_pct), percent(metrics.iso_energy_time_reduction_pct),
         method.frontier.size());
@@ -44,7 +44,7 @@ std::string comparison_table(const planner::PlanJobResult& result, int gpus) {
 std::string frontier_plot(const planner::PlanJobResult& result) {
   std::vector<Series> series;
   for (const planner::MethodResult& method : result.methods) {
-    Series achieved{method.name, method_color(method.name), {}, true, true};
+    Series achieved{std::string(planner::to_string(method.method)), method_color(method.method), {}, true, true};
     for (const planner::MethodPoint& point : method.frontier)
       achieved.points.emplace_back(point.time_s, point.energy_j / 1e3);
     series.push_back(std::move(achieved));
@@ -56,7 +56,7 @@ std::string frontier_plot(const planner::PlanJobResult& result) {
 std::string timeline_plot(const device::GpuSpec& gpu, const planner::PlanJobResult& result) {
   const planner::MethodResult* chosen = nullptr;
   for (const planner::MethodResult& method : result.methods) {
-    if (method.name == "kareus" || (chosen == nullptr && !method.frontier.empty())) chosen = &method;
+    if (method.method == planner::Method::kKareus || (chosen == nullptr && !method.frontier.empty())) chosen = &method;
   }
   if (chosen == nullptr || chosen->frontier.empty()) return "<p>no plan to show</p>";
   const plan::Plan& plan = chosen->frontier.front().plan;
@@ -89,7 +89,7 @@ std::string timeline_plot(const device::GpuSpec& gpu, const planner::PlanJobResu
   }
   ChartOptions options{fmt::format("Pipeline timeline: {} fastest plan ({:.3f} s), colour = clock {}..{} MHz, "
                                    "* = not nanobatched",
-                                   chosen->name, run.time_s, low, high),
+                                   planner::to_string(chosen->method), run.time_s, low, high),
                        "time (s)", "", 900, 80 + 44 * static_cast<int>(rows.size())};
   return timeline_chart(bars, rows, options);
 }

@@ -63,7 +63,7 @@ std::filesystem::path profile_all(const device::GpuSpec& gpu, const workload::Wo
 
 const MethodResult& method(const PlanJobResult& result, const std::string& name) {
   for (const MethodResult& candidate : result.methods) {
-    if (candidate.name == name) return candidate;
+    if (to_string(candidate.method) == name) return candidate;
   }
   throw std::logic_error("no method " + name);
 }
@@ -176,7 +176,7 @@ TEST(PlanFromMeasurements, AMissingKeyOrAnotherWorkloadIsNamed) {
   const device::GpuSpec gpu = device::load_gpu("a100-40gb");
   const workload::Workload workload = llama();
   PlanJobOptions options = quick_options();
-  options.methods = {"kareus"};
+  options.methods = {Method::kKareus};
   const std::filesystem::path log = profile_all(gpu, workload, options, "kareus_plan_missing_key");
   // Drop every record of fwd_mlp.
   std::ifstream in(log);

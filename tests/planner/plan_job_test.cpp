@@ -42,7 +42,7 @@ PlanJobOptions quick_options(const device::GpuSpec& gpu) {
 
 const MethodResult& method(const PlanJobResult& result, const std::string& name) {
   for (const MethodResult& candidate : result.methods) {
-    if (candidate.name == name) return candidate;
+    if (to_string(candidate.method) == name) return candidate;
   }
   throw std::logic_error("no method " + name);
 }
@@ -51,9 +51,9 @@ TEST(PlanJob, PredictedMatchesAchievedAcrossTheFrontier) {
   const device::GpuSpec gpu = device::load_gpu("a100-40gb");
   const PlanJobResult result = run_plan_job(gpu, llama(1, 8, 8, 4096), quick_options(gpu));
   for (const MethodResult& one : result.methods) {
-    SCOPED_TRACE(one.name);
+    SCOPED_TRACE(to_string(one.method));
     ASSERT_FALSE(one.frontier.empty());
-    if (one.name == "megatron") continue;  // no solver: its "prediction" is what it achieved
+    if (one.method == Method::kMegatron) continue;  // no solver: its "prediction" is what it achieved
     for (const MethodPoint& point : one.frontier) {
       EXPECT_NEAR(point.time_s / point.predicted_time_s, 1, 0.03);
       EXPECT_NEAR(point.energy_j / point.predicted_energy_j, 1, 0.03);
@@ -73,7 +73,7 @@ TEST(PlanJob, KareusDominatesPerseusOnTheDefaultConfiguration) {
     EXPECT_TRUE(dominated) << perseus.time_s << " s, " << perseus.energy_j << " J";
   }
   for (const auto& [name, comparison] : result.comparison) {
-    if (name != "kareus") continue;
+    if (name != Method::kKareus) continue;
     ASSERT_TRUE(comparison.iso_time_energy_reduction_pct && comparison.iso_energy_time_reduction_pct);
     EXPECT_GT(*comparison.iso_time_energy_reduction_pct, 0);
     EXPECT_GT(*comparison.iso_energy_time_reduction_pct, 0);
@@ -119,7 +119,7 @@ TEST(PlanJob, KareusNeverLosesToItsBaselinesOnCp2) {
     for (const MethodPoint& point : kareus.frontier) {
       for (const plan::StagePlan& stage : point.plan.stages) {
         for (const plan::PlannedInstruction& instruction : stage.instructions) {
-          sequential |= point.origin.empty() && instruction.overlap == workload::OverlapMode::kNone;
+          sequential |= !point.origin && instruction.overlap == workload::OverlapMode::kNone;
         }
       }
     }
@@ -142,7 +142,7 @@ TEST(PlanJob, PerseusAndNanobatchEndsMatchA100Runs) {
   };
   const device::GpuSpec gpu = device::load_gpu("a100-40gb");
   PlanJobOptions options = quick_options(gpu);
-  options.methods = {"perseus", "nanobatch_perseus"};
+  options.methods = {Method::kPerseus, Method::kNanobatchPerseus};
   for (const Target& target : targets) {
     const workload::Workload workload = llama(target.cp, target.tp, target.mbs, target.seq);
     const PlanJobResult result = run_plan_job(gpu, workload, options);
@@ -163,21 +163,21 @@ TEST(PlanJob, PerseusAndNanobatchEndsMatchA100Runs) {
 }
 
 TEST(Compare, HandComputedMetrics) {
-  auto make = [](std::string name, std::vector<std::pair<double, double>> points) {
+  auto make = [](Method name, std::vector<std::pair<double, double>> points) {
     MethodResult result;
-    result.name = std::move(name);
+    result.method = name;
     for (const auto& [time, energy] : points) result.frontier.push_back({time, energy, time, energy, {}, {}, {}});
     return result;
   };
-  const MethodResult megatron = make("megatron", {{10, 1000}});
-  const MethodResult perseus = make("perseus", {{10, 900}, {12, 800}});
-  const MethodResult candidate = make("kareus", {{8, 950}, {9.5, 850}, {11, 790}});
+  const MethodResult megatron = make(Method::kMegatron, {{10, 1000}});
+  const MethodResult perseus = make(Method::kPerseus, {{10, 900}, {12, 800}});
+  const MethodResult candidate = make(Method::kKareus, {{8, 950}, {9.5, 850}, {11, 790}});
   const Comparison metrics = compare(candidate, &megatron, &perseus);
   EXPECT_DOUBLE_EQ(*metrics.max_throughput_time_reduction_pct, 20);                     // (10 - 8) / 10
   EXPECT_DOUBLE_EQ(*metrics.max_throughput_energy_reduction_pct, 5);                    // (1000 - 950) / 1000
   EXPECT_DOUBLE_EQ(*metrics.iso_time_energy_reduction_pct, 100.0 * (900 - 850) / 900);  // best E with T <= 10
   EXPECT_DOUBLE_EQ(*metrics.iso_energy_time_reduction_pct, 100.0 * (12 - 11) / 12);     // best T with E <= 800
-  const Comparison none = compare(make("slow", {{20, 2000}}), &megatron, &perseus);
+  const Comparison none = compare(make(Method::kKareus, {{20, 2000}}), &megatron, &perseus);
   EXPECT_FALSE(none.iso_time_energy_reduction_pct.has_value());
   EXPECT_FALSE(none.iso_energy_time_reduction_pct.has_value());
 }
@@ -186,9 +186,8 @@ TEST(PlanJob, BadInputIsAnInputError) {
   const device::GpuSpec gpu = device::load_gpu("a100-40gb");
   const workload::Workload workload = llama(1, 8, 8, 4096);
   PlanJobOptions options = quick_options(gpu);
-  options.methods = {"perseus", "zeus"};
-  EXPECT_THROW((void)run_plan_job(gpu, workload, options), InputError);
-  options.methods = {"megatron"};
+  EXPECT_THROW((void)parse_method("zeus"), InputError);
+  options.methods = {Method::kMegatron};
   const PlanJobResult result = run_plan_job(gpu, workload, options);
   const std::filesystem::path blocker = std::filesystem::temp_directory_path() / "kareus_plan_blocker";
   std::ofstream(blocker) << "a file, not a directory";

@@ -25,7 +25,7 @@ struct PlanOptions {
   WorkloadFlags workload;
   GpuFlags gpu;
   SpaceFlags space;
-  std::vector<std::string> methods = planner::kMethods;
+  std::vector<std::string> methods = {"megatron", "perseus", "nanobatch_perseus", "kareus"};
   std::uint64_t seed = 0;
   double search_budget = 0.1;
   bool exhaustive = false;
@@ -97,7 +97,8 @@ void run_plan(const PlanOptions& options) {
   const device::GpuSpec gpu = options.gpu.resolve();
   const workload::Workload workload = options.workload.resolve();
   planner::PlanJobOptions job;
-  job.methods = options.methods;
+  job.methods.clear();
+  for (const std::string& name : options.methods) job.methods.push_back(planner::parse_method(name));
   job.clocks_mhz = options.space.resolve_clocks(gpu);
   job.space = options.space.resolve_space();
   job.unit_time_s = options.unit_time_s;
@@ -118,11 +119,11 @@ void run_plan(const PlanOptions& options) {
   for (const planner::MethodResult& method : result.methods) {
     const planner::Comparison* metrics = nullptr;
     for (const auto& [name, comparison] : result.comparison) {
-      if (name == method.name) metrics = &comparison;
+      if (name == method.method) metrics = &comparison;
     }
     const planner::MethodPoint& fastest = method.frontier.front();
-    fmt::print("{:<18} {:>10.3f} {:>12.0f} {:>10} {:>10} {:>10} {:>10}\n", method.name, fastest.time_s,
-               fastest.energy_j, percent(metrics->max_throughput_time_reduction_pct),
+    fmt::print("{:<18} {:>10.3f} {:>12.0f} {:>10} {:>10} {:>10} {:>10}\n", planner::to_string(method.method),
+               fastest.time_s, fastest.energy_j, percent(metrics->max_throughput_time_reduction_pct),
                percent(metrics->max_throughput_energy_reduction_pct), percent(metrics->iso_time_energy_reduction_pct),
                percent(metrics->iso_energy_time_reduction_pct));
   }

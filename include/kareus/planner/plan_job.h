@@ -9,6 +9,7 @@
 // Units: seconds, joules (whole job, one iteration), watts, MHz.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -28,10 +29,25 @@ namespace kareus::planner {
 using plan::Plan;
 
 inline constexpr std::string_view kSummarySchema = "kareus.summary/1";
-inline const std::vector<std::string> kMethods = {"megatron", "perseus", "nanobatch_perseus", "kareus"};
+/// The methods `kareus plan` compares (REFERENCE.md section 6), in the order they run.
+enum class Method {
+  kMegatron,          ///< default clock, no overlap
+  kPerseus,           ///< per-instruction clocks, no overlap
+  kNanobatchPerseus,  ///< nanobatched with the default comm configs, per-instruction clocks
+  kKareus,            ///< per-instruction clocks, overlap and per-partition comm configs
+};
+inline constexpr std::array<Method, 4> kMethods = {Method::kMegatron, Method::kPerseus, Method::kNanobatchPerseus,
+                                                   Method::kKareus};
+
+/// "megatron", "perseus", "nanobatch_perseus", "kareus": the names in summaries and plan folders.
+[[nodiscard]] std::string_view to_string(Method method);
+/// Parses a method name; throws InputError naming --methods and the names.
+[[nodiscard]] Method parse_method(std::string_view text);
+/// How every instruction of the method runs; nullopt when the method chooses per instruction.
+[[nodiscard]] std::optional<device::OverlapMode> overlap_of(Method method);
 
 struct PlanJobOptions {
-  std::vector<std::string> methods = kMethods;
+  std::vector<Method> methods = {kMethods.begin(), kMethods.end()};
   std::vector<int> clocks_mhz;  ///< instruction clocks every method may use
   partition::SpaceOptions space;
   /// Solver time unit; 0 = automatic: 1 ms, or coarser so a solve takes at most ~20,000 steps
@@ -63,12 +79,12 @@ struct MethodPoint {
   double predicted_time_s = 0;
   double predicted_energy_j = 0;
   Plan plan;
-  pipeline::IterationRun run;  ///< what the plan simulator ran
-  std::string origin;          ///< the method whose solve found the plan, when not this one
+  pipeline::IterationRun run;    ///< what the plan simulator ran
+  std::optional<Method> origin;  ///< the method whose solve found the plan, when not this one
 };
 
 struct MethodResult {
-  std::string name;
+  Method method = Method::kMegatron;
   std::vector<MethodPoint> frontier;  ///< Pareto-optimal in achieved (time, energy), time ascending
   std::vector<std::pair<double, double>> predicted_curve;  ///< the solver's whole frontier (time_s, energy_j)
   int solver_iterations = 0;
@@ -107,7 +123,7 @@ struct PlanDevices {
 struct PlanJobResult {
   std::vector<MethodResult> methods;
   std::vector<KeySearch> searches;
-  std::vector<std::pair<std::string, Comparison>> comparison;
+  std::vector<std::pair<Method, Comparison>> comparison;
   compose::PartitionMeasurements measurements;  ///< what the kareus method measured
   std::string device_kind;                      ///< the execution device's kind()
   std::vector<std::string> sources;             ///< PlanDevices::sources
