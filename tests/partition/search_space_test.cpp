@@ -87,6 +87,22 @@ TEST(SearchSpace, IndexOfInvertsAtAndEnumeratesClockMajor) {
   }
 }
 
+TEST(SearchSpace, CoordinatesNameTheConfigAndInvertIndexAt) {
+  // 3 clocks x 2 CTA counts x 2 slots, by hand: index 7 = (1 * 2 + 1) * 2 + 1.
+  const SearchSpace space({900, 1000, 1100}, {3, 6}, {"norm_0", "linear_0"});
+  EXPECT_EQ(space.coordinates(7), (SpaceCoordinates{1, 1, 1}));
+  EXPECT_EQ(space.coordinates(4), (SpaceCoordinates{1, 0, 0}));
+  EXPECT_EQ(space.coordinates(11), (SpaceCoordinates{2, 1, 1}));
+  for (std::size_t index = 0; index < space.size(); ++index) {
+    const SpaceCoordinates at = space.coordinates(index);
+    ASSERT_EQ(space.index_at(at), index);
+    const KnobConfig config = space.at(index);
+    EXPECT_EQ(config.freq_mhz, space.clocks_mhz()[at.clock]);
+    EXPECT_EQ(config.ctas, space.ctas()[at.cta]);
+    EXPECT_EQ(config.slot, space.slots()[at.slot]);
+  }
+}
+
 TEST(SearchSpace, ConfigOutsideTheSpaceHasIndexSize) {
   const SearchSpace space = make_search_space(partitions_of(1, 8).at("fwd_mlp"), artifact_a100_clocks(),
                                               SpaceOptions{SlotPolicy::kArtifact, {3, 30, 3}, {1, 20, 1}});
