@@ -252,7 +252,10 @@ class Solver {
         break;
       }
     }
-    if (result_.stop_reason == StopReason::kMinimumTime) repair_to_minimum_time();
+    if (result_.stop_reason == StopReason::kMinimumTime) {
+      repair_to_minimum_time();
+      if (options_.reclaim_slack) slow_down_from_minimum_time();
+    }
     result_.frontier = pareto_frontier(result_.iterations);
     return std::move(result_);
   }
@@ -434,6 +437,68 @@ class Solver {
     for (int op = 0; op < count_; ++op) duration_[op] = spec(op).options()[option_indices_[op]].quant_time;
     if (option_indices_ != result_.iterations.back().option_indices) {
       record(static_cast<int>(result_.iterations.size()), makespan_now(), true);
+    }
+  }
+
+  // The plans next to the minimum time. PD plans on quantized durations; each option's real
+  // time exceeds its quantized one by up to a unit, so near the fast end, where most
+  // operations are critical, the real makespans of the last PD plans run several units above
+  // their planned ones and above the repaired minimum-time plan, which is often cheaper than
+  // they are: the frontier then jumps from the minimum time to the first PD plan that is
+  // cheaper, skipping every time in between. Fill that gap on real times: from the
+  // minimum-time plan, repeatedly move one operation one option slower, the one that saves
+  // the most energy (effective energy plus static power x makespan x GPUs) per second of
+  // makespan added, reclaim slack, and keep the plan when no plan found so far is as fast and
+  // as cheap. One forward and one backward pass per step give every candidate's makespan
+  // exactly (lengthening one operation by d adds max(0, d - its total float)). Ends when no
+  // single slowdown saves energy, or after one step per operation.
+  void slow_down_from_minimum_time() {
+    std::vector<std::pair<double, double>> frontier;  // (time_s, energy_j), time ascending, energy descending
+    for (const int index : pareto_frontier(result_.iterations)) {
+      frontier.emplace_back(result_.iterations[index].time_s, result_.iterations[index].energy_j);
+    }
+    auto dominated = [&](double time_s, double energy_j) {
+      const auto after =
+          std::upper_bound(frontier.begin(), frontier.end(), time_s * (1 + 1e-12),
+                           [](double time, const std::pair<double, double>& point) { return time < point.first; });
+      return after != frontier.begin() && std::prev(after)->second <= energy_j * (1 + 1e-12);
+    };
+    option_indices_ = result_.iterations.back().option_indices;
+    auto real_time = [&](int op) { return spec(op).options()[option_indices_[op]].time_s; };
+    for (int step = 0; step < count_; ++step) {
+      const double now_s = forward_pass<double>(topology_, real_start_, real_time);
+      latest_finish_pass(topology_, real_latest_finish_, now_s, real_time);
+      int best = -1;
+      double best_rate = 0;
+      for (int op = 0; op < count_; ++op) {
+        const std::vector<ExecutionOption>& options = spec(op).options();
+        if (option_indices_[op] + 1 >= static_cast<int>(options.size())) continue;
+        const ExecutionOption& now = options[option_indices_[op]];
+        const ExecutionOption& slower = options[option_indices_[op] + 1];
+        const double total_float = real_latest_finish_[op] - (real_start_[op] + now.time_s);
+        const double added_s = std::max(0.0, slower.time_s - now.time_s - total_float);
+        const double saved_j =
+            now.effective_energy_j - slower.effective_energy_j - dag_.static_power_w * gpus_ * added_s;
+        if (saved_j <= 0) continue;
+        const double rate = saved_j / std::max(added_s, 1e-15);
+        if (best < 0 || rate > best_rate) {
+          best_rate = rate;
+          best = op;
+        }
+      }
+      if (best < 0) break;
+      ++option_indices_[best];
+      reclaim_slack(dag_, topology_, option_indices_, real_start_, real_latest_finish_);
+      const PlanEvaluation real = evaluate(dag_, topology_, option_indices_, gpus_, real_start_);
+      if (dominated(real.time_s, real.energy_j)) continue;
+      for (int op = 0; op < count_; ++op) duration_[op] = spec(op).options()[option_indices_[op]].quant_time;
+      record(static_cast<int>(result_.iterations.size()), makespan_now(), true);
+      const IterationResult& kept = result_.iterations.back();
+      auto position = std::upper_bound(frontier.begin(), frontier.end(), std::make_pair(kept.time_s, kept.energy_j));
+      position = std::next(frontier.insert(position, {kept.time_s, kept.energy_j}));
+      auto last = position;
+      while (last != frontier.end() && last->second >= kept.energy_j) ++last;
+      frontier.erase(position, last);
     }
   }
 
