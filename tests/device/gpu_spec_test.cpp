@@ -7,7 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
-#include "support/input_error.h"
+#include "common/input_error.h"
 
 #include "kareus/common/embedded_data.h"
 #include "kareus/common/error.h"
@@ -15,7 +15,7 @@
 namespace kareus::device {
 namespace {
 
-using kareus::test_support::error_of;
+using kareus::test_common::error_of;
 
 nlohmann::ordered_json a100_document() {
   return nlohmann::ordered_json::parse(std::string(*find_embedded_file("gpus/a100-40gb.json")));

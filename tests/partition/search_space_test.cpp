@@ -6,7 +6,7 @@
 
 #include <gtest/gtest.h>
 
-#include "support/input_error.h"
+#include "common/input_error.h"
 
 #include "kareus/common/error.h"
 
@@ -36,7 +36,7 @@ std::map<std::string, Partition> partitions_of(int cp, int tp, const std::string
   return partitions;
 }
 
-using kareus::test_support::error_of;
+using kareus::test_common::error_of;
 
 // clocks (18) x CTAs (TP 3..30 step 3: 10; CP 1..20: 20) x the artifact's slots.
 TEST(SearchSpace, ArtifactSpaceSizesOnA100MatchReference) {
