@@ -510,17 +510,11 @@ class KareusStrategy {
   GaussianProcess energy_model_;
 };
 
-void check_budget(const partition::SearchSpace& space, std::size_t budget) {
-  if (budget < 1 || budget > space.size()) {
-    throw InputError(fmt::format("--budget {} must be between 1 and the space size {}", budget, space.size()));
-  }
-}
-
 }  // namespace
 
 SearchResult run_search(std::span<device::Device* const> devices, const partition::Partition& partition,
                         const partition::SearchSpace& space, const SearchOptions& options) {
-  check_budget(space, options.budget);
+  check_budget_range(options.budget, space.size());
   if (options.batch_size < 1) throw InputError("--batch must be >= 1");
   BatchEvaluator evaluator(devices, partition, options);
   if (options.strategy == Strategy::kArtifact) return run_artifact_strategy(evaluator, space, options);

@@ -38,6 +38,49 @@ std::vector<MeasurementRecord> measure(const GpuSpec& truth, const std::vector<P
   return records;
 }
 
+TEST(Calibration, HoldoutSplitsPartitionsFromKernelsInOrder) {
+  const GpuSpec gpu = load_gpu("a100-40gb");
+  const workload::Workload workload = llama();
+  const std::vector<MeasurementRecord> kernels = measure(gpu, plan_kernel_sweep(workload, {1410}, {8}));
+  const std::vector<MeasurementRecord> partitions =
+      measure(gpu, plan_partition_sweep(workload, {"fwd_attn", "bwd_mlp"}, {1410}, 3, 7));
+  ASSERT_FALSE(kernels.empty());
+  ASSERT_FALSE(partitions.empty());
+  // Interleaved: partition, kernel, partition, kernel, ...
+  std::vector<MeasurementRecord> records;
+  for (std::size_t index = 0; index < std::max(kernels.size(), partitions.size()); ++index) {
+    if (index < partitions.size()) records.push_back(partitions[index]);
+    if (index < kernels.size()) records.push_back(kernels[index]);
+  }
+  const CalibrationSplit split = split_for_calibration(records, Holdout::kPartition);
+  ASSERT_EQ(split.fit.size(), kernels.size());
+  ASSERT_EQ(split.held_out.size(), partitions.size());
+  for (std::size_t index = 0; index < kernels.size(); ++index) {
+    EXPECT_EQ(split.fit[index].time_s, kernels[index].time_s);  // order kept
+    EXPECT_NE(split.fit[index].kernel_class(), "partition");
+  }
+  for (std::size_t index = 0; index < partitions.size(); ++index) {
+    EXPECT_EQ(split.held_out[index].time_s, partitions[index].time_s);
+  }
+  const CalibrationSplit all = split_for_calibration(records, Holdout::kNone);
+  EXPECT_EQ(all.fit.size(), records.size());
+  EXPECT_TRUE(all.held_out.empty());
+  // Only partitions and the default holdout: nothing to fit.
+  try {
+    (void)split_for_calibration(partitions, Holdout::kPartition);
+    ADD_FAILURE() << "no InputError";
+  } catch (const InputError& error) {
+    EXPECT_NE(std::string(error.what()).find("--measurements: no records to fit"), std::string::npos);
+  }
+  EXPECT_EQ(parse_holdout("none"), Holdout::kNone);
+  try {
+    (void)parse_holdout("kernels");
+    ADD_FAILURE() << "no InputError";
+  } catch (const InputError& error) {
+    EXPECT_STREQ(error.what(), "--holdout kernels: expected partition or none");
+  }
+}
+
 TEST(Calibration, RecoversPerturbedParametersFromKernelMeasurements) {
   const GpuSpec truth = load_gpu("h200");
   const workload::Workload workload = llama();
