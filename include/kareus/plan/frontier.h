@@ -26,11 +26,15 @@ namespace kareus::plan {
 inline constexpr std::string_view kFrontierSchema = "kareus.frontier/1";
 inline constexpr std::string_view kSolveSchema = "kareus.solve/1";
 
+/// A point of a frontier file. runtime::read_frontier reads it back with `plan` prefixed by the
+/// file's folder.
 struct FrontierPoint {
   double time_s = 0;
   double energy_j = 0;
   std::string plan;                 ///< relative to the frontier file's folder
   double lower_bound_energy_j = 0;  ///< with SolveRequest::bound: no plan within time_s uses less
+
+  friend bool operator==(const FrontierPoint&, const FrontierPoint&) = default;
 };
 
 /// The plan of one iteration: every instruction at the knob (freq_mhz) of its chosen option,
