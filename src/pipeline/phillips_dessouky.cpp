@@ -271,6 +271,10 @@ class Solver {
   static constexpr int kSource = 0;
   static constexpr int kSink = 1;
   static int start_node(int k) { return 2 + 2 * k; }
+  // Walking up from the minimum time, how many of the best predicted moves each step makes.
+  static constexpr std::size_t kTriedMoves = 4;
+  // ... and how many steps it takes at most, per operation.
+  static constexpr int kWalkStepsPerOperation = 4;
   static int end_node(int k) { return 3 + 2 * k; }
 
   struct TightEdge {
@@ -446,12 +450,13 @@ class Solver {
   // their planned ones and above the repaired minimum-time plan, which is often cheaper than
   // they are: the frontier then jumps from the minimum time to the first PD plan that is
   // cheaper, skipping every time in between. Fill that gap on real times: from the
-  // minimum-time plan, repeatedly move one operation one option slower, the one that saves
-  // the most energy (effective energy plus static power x makespan x GPUs) per second of
-  // makespan added, reclaim slack, and keep the plan when no plan found so far is as fast and
-  // as cheap. One forward and one backward pass per step give every candidate's makespan
-  // exactly (lengthening one operation by d adds max(0, d - its total float)). Ends when no
-  // single slowdown saves energy, or after one step per operation.
+  // minimum-time plan, move one operation one option slower at a time. The moves are ranked
+  // by energy saved (effective energy plus static power x makespan x GPUs) per second of
+  // makespan added, which one forward and one backward pass give exactly for every operation
+  // (lengthening one by d adds max(0, d - its total float)); the best kTriedMoves are made,
+  // their slack reclaimed, their plans kept when no plan found so far is as fast and as cheap,
+  // and the walk goes on from the one with the best real rate. Ends when no move saves energy,
+  // or after kWalkStepsPerOperation steps per operation.
   void slow_down_from_minimum_time() {
     std::vector<std::pair<double, double>> frontier;  // (time_s, energy_j), time ascending, energy descending
     for (const int index : pareto_frontier(result_.iterations)) {
@@ -463,13 +468,34 @@ class Solver {
                            [](double time, const std::pair<double, double>& point) { return time < point.first; });
       return after != frontier.begin() && std::prev(after)->second <= energy_j * (1 + 1e-12);
     };
+    // Keeps the plan in option_indices_ (slack reclaimed) when nothing found so far is as fast
+    // and as cheap; returns its evaluation.
+    auto keep_if_new = [&]() {
+      reclaim_slack(dag_, topology_, option_indices_, real_start_, real_latest_finish_);
+      const PlanEvaluation real = evaluate(dag_, topology_, option_indices_, gpus_, real_start_);
+      if (dominated(real.time_s, real.energy_j)) return real;
+      for (int op = 0; op < count_; ++op) duration_[op] = spec(op).options()[option_indices_[op]].quant_time;
+      record(static_cast<int>(result_.iterations.size()), makespan_now(), true);
+      const IterationResult& kept = result_.iterations.back();
+      auto position = std::upper_bound(frontier.begin(), frontier.end(), std::make_pair(kept.time_s, kept.energy_j));
+      position = std::next(frontier.insert(position, {kept.time_s, kept.energy_j}));
+      auto last = position;
+      while (last != frontier.end() && last->second >= kept.energy_j) ++last;
+      frontier.erase(position, last);
+      return real;
+    };
+    struct Move {
+      double rate;  // predicted energy saved per second added, before slack reclamation
+      int op;
+    };
+    std::vector<Move> moves;
     option_indices_ = result_.iterations.back().option_indices;
     auto real_time = [&](int op) { return spec(op).options()[option_indices_[op]].time_s; };
-    for (int step = 0; step < count_; ++step) {
-      const double now_s = forward_pass<double>(topology_, real_start_, real_time);
+    for (int step = 0; step < kWalkStepsPerOperation * count_; ++step) {
+      const PlanEvaluation now_plan = evaluate(dag_, topology_, option_indices_, gpus_, real_start_);
+      const double now_s = now_plan.time_s;
       latest_finish_pass(topology_, real_latest_finish_, now_s, real_time);
-      int best = -1;
-      double best_rate = 0;
+      moves.clear();
       for (int op = 0; op < count_; ++op) {
         const std::vector<ExecutionOption>& options = spec(op).options();
         if (option_indices_[op] + 1 >= static_cast<int>(options.size())) continue;
@@ -480,25 +506,32 @@ class Solver {
         const double saved_j =
             now.effective_energy_j - slower.effective_energy_j - dag_.static_power_w * gpus_ * added_s;
         if (saved_j <= 0) continue;
-        const double rate = saved_j / std::max(added_s, 1e-15);
-        if (best < 0 || rate > best_rate) {
-          best_rate = rate;
-          best = op;
+        moves.push_back({saved_j / std::max(added_s, 1e-15), op});
+      }
+      if (moves.empty()) break;
+      // The best few moves by predicted rate are each made, their slack reclaimed and their
+      // plan kept when new; the walk goes on from the one whose real rate (energy saved per
+      // second added, after reclamation) is best.
+      const std::size_t tried = std::min<std::size_t>(moves.size(), kTriedMoves);
+      std::partial_sort(
+          moves.begin(), moves.begin() + static_cast<std::ptrdiff_t>(tried), moves.end(),
+          [](const Move& a, const Move& b) { return a.rate > b.rate || (a.rate == b.rate && a.op < b.op); });
+      const std::vector<int> walked = option_indices_;
+      std::vector<int> next;
+      double next_rate = -kInfinity;
+      for (std::size_t index = 0; index < tried; ++index) {
+        option_indices_ = walked;
+        ++option_indices_[moves[index].op];
+        const PlanEvaluation real = keep_if_new();
+        const double saved_j = now_plan.energy_j - real.energy_j;
+        const double rate = saved_j / std::max(real.time_s - now_s, 1e-15);
+        if (saved_j > 0 && rate > next_rate) {
+          next_rate = rate;
+          next = option_indices_;
         }
       }
-      if (best < 0) break;
-      ++option_indices_[best];
-      reclaim_slack(dag_, topology_, option_indices_, real_start_, real_latest_finish_);
-      const PlanEvaluation real = evaluate(dag_, topology_, option_indices_, gpus_, real_start_);
-      if (dominated(real.time_s, real.energy_j)) continue;
-      for (int op = 0; op < count_; ++op) duration_[op] = spec(op).options()[option_indices_[op]].quant_time;
-      record(static_cast<int>(result_.iterations.size()), makespan_now(), true);
-      const IterationResult& kept = result_.iterations.back();
-      auto position = std::upper_bound(frontier.begin(), frontier.end(), std::make_pair(kept.time_s, kept.energy_j));
-      position = std::next(frontier.insert(position, {kept.time_s, kept.energy_j}));
-      auto last = position;
-      while (last != frontier.end() && last->second >= kept.energy_j) ++last;
-      frontier.erase(position, last);
+      if (next.empty()) break;
+      option_indices_ = std::move(next);
     }
   }
 

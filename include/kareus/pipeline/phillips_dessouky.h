@@ -61,9 +61,9 @@ struct PhillipsDessoukyResult {
   /// repairs the last PD plan to the true minimum real makespan (operations on real critical
   /// paths at their fastest options), unless the last PD plan already got there; then come
   /// the plans of a greedy walk up from that plan on real times (one operation one option
-  /// slower at a time, the most energy saved per second added), those no earlier entry is as
-  /// fast and as cheap as: they fill the times next to the minimum, which PD's quantized
-  /// plans overshoot.
+  /// slower at a time, the few best moves by energy saved per second added tried each step),
+  /// those no earlier entry is as fast and as cheap as: they fill the times next to the
+  /// minimum, which PD's quantized plans overshoot.
   std::vector<IterationResult> iterations;
   StopReason stop_reason = StopReason::kMinimumTime;
   std::vector<int> frontier;    ///< indices into iterations, Pareto-optimal in real (time_s, energy_j), time ascending
