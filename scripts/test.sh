@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Sets up, builds and runs every test. `--sanitize` builds into build-asan/ with ASan+UBSan.
+# Sets up, builds and runs every test (the slow ones last). `--sanitize` builds into build-asan/
+# with ASan+UBSan.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -10,3 +11,8 @@ else
   bash scripts/build.sh -DKAREUS_WERROR=$([[ -n ${CI:-} ]] && echo ON || echo OFF)
 fi
 ctest --test-dir "${KAREUS_BUILD_DIR:-build}" --output-on-failure -j2 -LE slow
+# The slow tests (label `slow`, tests/slow_tests.cmake) second, so a quick failure shows first;
+# KAREUS_SKIP_SLOW_TESTS=1 leaves them out (CI never sets it).
+if [[ -z ${KAREUS_SKIP_SLOW_TESTS:-} ]]; then
+  ctest --test-dir "${KAREUS_BUILD_DIR:-build}" --output-on-failure -j2 -L slow
+fi

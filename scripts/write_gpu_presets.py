@@ -2,7 +2,7 @@
 """Writes data/gpus/*.json: every emulator parameter with its source.
 
 Sources: [S] spec sheet, [M] third-party measurement, [D] arithmetic on cited numbers,
-[F] calibration fit (bench/calibrate_emulator.py against REFERENCE.md section 9), [E]
+[F] calibration fit (against REFERENCE.md section 9; the fit is described in bench/RESULTS.md), [E]
 engineering estimate to be replaced by `kareus calibrate` on real measurements.
 Keys of GPU-DATA.md (in ../shared) name where the [S]/[M] numbers come from.
 """
@@ -25,6 +25,7 @@ A100 = {
         "clock_default_mhz": (1410, "[M] A100 runs at max boost under load below the power limit"),
         "clock_switch_latency_ms": (15, "[E] REFERENCE.md section 3: 10-20 ms per NVML call"),
         "flop_per_clock_per_sm": (2048, "[D] 312 TFLOP/s / (108 SMs x 1.41 GHz)"),
+        "cuda_core_flop_fraction": (0.0625, "[D] A100 datasheet [S]: 19.5 TFLOP/s FP32 / 312 TFLOP/s dense bf16 tensor"),
         "gemm_efficiency": (0.80, "[M] MLE: max achievable bf16 matmul 271 TFLOP/s = 87%; AZ 8192^3 253.7 = 81%"),
         "gemm_tile_m": (128, "[E] cuBLAS bf16 CTA tile on Ampere"),
         "gemm_tile_n": (256, "[E] cuBLAS bf16 CTA tile on Ampere"),
@@ -77,6 +78,7 @@ def hopper(name, description, hbm_gbps, hbm_source, stream_efficiency, stream_so
     p["clock_step_mhz"] = (15, "[E] (?) not confirmed for Hopper; 15 MHz as on A100")
     p["clock_default_mhz"] = (1980, "[M] eks: 1980 MHz under load")
     p["flop_per_clock_per_sm"] = (4096, "[D] 989 TFLOP/s / (132 x 1.83 GHz)")
+    p["cuda_core_flop_fraction"] = (0.0677, "[D] H100/H200 SXM datasheets [S]: 67 TFLOP/s FP32 / 989 TFLOP/s dense bf16 tensor")
     p["gemm_efficiency"] = (0.78, "[M] project: H200 8192^3 bf16 ~788 TFLOP/s of 1070 at 1980 MHz = 0.74; MLE 794.5 at 80%")
     p["gemm_tile_n"] = (256, "[E] cuBLAS Hopper tile 128x256")
     p["attention_forward_efficiency"] = (0.55, "[M] FA3 causal fwd 616 TFLOP/s (of ~1070 at 1980 MHz) ~0.58; cuDNN close")

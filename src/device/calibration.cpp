@@ -218,4 +218,24 @@ std::string write_calibrated_preset(std::string_view preset_json, const Calibrat
   return document.dump(2) + "\n";
 }
 
+Holdout parse_holdout(std::string_view text) {
+  if (text == "partition") return Holdout::kPartition;
+  if (text == "none") return Holdout::kNone;
+  throw InputError(fmt::format("--holdout {}: expected partition or none", text));
+}
+
+CalibrationSplit split_for_calibration(std::vector<MeasurementRecord> records, Holdout holdout) {
+  CalibrationSplit split;
+  for (MeasurementRecord& record : records) {
+    const bool hold = holdout == Holdout::kPartition && record.kernel_class() == "partition";
+    (hold ? split.held_out : split.fit).push_back(std::move(record));
+  }
+  if (split.fit.empty()) {
+    throw InputError(
+        "--measurements: no records to fit (with --holdout partition, partition records are only "
+        "checked: add kernel records from `kareus profile --kernels`)");
+  }
+  return split;
+}
+
 }  // namespace kareus::device

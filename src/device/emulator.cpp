@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <functional>
 #include <random>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -40,6 +41,26 @@ class TimelineBuilder {
   PartitionRun run_;
 };
 
+// Modelling choices, not hardware (a preset has no say in them):
+// While a collective runs beside compute, compute keeps at least this share of the HBM
+// bandwidth whatever the collective's traffic: a floor so the model's subtraction never
+// starves a kernel (real HBM arbitration serves both streams).
+constexpr double kComputeHbmFloorFraction = 0.1;
+// Multiplicative measurement noise is 1 + sigma x N(0, 1); this floor keeps a measurement
+// positive for any sigma the preset allows (<= 0.5), i.e. beyond 2 sigma at most.
+constexpr double kNoiseFactorFloor = 0.5;
+
+// FNV-1a, 64 bit: a hash of text that is the same with every standard library (std::hash is
+// not), so a seeded emulator gives the same noise everywhere.
+std::uint64_t fnv1a(std::string_view text) {
+  std::uint64_t hash = 0xcbf29ce484222325ULL;
+  for (const char character : text) {
+    hash ^= static_cast<unsigned char>(character);
+    hash *= 0x100000001b3ULL;
+  }
+  return hash;
+}
+
 std::uint64_t mix(std::uint64_t value) {  // splitmix64 finalizer
   value += 0x9e3779b97f4a7c15ULL;
   value = (value ^ (value >> 30)) * 0xbf58476d1ce4e5b9ULL;
@@ -76,8 +97,9 @@ PartitionRun run_partition(const GpuSpec& gpu, const partition::Partition& parti
   // the collective slows by comm_overlap_slowdown (they contend for HBM and L2).
   const std::size_t slot_op = partition.slots.at(*partition.find_slot(config.slot)).first_op;
   const CollectiveRun comm = collective_kernel(gpu, *partition.collective, config.ctas, freq);
-  const ComputeResources shared{std::max(full.sms - comm.sms, 1.0),
-                                std::max(full.hbm_bytes_per_s - comm.hbm_bytes_per_s, 0.1 * full.hbm_bytes_per_s)};
+  const ComputeResources shared{
+      std::max(full.sms - comm.sms, 1.0),
+      std::max(full.hbm_bytes_per_s - comm.hbm_bytes_per_s, kComputeHbmFloorFraction * full.hbm_bytes_per_s)};
   const std::vector<workload::Op>& ops = partition.compute_ops;
   // The streams meet at the partition's start: an event record and wait, idle in between.
   timeline.add(gpu.partition_sync_us * 1e-6, gpu.static_power_w, freq, "", false);
@@ -169,14 +191,14 @@ Measurement EmulatedDevice::with_noise(const PartitionRun& run, const std::strin
   // reproducible, while different configs see independent noise. Repeats of the same config
   // on this device draw fresh noise (so re-measuring and averaging helps, as on a GPU).
   std::uint64_t state = mix(options_.seed);
-  for (const std::string& text : {key, config.slot}) state = mix(state ^ std::hash<std::string>{}(text));
+  for (const std::string& text : {key, config.slot}) state = mix(state ^ fnv1a(text));
   state = mix(state ^ static_cast<std::uint64_t>(nanobatch));
   state = mix(state ^ (static_cast<std::uint64_t>(config.freq_mhz) << 20) ^ static_cast<std::uint64_t>(config.ctas));
   if (const int repeat = repetitions_[state]++; repeat > 0) state = mix(state ^ static_cast<std::uint64_t>(repeat));
   std::mt19937_64 random(state);
   std::normal_distribution<double> normal(0, 1);
   std::uniform_real_distribution<double> uniform(0, 1);
-  measurement.time_s *= std::max(0.5, 1 + gpu_.noise_time_fraction * normal(random));
+  measurement.time_s *= std::max(kNoiseFactorFloor, 1 + gpu_.noise_time_fraction * normal(random));
   // The energy counter updates every period: both ends of the window are read up to one
   // period late, and the reading is in whole counter units.
   const double average_power_w = run.energy_j / run.time_s;
@@ -185,7 +207,7 @@ Measurement EmulatedDevice::with_noise(const PartitionRun& run, const std::strin
   const double resolution_j = gpu_.energy_counter_resolution_mj * 1e-3;
   const double counted_j = std::floor(window_energy_j / resolution_j) * resolution_j;
   measurement.energy_j = counted_j / options_.window_s * measurement.time_s *
-                         std::max(0.5, 1 + gpu_.noise_energy_fraction * normal(random));
+                         std::max(kNoiseFactorFloor, 1 + gpu_.noise_energy_fraction * normal(random));
   return measurement;
 }
 

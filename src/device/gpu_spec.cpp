@@ -33,6 +33,7 @@ struct IntField {
 constexpr DoubleField kDoubleFields[] = {
     {"clock_switch_latency_ms", &GpuSpec::clock_switch_latency_ms, 0, 1000},
     {"flop_per_clock_per_sm", &GpuSpec::flop_per_clock_per_sm, 1, 1e6},
+    {"cuda_core_flop_fraction", &GpuSpec::cuda_core_flop_fraction, 1e-3, 1},
     {"gemm_efficiency", &GpuSpec::gemm_efficiency, 0.01, 1},
     {"gemm_tile_m", &GpuSpec::gemm_tile_m, 1, 4096},
     {"gemm_tile_n", &GpuSpec::gemm_tile_n, 1, 4096},

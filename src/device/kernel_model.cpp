@@ -10,11 +10,16 @@ namespace {
 using workload::CollectiveKind;
 using workload::OpKind;
 
+/// How sharply a collective's rate bends from CTA-bound to link-bound at the CTA knee: the p
+/// of the p-norm below. The form of the model, not hardware: with p = 4 the smooth minimum is
+/// 16% below the hard one at the knee and 1.5% below it a factor 2 away; each preset's
+/// cta_bytes_per_clock is set with this bend (data/gpus/*.json).
+constexpr double kCtaKneeSharpness = 4;
+
 /// A smooth minimum (p-norm): rates add their limits like resistors in series, so the
 /// collective's speed bends over the CTA knee instead of breaking at it.
 double smooth_min(double a, double b) {
-  constexpr double kSharpness = 4;
-  return 1.0 / std::pow(std::pow(a, -kSharpness) + std::pow(b, -kSharpness), 1.0 / kSharpness);
+  return 1.0 / std::pow(std::pow(a, -kCtaKneeSharpness) + std::pow(b, -kCtaKneeSharpness), 1.0 / kCtaKneeSharpness);
 }
 
 double activity_of(const GpuSpec& gpu, OpKind kind) {
@@ -57,8 +62,8 @@ KernelRun compute_kernel(const GpuSpec& gpu, const workload::Op& op, double freq
                                                                             : gpu.attention_backward_efficiency;
     compute_time = op.flops / (gpu.peak_flops(freq_mhz, sms) * efficiency);
   } else {
-    // Memory-bound ops: a few FLOPs per element on CUDA cores (1/16 of tensor-core rate).
-    compute_time = op.flops / (gpu.peak_flops(freq_mhz, sms) / 16);
+    // Memory-bound ops: a few FLOPs per element on CUDA cores, not tensor cores.
+    compute_time = op.flops / (gpu.peak_flops(freq_mhz, sms) * gpu.cuda_core_flop_fraction);
   }
   const double busy_time = std::max(compute_time, memory_time);
   KernelRun run;

@@ -68,12 +68,16 @@ std::vector<std::string> artifact_slots(const std::string& key) {
 SearchSpace::SearchSpace(std::vector<int> clocks_mhz, std::vector<int> ctas, std::vector<std::string> slots)
     : clocks_mhz_(std::move(clocks_mhz)), ctas_(std::move(ctas)), slots_(std::move(slots)) {}
 
-KnobConfig SearchSpace::at(std::size_t index) const {
+SpaceCoordinates SearchSpace::coordinates(std::size_t index) const {
   const std::size_t slot = index % slots_.size();
   index /= slots_.size();
   const std::size_t cta = index % ctas_.size();
-  index /= ctas_.size();
-  return {clocks_mhz_.at(index), ctas_[cta], slots_[slot]};
+  return {index / ctas_.size(), cta, slot};
+}
+
+KnobConfig SearchSpace::at(std::size_t index) const {
+  const SpaceCoordinates at = coordinates(index);
+  return {clocks_mhz_.at(at.clock), ctas_[at.cta], slots_[at.slot]};
 }
 
 std::size_t SearchSpace::index_of(const KnobConfig& config) const {
@@ -84,7 +88,7 @@ std::size_t SearchSpace::index_of(const KnobConfig& config) const {
   const std::size_t cta = position(ctas_, config.ctas);
   const std::size_t slot = position(slots_, config.slot);
   if (clock == clocks_mhz_.size() || cta == ctas_.size() || slot == slots_.size()) return size();
-  return (clock * ctas_.size() + cta) * slots_.size() + slot;
+  return index_at({clock, cta, slot});
 }
 
 SearchSpace make_search_space(const Partition& partition, const std::vector<int>& clocks_mhz,

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kareus/common/error.h"
+#include "kareus/common/evenly_spread.h"
 #include "kareus/common/file_io.h"
 #include "kareus/plan/perseus_csv.h"
 
@@ -23,15 +24,13 @@ std::vector<ExecutionOption> to_options(const std::vector<ProfileOption>& rows) 
   return options;
 }
 
-// At most `max_points` indices of `frontier`, evenly spread, the first and last always kept.
+// At most `max_points` indices of `frontier`, evenly spread, the first and last always kept
+// (all of them when max_points <= 0).
 std::vector<int> sample(const std::vector<int>& frontier, int max_points) {
-  if (max_points <= 0 || static_cast<int>(frontier.size()) <= max_points) return frontier;
-  if (max_points == 1) return {frontier.front()};
+  if (max_points <= 0) return frontier;
   std::vector<int> kept;
-  const double step = static_cast<double>(frontier.size() - 1) / (max_points - 1);
-  for (int index = 0; index < max_points; ++index) {
-    const auto position = static_cast<std::size_t>(std::lround(index * step));
-    if (kept.empty() || kept.back() != frontier[position]) kept.push_back(frontier[position]);
+  for (const std::size_t position : evenly_spread_positions(frontier.size(), static_cast<std::size_t>(max_points))) {
+    kept.push_back(frontier[position]);
   }
   return kept;
 }

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kareus/common/error.h"
+#include "kareus/common/evenly_spread.h"
 #include "kareus/common/file_io.h"
 #include "kareus/device/caching_device.h"
 #include "kareus/partition/partition.h"
@@ -102,11 +103,10 @@ double minimum_makespan_s(const workload::Workload& workload, const MethodOption
 std::vector<int> sample_frontier(const pipeline::PhillipsDessoukyResult& solved, int max_plans,
                                  const std::vector<double>& also_at_times_s) {
   const int count = static_cast<int>(solved.frontier.size());
-  const int samples = std::min(count, std::max(max_plans, 2));
   std::vector<int> chosen;
-  for (int sample = 0; sample < samples; ++sample) {
-    chosen.push_back(
-        samples == 1 ? 0 : static_cast<int>(std::lround(static_cast<double>(sample) * (count - 1) / (samples - 1))));
+  for (std::size_t position :
+       evenly_spread_positions(solved.frontier.size(), static_cast<std::size_t>(std::max(max_plans, 2)))) {
+    chosen.push_back(static_cast<int>(position));
   }
   for (double time_s : also_at_times_s) {
     int best = -1;

@@ -39,8 +39,8 @@ std::vector<FrontierPoint> read_frontier(const std::filesystem::path& path) {
   const nlohmann::json document = read_json_file(path);
   namespace jf = json_fields;
   jf::reject_unknown(document, {"schema", "points"}, origin);
-  if (const std::string schema = jf::require_string(document, "schema", origin); schema != "kareus.frontier/1") {
-    throw InputError(fmt::format("{}: schema must be \"kareus.frontier/1\", found \"{}\"", origin, schema));
+  if (const std::string schema = jf::require_string(document, "schema", origin); schema != plan::kFrontierSchema) {
+    throw InputError(fmt::format("{}: schema must be \"{}\", found \"{}\"", origin, plan::kFrontierSchema, schema));
   }
   const nlohmann::json& points = jf::require(document, "points", origin);
   if (!points.is_array() || points.empty())

@@ -54,7 +54,7 @@ std::vector<double> config_features(const partition::SearchSpace& space, std::si
   // CTA counts on a log scale: a collective's time goes as 1/CTAs up to its knee, so 1 -> 2 CTAs
   // matters as much as 10 -> 20. (ctas is 0 only for a partition without a collective: one value.)
   const auto log_ctas = [](int value) { return std::log(std::max(value, 1)); };
-  const std::size_t slot = index % space.slots().size();
+  const std::size_t slot = space.coordinates(index).slot;
   return {scale(config.freq_mhz, *clock_low, *clock_high),
           scale(log_ctas(config.ctas), log_ctas(*cta_low), log_ctas(*cta_high)),
           scale(static_cast<double>(slot), 0, static_cast<double>(space.slots().size() - 1))};
@@ -139,6 +139,8 @@ GaussianMarginal lognormal_marginal(const Prediction& prediction) {
   return {mean, mean * std::sqrt(std::expm1(prediction.variance))};
 }
 
+constexpr std::array<Objective, 2> kObjectives{Objective::kEnergy, Objective::kEffectiveEnergy};
+
 // Our strategy: maximin design, EHVI batches (Kriging believer), refinement near the fronts.
 class KareusStrategy {
  public:
@@ -171,7 +173,7 @@ class KareusStrategy {
       if (order_.size() == space_.size()) break;
       refining = refining || order_.size() >= refine_from;
       const Objective objective = result.batches % 2 == 0 ? Objective::kEnergy : Objective::kEffectiveEnergy;
-      const std::vector<std::size_t> batch = choose_batch(objective, refining);
+      const std::vector<std::size_t> batch = choose_batch(result.evaluations, objective, refining);
       if (batch.empty()) {
         if (!refining) {
           refining = true;  // the global gain is exhausted: look around the fronts
@@ -189,6 +191,8 @@ class KareusStrategy {
   }
 
  private:
+  // Measures `indices`, appending to result.evaluations in order (so evaluation k is of
+  // order_[k]), and marks them evaluated.
   void measure(const std::vector<std::size_t>& indices, SearchResult& result) {
     std::vector<partition::KnobConfig> configs;
     for (std::size_t index : indices) configs.push_back(space_.at(index));
@@ -199,7 +203,6 @@ class KareusStrategy {
       result.evaluations.push_back(std::move(measured[position]));
     }
     ++result.batches;
-    evaluations_ = &result.evaluations;
     if (options_.progress) options_.progress(order_.size(), options_.budget);
   }
 
@@ -210,15 +213,15 @@ class KareusStrategy {
   // farthest from those chosen.
   std::vector<std::size_t> initial_design(std::size_t count) const {
     std::mt19937_64 random(options_.seed * 0x9e3779b97f4a7c15ULL + 17);
-    const std::size_t slots = space_.slots().size();
-    const std::size_t ctas = space_.ctas().size();
-    const std::array<std::size_t, 3> levels{space_.clocks_mhz().size(), ctas, slots};
+    const std::array<std::size_t, 3> levels{space_.clocks_mhz().size(), space_.ctas().size(), space_.slots().size()};
     // Feature value of each level of each dimension (config_features at one coordinate).
     std::array<std::vector<double>, 3> level_values;
     for (std::size_t level = 0; level < levels[0]; ++level)
-      level_values[0].push_back(features_[level * ctas * slots][0]);
-    for (std::size_t level = 0; level < levels[1]; ++level) level_values[1].push_back(features_[level * slots][1]);
-    for (std::size_t level = 0; level < levels[2]; ++level) level_values[2].push_back(features_[level][2]);
+      level_values[0].push_back(features_[space_.index_at({level, 0, 0})][0]);
+    for (std::size_t level = 0; level < levels[1]; ++level)
+      level_values[1].push_back(features_[space_.index_at({0, level, 0})][1]);
+    for (std::size_t level = 0; level < levels[2]; ++level)
+      level_values[2].push_back(features_[space_.index_at({0, 0, level})][2]);
     const auto nearest_level = [&](std::size_t dim, double value) {
       std::size_t best = 0;
       for (std::size_t level = 1; level < levels[dim]; ++level) {
@@ -250,7 +253,7 @@ class KareusStrategy {
       std::vector<bool> used(space_.size(), false);
       for (std::size_t point = 0; point < count; ++point) {
         const std::size_t index =
-            (coordinates[0][point] * ctas + coordinates[1][point]) * slots + coordinates[2][point];
+            space_.index_at({coordinates[0][point], coordinates[1][point], coordinates[2][point]});
         if (!used[index]) design.push_back(index);
         used[index] = true;
       }
@@ -286,92 +289,173 @@ class KareusStrategy {
 
   // Configs one step away from `index` in CTA count or slot, and in clock if `clocks`.
   std::vector<std::size_t> neighbours(std::size_t index, bool clocks) const {
-    const std::size_t slots = space_.slots().size();
-    const std::size_t ctas = space_.ctas().size();
-    const std::size_t slot = index % slots;
-    const std::size_t cta = (index / slots) % ctas;
-    const std::size_t clock = index / (slots * ctas);
+    const auto [clock, cta, slot] = space_.coordinates(index);
     std::vector<std::size_t> result;
-    const auto add = [&](std::size_t c, std::size_t t, std::size_t s) { result.push_back((c * ctas + t) * slots + s); };
+    const auto add = [&](std::size_t c, std::size_t t, std::size_t s) { result.push_back(space_.index_at({c, t, s})); };
     if (clocks && clock > 0) add(clock - 1, cta, slot);
     if (clocks && clock + 1 < space_.clocks_mhz().size()) add(clock + 1, cta, slot);
     if (cta > 0) add(clock, cta - 1, slot);
-    if (cta + 1 < ctas) add(clock, cta + 1, slot);
+    if (cta + 1 < space_.ctas().size()) add(clock, cta + 1, slot);
     if (slot > 0) add(clock, cta, slot - 1);
-    if (slot + 1 < slots) add(clock, cta, slot + 1);
+    if (slot + 1 < space_.slots().size()) add(clock, cta, slot + 1);
     return result;
   }
 
-  // The next batch, or empty when nothing promises a gain above the threshold (global phase)
-  // or, refining, when no neighbour of the fronts is left and nothing else promises a gain.
-  std::vector<std::size_t> choose_batch(Objective batch_objective, bool refining) {
-    const std::vector<Evaluation>& measured = *evaluations_;
+  // What the surrogates are fitted to: one row per measured config, in measurement order, with
+  // log time and log effective energy; the batch appends its Kriging-believer fantasies.
+  struct Observations {
     FeatureRows rows;
     std::vector<double> log_times;
     std::vector<double> log_energies;
-    for (std::size_t position = 0; position < order_.size(); ++position) {
-      rows.push_back(features_[order_[position]]);
-      log_times.push_back(std::log(measured[position].time_s));
-      log_energies.push_back(std::log(effective_energy(measured[position])));
-    }
-    time_model_.fit(rows, log_times);
-    energy_model_.fit(rows, log_energies);
+  };
 
-    const std::array<Objective, 2> objectives{Objective::kEnergy, Objective::kEffectiveEnergy};
+  Observations observations(const std::vector<Evaluation>& measured) const {
+    Observations observed;
+    for (std::size_t position = 0; position < order_.size(); ++position) {
+      observed.rows.push_back(features_[order_[position]]);
+      observed.log_times.push_back(std::log(measured[position].time_s));
+      observed.log_energies.push_back(std::log(effective_energy(measured[position])));
+    }
+    return observed;
+  }
+
+  // The fronts the acquisition improves on are those of the posterior means at the measured
+  // configs, not of the raw measurements: a measurement that noise made look good would
+  // otherwise hide the region around it from the search.
+  std::vector<Evaluation> believed_measurements(const std::vector<Evaluation>& measured,
+                                                const FeatureRows& rows) const {
+    std::vector<Evaluation> believed;
+    const std::vector<Prediction> times = time_model_.predict(rows);
+    const std::vector<Prediction> energies = energy_model_.predict(rows);
+    for (std::size_t position = 0; position < rows.size(); ++position) {
+      const double time_s = std::exp(times[position].mean);
+      believed.push_back(
+          {measured[position].config, time_s, std::exp(energies[position].mean) + static_power_w_ * time_s});
+    }
+    return believed;
+  }
+
+  static constexpr std::size_t kNone = std::numeric_limits<std::size_t>::max();
+
+  // Refinement is a local search around the measured front of the batch's objective that does
+  // not trust the model's ranking across CTA counts and slots: a collective's time has a kink
+  // where it stops being CTA-bound (the optimum often sits right there), which a smooth kernel
+  // rounds off. The untried CTA/slot neighbours of the front point with the largest exclusive
+  // hypervolume contribution come first (EHVI breaks ties); each pick halves that point's
+  // weight so a batch spreads over the front. Clock neighbours (smooth, well modelled) only
+  // when no CTA/slot neighbour is left.
+  struct FrontNeighbourhood {
+    std::vector<double> contribution;  // per point of the front
+    std::vector<std::size_t> source;   // per config: the front point it neighbours, or kNone
+  };
+
+  FrontNeighbourhood front_neighbourhood(const std::vector<Evaluation>& measured, Objective objective,
+                                         const ObjectivePoint& reference) const {
+    FrontNeighbourhood near;
+    const std::vector<Evaluation> front = pareto_front(measured, static_power_w_, objective);
+    std::vector<ObjectivePoint> points;
+    for (const Evaluation& point : front) {
+      points.push_back(normalise(objective_point(point, static_power_w_, objective), reference));
+    }
+    const double total = hypervolume(points, {1, 1});
+    for (std::size_t which = 0; which < points.size(); ++which) {
+      std::vector<ObjectivePoint> without = points;
+      without.erase(without.begin() + static_cast<std::ptrdiff_t>(which));
+      near.contribution.push_back(total - hypervolume(without, {1, 1}));
+    }
+    near.source.assign(space_.size(), kNone);
+    for (bool clocks : {false, true}) {
+      bool any = false;
+      for (std::size_t which = 0; which < front.size(); ++which) {
+        for (std::size_t neighbour : neighbours(space_.index_of(front[which].config), clocks)) {
+          if (evaluated_[neighbour]) continue;
+          if (near.source[neighbour] == kNone || near.contribution[which] > near.contribution[near.source[neighbour]]) {
+            near.source[neighbour] = which;
+          }
+          any = true;
+        }
+      }
+      if (any) break;
+    }
+    return near;
+  }
+
+  // The position in `candidates` of the next config to measure, or candidates.size() when none
+  // is worth it. Refining (`near` set), the best neighbour of the front (see
+  // front_neighbourhood; its front point's weight is halved); otherwise the best EHVI of the
+  // batch's objective, if some candidate's relative gain in either objective reaches
+  // min_relative_gain.
+  std::size_t pick_candidate(const std::vector<std::size_t>& candidates, const std::vector<Prediction>& times,
+                             const std::vector<Prediction>& energies, const std::vector<Evaluation>& believed,
+                             const std::array<ObjectivePoint, 2>& references, Objective batch_objective,
+                             FrontNeighbourhood* near) const {
+    std::array<std::optional<HypervolumeImprovement>, 2> improvements;
+    for (std::size_t which = 0; which < 2; ++which) {
+      std::vector<ObjectivePoint> points;
+      for (const Evaluation& point : pareto_front(believed, static_power_w_, kObjectives[which])) {
+        points.push_back(normalise(objective_point(point, static_power_w_, kObjectives[which]), references[which]));
+      }
+      improvements[which].emplace(points, ObjectivePoint{1, 1});
+    }
+    std::size_t best_global = candidates.size();
+    std::size_t best_near = candidates.size();
+    double best_global_score = -1;
+    double best_near_score = -1;
+    double best_near_weight = -1;
+    double best_gain = 0;
+    for (std::size_t position = 0; position < candidates.size(); ++position) {
+      const GaussianMarginal time = lognormal_marginal(times[position]);
+      const GaussianMarginal effective = lognormal_marginal(energies[position]);
+      // E = E_eff + P t with independent parts: add means and variances.
+      const GaussianMarginal energy{effective.mean + static_power_w_ * time.mean,
+                                    std::hypot(effective.stddev, static_power_w_ * time.stddev)};
+      std::array<double, 2> gains{};
+      for (std::size_t which = 0; which < 2; ++which) {
+        const ObjectivePoint& reference = references[which];
+        const GaussianMarginal& second = which == 0 ? energy : effective;
+        const double improvement = improvements[which]->expected_improvement(
+            {time.mean / reference.time_s, time.stddev / reference.time_s},
+            {second.mean / reference.energy_j, second.stddev / std::abs(reference.energy_j)});
+        gains[which] = improvement / std::max(improvements[which]->hypervolume(), 1e-12);
+      }
+      const double gain = std::max(gains[0], gains[1]);
+      best_gain = std::max(best_gain, gain);
+      const double score = gains[batch_objective == Objective::kEnergy ? 0 : 1];
+      if (score > best_global_score) {
+        best_global_score = score;
+        best_global = position;
+      }
+      const std::size_t source = near != nullptr ? near->source[candidates[position]] : kNone;
+      if (source != kNone && (near->contribution[source] > best_near_weight ||
+                              (near->contribution[source] == best_near_weight && score > best_near_score))) {
+        best_near_weight = near->contribution[source];
+        best_near_score = score;
+        best_near = position;
+      }
+    }
+    if (near != nullptr && best_near < candidates.size()) {
+      near->contribution[near->source[candidates[best_near]]] *= 0.5;
+      return best_near;
+    }
+    return best_gain >= options_.min_relative_gain ? best_global : candidates.size();
+  }
+
+  // The next batch from the measurements so far (result.evaluations, in order_), or empty when
+  // nothing promises a gain above the threshold (global phase) or, refining, when no neighbour
+  // of the fronts is left and nothing else promises a gain.
+  std::vector<std::size_t> choose_batch(const std::vector<Evaluation>& measured, Objective batch_objective,
+                                        bool refining) {
+    Observations observed = observations(measured);
+    time_model_.fit(observed.rows, observed.log_times);
+    energy_model_.fit(observed.rows, observed.log_energies);
     std::array<ObjectivePoint, 2> references{};
     for (std::size_t which = 0; which < 2; ++which) {
-      references[which] = reference_point(measured, static_power_w_, objectives[which]);
+      references[which] = reference_point(measured, static_power_w_, kObjectives[which]);
     }
-    // The fronts the acquisition improves on are those of the posterior means at the measured
-    // configs, not of the raw measurements: a measurement that noise made look good would
-    // otherwise hide the region around it from the search.
-    std::vector<Evaluation> believed;  // denoised measurements, then the batch's fantasies
-    {
-      const std::vector<Prediction> times = time_model_.predict(rows);
-      const std::vector<Prediction> energies = energy_model_.predict(rows);
-      for (std::size_t position = 0; position < rows.size(); ++position) {
-        const double time_s = std::exp(times[position].mean);
-        believed.push_back(
-            {measured[position].config, time_s, std::exp(energies[position].mean) + static_power_w_ * time_s});
-      }
-    }
-    // Refinement is a local search around the measured front of the batch's objective that does
-    // not trust the model's ranking across CTA counts and slots: a collective's time has a kink
-    // where it stops being CTA-bound (the optimum often sits right there), which a smooth kernel
-    // rounds off. The untried CTA/slot neighbours of the front point with the largest exclusive
-    // hypervolume contribution come first (EHVI breaks ties); each pick halves that point's
-    // weight so a batch spreads over the front. Clock neighbours (smooth, well modelled) only
-    // when no CTA/slot neighbour is left.
-    std::vector<double> contribution;  // per point of `front`
-    std::vector<std::size_t> source;   // per config: the front point it neighbours, or npos
-    constexpr std::size_t kNone = std::numeric_limits<std::size_t>::max();
+    std::vector<Evaluation> believed = believed_measurements(measured, observed.rows);  // then the batch's fantasies
+    std::optional<FrontNeighbourhood> near;
     if (refining) {
-      const std::vector<Evaluation> front = pareto_front(measured, static_power_w_, batch_objective);
-      const ObjectivePoint& reference = references[batch_objective == Objective::kEnergy ? 0 : 1];
-      std::vector<ObjectivePoint> points;
-      for (const Evaluation& point : front) {
-        points.push_back(normalise(objective_point(point, static_power_w_, batch_objective), reference));
-      }
-      const double total = hypervolume(points, {1, 1});
-      for (std::size_t which = 0; which < points.size(); ++which) {
-        std::vector<ObjectivePoint> without = points;
-        without.erase(without.begin() + static_cast<std::ptrdiff_t>(which));
-        contribution.push_back(total - hypervolume(without, {1, 1}));
-      }
-      source.assign(space_.size(), kNone);
-      for (bool clocks : {false, true}) {
-        bool any = false;
-        for (std::size_t which = 0; which < front.size(); ++which) {
-          for (std::size_t neighbour : neighbours(space_.index_of(front[which].config), clocks)) {
-            if (evaluated_[neighbour]) continue;
-            if (source[neighbour] == kNone || contribution[which] > contribution[source[neighbour]]) {
-              source[neighbour] = which;
-            }
-            any = true;
-          }
-        }
-        if (any) break;
-      }
+      near = front_neighbourhood(measured, batch_objective, references[batch_objective == Objective::kEnergy ? 0 : 1]);
     }
 
     std::vector<bool> taken = evaluated_;
@@ -386,69 +470,19 @@ class KareusStrategy {
       for (std::size_t index : candidates) candidate_rows.push_back(features_[index]);
       const std::vector<Prediction> times = time_model_.predict(candidate_rows);
       const std::vector<Prediction> energies = energy_model_.predict(candidate_rows);
-
-      std::array<std::optional<HypervolumeImprovement>, 2> improvements;
-      for (std::size_t which = 0; which < 2; ++which) {
-        std::vector<ObjectivePoint> points;
-        for (const Evaluation& point : pareto_front(believed, static_power_w_, objectives[which])) {
-          points.push_back(normalise(objective_point(point, static_power_w_, objectives[which]), references[which]));
-        }
-        improvements[which].emplace(points, ObjectivePoint{1, 1});
-      }
-      std::size_t best_global = candidates.size();
-      std::size_t best_near = candidates.size();
-      double best_global_score = -1;
-      double best_near_score = -1;
-      double best_near_weight = -1;
-      double best_gain = 0;
-      for (std::size_t position = 0; position < candidates.size(); ++position) {
-        const GaussianMarginal time = lognormal_marginal(times[position]);
-        const GaussianMarginal effective = lognormal_marginal(energies[position]);
-        // E = E_eff + P t with independent parts: add means and variances.
-        const GaussianMarginal energy{effective.mean + static_power_w_ * time.mean,
-                                      std::hypot(effective.stddev, static_power_w_ * time.stddev)};
-        std::array<double, 2> gains{};
-        for (std::size_t which = 0; which < 2; ++which) {
-          const ObjectivePoint& reference = references[which];
-          const GaussianMarginal& second = which == 0 ? energy : effective;
-          const double improvement = improvements[which]->expected_improvement(
-              {time.mean / reference.time_s, time.stddev / reference.time_s},
-              {second.mean / reference.energy_j, second.stddev / std::abs(reference.energy_j)});
-          gains[which] = improvement / std::max(improvements[which]->hypervolume(), 1e-12);
-        }
-        const double gain = std::max(gains[0], gains[1]);
-        best_gain = std::max(best_gain, gain);
-        const double score = gains[batch_objective == Objective::kEnergy ? 0 : 1];
-        if (score > best_global_score) {
-          best_global_score = score;
-          best_global = position;
-        }
-        const std::size_t near = refining ? source[candidates[position]] : kNone;
-        if (near != kNone && (contribution[near] > best_near_weight ||
-                              (contribution[near] == best_near_weight && score > best_near_score))) {
-          best_near_weight = contribution[near];
-          best_near_score = score;
-          best_near = position;
-        }
-      }
-      std::size_t pick = candidates.size();
-      if (refining && best_near < candidates.size()) {
-        pick = best_near;
-        contribution[source[candidates[pick]]] *= 0.5;
-      } else if (best_gain >= options_.min_relative_gain) {
-        pick = best_global;
-      }
+      const std::size_t pick =
+          pick_candidate(candidates, times, energies, believed, references, batch_objective, near ? &*near : nullptr);
       if (pick == candidates.size()) break;
       const std::size_t index = candidates[pick];
       batch.push_back(index);
       taken[index] = true;
       // Kriging believer: pretend the posterior mean was measured and condition on it.
-      rows.push_back(features_[index]);
-      log_times.push_back(times[pick].mean);
-      log_energies.push_back(energies[pick].mean);
+      observed.rows.push_back(features_[index]);
+      observed.log_times.push_back(times[pick].mean);
+      observed.log_energies.push_back(energies[pick].mean);
       if (batch.size() < options_.batch_size) {
-        time_model_.condition(rows, log_times);
-        energy_model_.condition(rows, log_energies);
+        time_model_.condition(observed.rows, observed.log_times);
+        energy_model_.condition(observed.rows, observed.log_energies);
       }
       const double time_s = std::exp(times[pick].mean);
       believed.push_back({space_.at(index), time_s, std::exp(energies[pick].mean) + static_power_w_ * time_s});
@@ -472,22 +506,15 @@ class KareusStrategy {
   FeatureRows features_;
   std::vector<bool> evaluated_;
   std::vector<std::size_t> order_;  // evaluated indices in measurement order
-  const std::vector<Evaluation>* evaluations_ = nullptr;
   GaussianProcess time_model_;
   GaussianProcess energy_model_;
 };
-
-void check_budget(const partition::SearchSpace& space, std::size_t budget) {
-  if (budget < 1 || budget > space.size()) {
-    throw InputError(fmt::format("--budget {} must be between 1 and the space size {}", budget, space.size()));
-  }
-}
 
 }  // namespace
 
 SearchResult run_search(std::span<device::Device* const> devices, const partition::Partition& partition,
                         const partition::SearchSpace& space, const SearchOptions& options) {
-  check_budget(space, options.budget);
+  check_budget_range(options.budget, space.size());
   if (options.batch_size < 1) throw InputError("--batch must be >= 1");
   BatchEvaluator evaluator(devices, partition, options);
   if (options.strategy == Strategy::kArtifact) return run_artifact_strategy(evaluator, space, options);

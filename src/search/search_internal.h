@@ -6,6 +6,9 @@
 #include <span>
 #include <vector>
 
+#include <fmt/format.h>
+
+#include "kareus/common/error.h"
 #include "kareus/search/evaluation_log.h"
 #include "kareus/search/search.h"
 
@@ -32,6 +35,15 @@ class BatchEvaluator {
 
 /// Fills the fronts of `result` from its evaluations.
 void finish_result(SearchResult& result);
+
+/// Throws InputError naming --budget unless 1 <= budget <= space_size: the one check behind
+/// run_search (a std::size_t budget) and search_budget (a flag's long long).
+template <typename Integer>
+void check_budget_range(Integer budget, std::size_t space_size) {
+  if (budget < 1 || static_cast<unsigned long long>(budget) > space_size) {
+    throw InputError(fmt::format("--budget {} must be between 1 and the space size {}", budget, space_size));
+  }
+}
 
 /// The artifact's strategy (REFERENCE.md section 4), seeded: random initial design, then four
 /// batches split 40/20/20/20 between best predicted hypervolume improvement on (t, E), on

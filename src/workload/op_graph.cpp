@@ -255,17 +255,20 @@ NonpartitionWork build_nonpartition_work(const Workload& workload, int stage) {
     const Op output = gemm("output_layer", OpRole::kOutputLayer, s.tokens, vocab_local, s.hidden);
     // Vocab-parallel cross entropy: a few passes over this rank's logits, plus tiny all-reduces.
     Op loss = memory_op("cross_entropy", OpKind::kLoss, OpRole::kLoss, s.tokens * vocab_local, 2, 6);
-    work.forward = {final_norm, output, loss};
+    // Append: with one stage (pp == 1) the embedding ops pushed above come first.
+    work.forward.insert(work.forward.end(), {final_norm, output, loss});
     if (tp > 1) {
       work.forward.push_back(collective("loss_all_reduce", OpRole::kLoss, CollectiveKind::kAllReduce, CommGroup::kTp,
                                         tp, 3 * s.tokens * 4));
     }
-    work.backward = {backward_of(loss), backward_of(output)};
+    // Backward runs head first, so with one stage these go before the embedding's backward.
+    std::vector<Op> head_backward = {backward_of(loss), backward_of(output)};
     if (tp > 1) {
-      work.backward.push_back(collective("output_grad_all_reduce", OpRole::kOutputReduce, CollectiveKind::kAllReduce,
+      head_backward.push_back(collective("output_grad_all_reduce", OpRole::kOutputReduce, CollectiveKind::kAllReduce,
                                          CommGroup::kTp, tp, activation_bytes));
     }
-    work.backward.push_back(backward_of(final_norm));
+    head_backward.push_back(backward_of(final_norm));
+    work.backward.insert(work.backward.begin(), head_backward.begin(), head_backward.end());
   }
   if (stage + 1 < stages) {
     work.forward.push_back(collective("send_activations", OpRole::kPipelineSend, CollectiveKind::kSendRecv,

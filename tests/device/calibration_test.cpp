@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "common/workloads.h"
 #include "kareus/common/error.h"
 #include "kareus/device/emulator.h"
 #include "kareus/device/profile.h"
@@ -15,11 +16,7 @@
 namespace kareus::device {
 namespace {
 
-workload::Workload llama() {
-  workload::Parallelism parallel;
-  parallel.layers_per_stage = {15, 13};
-  return workload::make_workload(workload::load_model("llama3.2-3b"), parallel);
-}
+using test_common::llama_3b_15_13;
 
 /// What a perfect GPU described by `truth` would have measured (noise-free emulator).
 std::vector<MeasurementRecord> measure(const GpuSpec& truth, const std::vector<ProfileJob>& jobs) {
@@ -38,9 +35,52 @@ std::vector<MeasurementRecord> measure(const GpuSpec& truth, const std::vector<P
   return records;
 }
 
+TEST(Calibration, HoldoutSplitsPartitionsFromKernelsInOrder) {
+  const GpuSpec gpu = load_gpu("a100-40gb");
+  const workload::Workload workload = llama_3b_15_13();
+  const std::vector<MeasurementRecord> kernels = measure(gpu, plan_kernel_sweep(workload, {1410}, {8}));
+  const std::vector<MeasurementRecord> partitions =
+      measure(gpu, plan_partition_sweep(workload, {"fwd_attn", "bwd_mlp"}, {1410}, 3, 7));
+  ASSERT_FALSE(kernels.empty());
+  ASSERT_FALSE(partitions.empty());
+  // Interleaved: partition, kernel, partition, kernel, ...
+  std::vector<MeasurementRecord> records;
+  for (std::size_t index = 0; index < std::max(kernels.size(), partitions.size()); ++index) {
+    if (index < partitions.size()) records.push_back(partitions[index]);
+    if (index < kernels.size()) records.push_back(kernels[index]);
+  }
+  const CalibrationSplit split = split_for_calibration(records, Holdout::kPartition);
+  ASSERT_EQ(split.fit.size(), kernels.size());
+  ASSERT_EQ(split.held_out.size(), partitions.size());
+  for (std::size_t index = 0; index < kernels.size(); ++index) {
+    EXPECT_EQ(split.fit[index].time_s, kernels[index].time_s);  // order kept
+    EXPECT_NE(split.fit[index].kernel_class(), "partition");
+  }
+  for (std::size_t index = 0; index < partitions.size(); ++index) {
+    EXPECT_EQ(split.held_out[index].time_s, partitions[index].time_s);
+  }
+  const CalibrationSplit all = split_for_calibration(records, Holdout::kNone);
+  EXPECT_EQ(all.fit.size(), records.size());
+  EXPECT_TRUE(all.held_out.empty());
+  // Only partitions and the default holdout: nothing to fit.
+  try {
+    (void)split_for_calibration(partitions, Holdout::kPartition);
+    ADD_FAILURE() << "no InputError";
+  } catch (const InputError& error) {
+    EXPECT_NE(std::string(error.what()).find("--measurements: no records to fit"), std::string::npos);
+  }
+  EXPECT_EQ(parse_holdout("none"), Holdout::kNone);
+  try {
+    (void)parse_holdout("kernels");
+    ADD_FAILURE() << "no InputError";
+  } catch (const InputError& error) {
+    EXPECT_STREQ(error.what(), "--holdout kernels: expected partition or none");
+  }
+}
+
 TEST(Calibration, RecoversPerturbedParametersFromKernelMeasurements) {
   const GpuSpec truth = load_gpu("h200");
-  const workload::Workload workload = llama();
+  const workload::Workload workload = llama_3b_15_13();
   const std::vector<int> clocks = {1080, 1380, 1680, 1980};
   const std::vector<MeasurementRecord> kernels = measure(truth, plan_kernel_sweep(workload, clocks, {2, 8, 24, 64}));
   const std::vector<MeasurementRecord> held_out =
@@ -86,7 +126,7 @@ TEST(Calibration, RecoversPerturbedParametersFromKernelMeasurements) {
 
 TEST(Calibration, WritesFittedValuesWithTheirSource) {
   const GpuSpec truth = load_gpu("h200");
-  const std::vector<MeasurementRecord> kernels = measure(truth, plan_kernel_sweep(llama(), {1380, 1980}, {8}));
+  const std::vector<MeasurementRecord> kernels = measure(truth, plan_kernel_sweep(llama_3b_15_13(), {1380, 1980}, {8}));
   GpuSpec start = truth;
   *find_parameter(start, "hbm_efficiency")->value = 0.7;
   CalibrationOptions options;
@@ -106,7 +146,7 @@ TEST(Calibration, WritesFittedValuesWithTheirSource) {
 
 TEST(Calibration, RefusesUnknownParametersAndUnstableOnlyData) {
   const GpuSpec gpu = load_gpu("h200");
-  std::vector<MeasurementRecord> records = measure(gpu, plan_kernel_sweep(llama(), {1980}, {8}));
+  std::vector<MeasurementRecord> records = measure(gpu, plan_kernel_sweep(llama_3b_15_13(), {1980}, {8}));
   CalibrationOptions options;
   options.parameters = {"warp_speed"};
   EXPECT_THROW((void)calibrate(gpu, records, options), InputError);
@@ -115,7 +155,7 @@ TEST(Calibration, RefusesUnknownParametersAndUnstableOnlyData) {
 }
 
 TEST(Profile, SampleConfigsIsASeededSubsetInIndexOrder) {
-  const partition::Partition fwd_attn = partition::representative_partition(llama(), "fwd_attn");
+  const partition::Partition fwd_attn = partition::representative_partition(llama_3b_15_13(), "fwd_attn");
   const partition::SearchSpace space = partition::make_search_space(fwd_attn, {1380, 1680, 1980}, {});
   const std::vector<partition::KnobConfig> sample = sample_configs(space, 10, 3);
   ASSERT_EQ(sample.size(), 10u);
@@ -129,7 +169,7 @@ TEST(Profile, SampleConfigsIsASeededSubsetInIndexOrder) {
 
 TEST(Profile, RunProfileRecordsEveryJobOnTheEmulator) {
   EmulatedDevice device(load_gpu("a100-40gb"), {false, 0, 5});
-  const std::vector<ProfileJob> jobs = plan_partition_sweep(llama(), {"fwd_mlp"}, {1200, 1410}, 3, 1);
+  const std::vector<ProfileJob> jobs = plan_partition_sweep(llama_3b_15_13(), {"fwd_mlp"}, {1200, 1410}, 3, 1);
   ASSERT_EQ(jobs.size(), 3u);
   std::size_t calls = 0;
   ProfileSink sink;

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "common/workloads.h"
 #include "kareus/common/error.h"
 #include "kareus/device/nvml.h"
 #include "kareus/device/profile.h"
@@ -12,15 +13,11 @@
 namespace kareus::device {
 namespace {
 
-workload::Workload llama() {
-  workload::Parallelism parallel;
-  parallel.layers_per_stage = {15, 13};
-  return workload::make_workload(workload::load_model("llama3.2-3b"), parallel);
-}
+using test_common::llama_3b_15_13;
 
 std::string open_failure(const GpuSpec& gpu, const CudaDeviceOptions& options) {
   try {
-    CudaDevice device(gpu, llama(), options);
+    CudaDevice device(gpu, llama_3b_15_13(), options);
   } catch (const Error& error) {
     return error.what();
   }
@@ -57,7 +54,7 @@ GpuUnderTest open_gpu() {
   options.collective = CollectiveBackend::kProxy;
   options.handle_signals = false;
   try {
-    return {std::make_unique<CudaDevice>(load_gpu(preset), llama(), options), ""};
+    return {std::make_unique<CudaDevice>(load_gpu(preset), llama_3b_15_13(), options), ""};
   } catch (const Error& error) {
     return {nullptr, std::string("cannot open GPU 0: ") + error.what()};
   }
@@ -114,7 +111,7 @@ TEST(CudaDeviceGpu, GemmMeasurementIsPlausible) {
   GpuUnderTest gpu = open_gpu();
   if (!gpu.device) GTEST_SKIP() << gpu.skip;
   const GpuSpec& spec = gpu.device->gpu();
-  for (const partition::Partition& kernel : kernel_partitions(llama())) {
+  for (const partition::Partition& kernel : kernel_partitions(llama_3b_15_13())) {
     if (kernel.key != "kernel:fc1") continue;
     const Measurement measurement = gpu.device->measure(kernel, {spec.clock_max_mhz, 0, ""});
     const MeasurementDetails details = gpu.device->last_details();
@@ -132,7 +129,7 @@ TEST(CudaDeviceGpu, CollectiveProxyNeverBeatsTheLinkAndSlowsWithFewCtas) {
   GpuUnderTest gpu = open_gpu();
   if (!gpu.device) GTEST_SKIP() << gpu.skip;
   const GpuSpec& spec = gpu.device->gpu();
-  for (const partition::Partition& collective : kernel_partitions(llama())) {
+  for (const partition::Partition& collective : kernel_partitions(llama_3b_15_13())) {
     if (collective.key != "collective:attn_all_reduce") continue;
     const workload::Collective& c = *collective.collective->collective;
     const double bus_bytes = 2.0 * (c.group_size - 1) / c.group_size * c.bytes;

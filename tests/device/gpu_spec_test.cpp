@@ -7,7 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
-#include "support/input_error.h"
+#include "common/input_error.h"
 
 #include "kareus/common/embedded_data.h"
 #include "kareus/common/error.h"
@@ -15,7 +15,7 @@
 namespace kareus::device {
 namespace {
 
-using kareus::test_support::error_of;
+using kareus::test_common::error_of;
 
 nlohmann::ordered_json a100_document() {
   return nlohmann::ordered_json::parse(std::string(*find_embedded_file("gpus/a100-40gb.json")));
@@ -53,6 +53,11 @@ TEST(GpuSpec, PeakFlopsMatchSpecSheets) {
     EXPECT_EQ(gpu.sm_count, row.sms);
     EXPECT_NEAR(gpu.peak_flops(row.freq_mhz, gpu.sm_count) / 1e12 / row.tflops, 1.0, row.tolerance);
   }
+  // CUDA cores (the memory-bound ops' FLOPs): FP32 19.5 TFLOP/s on A100, 67 on H100/H200 SXM.
+  EXPECT_NEAR(load_gpu("a100-40gb").peak_flops(1410, 108) * load_gpu("a100-40gb").cuda_core_flop_fraction / 1e12, 19.5,
+              0.1);
+  EXPECT_NEAR(load_gpu("h100-sxm").peak_flops(1830, 132) * load_gpu("h100-sxm").cuda_core_flop_fraction / 1e12, 67,
+              0.5);
   const GpuSpec a100 = load_gpu("a100-40gb");
   EXPECT_EQ(a100.clock_max_mhz, 1410);
   EXPECT_NEAR(a100.peak_flops(a100.clock_max_mhz, a100.sm_count) / 312e12, 1.0, 0.005);

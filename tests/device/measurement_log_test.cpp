@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "common/workloads.h"
 #include "kareus/common/error.h"
 #include "kareus/device/profile.h"
 #include "kareus/workload/model.h"
@@ -16,11 +17,7 @@
 namespace kareus::device {
 namespace {
 
-workload::Workload llama() {
-  workload::Parallelism parallel;
-  parallel.layers_per_stage = {15, 13};
-  return workload::make_workload(workload::load_model("llama3.2-3b"), parallel);
-}
+using test_common::llama_3b_15_13;
 
 void expect_same_op(const workload::Op& a, const workload::Op& b) {
   EXPECT_EQ(a.name, b.name);
@@ -46,8 +43,8 @@ MeasurementRecord sample_record() {
   record.backend = "cuda";
   record.gpu = "h200";
   record.device_name = "NVIDIA H200";
-  record.workload_json = workload::workload_to_json(llama());
-  record.partition = partition::representative_partition(llama(), "bwd_attn");
+  record.workload_json = workload::workload_to_json(llama_3b_15_13());
+  record.partition = partition::representative_partition(llama_3b_15_13(), "bwd_attn");
   record.config = {1500, 12, "attn_0"};
   record.time_s = 0.0123456789;
   record.energy_j = 4.56789;
@@ -87,7 +84,7 @@ TEST(MeasurementLog, LineRoundTripKeepsEveryField) {
 
 TEST(MeasurementLog, KernelClassesOfKernelPartitions) {
   std::map<std::string, int> classes;
-  for (const partition::Partition& kernel : kernel_partitions(llama())) {
+  for (const partition::Partition& kernel : kernel_partitions(llama_3b_15_13())) {
     MeasurementRecord record;
     record.partition = kernel;
     ++classes[record.kernel_class()];

@@ -7,14 +7,14 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "common/input_error.h"
 #include "interop_test_plans.h"
 #include "kareus/common/file_io.h"
-#include "support/input_error.h"
 
 namespace kareus::interop {
 namespace {
 
-using test_support::error_of;
+using test_common::error_of;
 using ::testing::HasSubstr;
 using testing::test_plan;
 using testing::test_workload;

@@ -10,10 +10,10 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "common/input_error.h"
 #include "interop_test_plans.h"
 #include "kareus/common/file_io.h"
 #include "kareus/interop/pfo_protocol.h"
-#include "support/input_error.h"
 
 namespace kareus::interop {
 namespace {
@@ -280,7 +280,7 @@ TEST(PfoService, ResultsAreAppendedOneLineEachFromManyThreads) {
   EXPECT_EQ(lines, 160);
   EXPECT_DOUBLE_EQ(time_sum, 16 * (10 * 4.5 + 45));  // every post exactly once
   std::filesystem::remove(path);
-  EXPECT_THAT(test_support::error_of([] { ResultLog bad("/nonexistent-dir/results.jsonl"); }),
+  EXPECT_THAT(test_common::error_of([] { ResultLog bad("/nonexistent-dir/results.jsonl"); }),
               HasSubstr("--results /nonexistent-dir/results.jsonl: cannot open for appending"));
 }
 
@@ -323,8 +323,8 @@ TEST(ServedFrontier, FolderOfPlansKeepsParetoPointsFastestFirst) {
   short_plan.predicted_time_s = 3.5;  // the fastest, so it stays on the frontier
   short_plan.predicted_energy_j = 5000;
   plan::write_plan(root / "plan_3.json", short_plan);
-  EXPECT_THAT(test_support::error_of([&] { (void)load_served_frontier(root); }), HasSubstr("4 microbatches"));
-  EXPECT_THAT(test_support::error_of([&] { (void)load_served_frontier(root / "missing"); }),
+  EXPECT_THAT(test_common::error_of([&] { (void)load_served_frontier(root); }), HasSubstr("4 microbatches"));
+  EXPECT_THAT(test_common::error_of([&] { (void)load_served_frontier(root / "missing"); }),
               HasSubstr("no such file or folder"));
   std::filesystem::remove_all(root);
 }
@@ -352,7 +352,7 @@ TEST(ServedFrontier, PlanOutputServesTheSummarysEmulatedFigures) {
     EXPECT_EQ(frontier[1].energy_j, 20864.0);
     EXPECT_EQ(frontier[1].plan, plan::read_plan(out / "plans" / "kareus" / "plan_01.json"));
   }
-  EXPECT_EQ(test_support::error_of([&] { (void)load_served_frontier(out, "perseus"); }),
+  EXPECT_EQ(test_common::error_of([&] { (void)load_served_frontier(out, "perseus"); }),
             (out / "summary.json").string() + ": no method 'perseus' (--method; the summary has kareus)");
   std::filesystem::remove_all(out);
 }

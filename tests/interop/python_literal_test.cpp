@@ -2,12 +2,12 @@
 
 #include <gtest/gtest.h>
 
-#include "support/input_error.h"
+#include "common/input_error.h"
 
 namespace kareus::interop::detail {
 namespace {
 
-using test_support::error_of;
+using test_common::error_of;
 
 TEST(PythonLiteral, ReadsWhatTheScheduleFilesHold) {
   const PyValue value = parse_python_literal(

@@ -6,7 +6,7 @@
 
 #include <gtest/gtest.h>
 
-#include "support/input_error.h"
+#include "common/input_error.h"
 
 #include "kareus/common/error.h"
 
@@ -36,7 +36,7 @@ std::map<std::string, Partition> partitions_of(int cp, int tp, const std::string
   return partitions;
 }
 
-using kareus::test_support::error_of;
+using kareus::test_common::error_of;
 
 // clocks (18) x CTAs (TP 3..30 step 3: 10; CP 1..20: 20) x the artifact's slots.
 TEST(SearchSpace, ArtifactSpaceSizesOnA100MatchReference) {
@@ -84,6 +84,22 @@ TEST(SearchSpace, IndexOfInvertsAtAndEnumeratesClockMajor) {
     EXPECT_EQ(space.at(0), (KnobConfig{900, space.ctas().front(), space.slots().front()}));
     EXPECT_EQ(space.at(space.size() - 1), (KnobConfig{1410, space.ctas().back(), space.slots().back()}));
     EXPECT_EQ(space.at(space.slots().size()).ctas, space.ctas()[1]);  // slots vary fastest
+  }
+}
+
+TEST(SearchSpace, CoordinatesNameTheConfigAndInvertIndexAt) {
+  // 3 clocks x 2 CTA counts x 2 slots, by hand: index 7 = (1 * 2 + 1) * 2 + 1.
+  const SearchSpace space({900, 1000, 1100}, {3, 6}, {"norm_0", "linear_0"});
+  EXPECT_EQ(space.coordinates(7), (SpaceCoordinates{1, 1, 1}));
+  EXPECT_EQ(space.coordinates(4), (SpaceCoordinates{1, 0, 0}));
+  EXPECT_EQ(space.coordinates(11), (SpaceCoordinates{2, 1, 1}));
+  for (std::size_t index = 0; index < space.size(); ++index) {
+    const SpaceCoordinates at = space.coordinates(index);
+    ASSERT_EQ(space.index_at(at), index);
+    const KnobConfig config = space.at(index);
+    EXPECT_EQ(config.freq_mhz, space.clocks_mhz()[at.clock]);
+    EXPECT_EQ(config.ctas, space.ctas()[at.cta]);
+    EXPECT_EQ(config.slot, space.slots()[at.slot]);
   }
 }
 

@@ -7,7 +7,7 @@
 
 #include <gtest/gtest.h>
 
-#include "../support/input_error.h"
+#include "../common/input_error.h"
 #include "kareus/device/caching_device.h"
 #include "kareus/device/emulator.h"
 #include "kareus/device/profile.h"
@@ -18,7 +18,7 @@
 namespace kareus::planner {
 namespace {
 
-using test_support::error_of;
+using test_common::error_of;
 
 workload::Workload llama(int tp = 8, int cp = 1) {
   workload::Parallelism parallel;
@@ -57,7 +57,7 @@ std::filesystem::path profile_all(const device::GpuSpec& gpu, const workload::Wo
   sink.out = path;
   sink.workload_json = header.workload_json;
   device::RecordingDevice recording(emulator, sink, 0);
-  measure_plan_inputs(recording, workload, options, 3);
+  measure_plan_inputs(recording, workload, options, 5);  // kareus profile --all's default
   return path;
 }
 

@@ -3,6 +3,8 @@
 #include <atomic>
 #include <chrono>
 #include <csignal>
+#include <functional>
+#include <string_view>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -205,57 +207,51 @@ TEST(SignalResetGuard, ForkedChildStepsAside) {
   int status = 0;
   ASSERT_EQ(::waitpid(child, &status, 0), child);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  EXPECT_EQ(resets.load(), 0);  // the child's signal did not reach the parent's watcher
   EXPECT_EQ(recorder->locked_clock_mhz(), 1200);
+  // The guard's destructor writes its stop byte after anything the child could have written to
+  // the shared pipe, and joins the watcher, which reads the pipe in order: once reset() returns
+  // the watcher has seen every byte, so no reset now means the child's signal never reached it.
   guard.reset();
+  EXPECT_EQ(resets.load(), 0);
+  EXPECT_EQ(previous_handler_calls.load(), before);  // nor was it re-raised in the parent
   controller.reset();
   EXPECT_EQ(recorder->locked_clock_mhz(), std::nullopt);
   ::sigaction(SIGUSR1, &saved, nullptr);
 }
 
+// Locks 1200 MHz under a guard that writes `message` to stderr once the clock is reset, then
+// calls `die`: a training process killed, or ending on an uncaught exception.
+void lock_then_die(std::string_view message, const std::function<void()>& die) {
+  auto backend = std::make_unique<RecorderClockBackend>();
+  RecorderClockBackend* recorder = backend.get();
+  FrequencyController controller(std::move(backend));
+  SignalResetGuard guard([&] {
+    controller.reset_now();
+    if (!recorder->locked_clock_mhz()) {
+      [[maybe_unused]] auto written = ::write(2, message.data(), message.size());
+    }
+  });
+  controller.request_clock(1200);
+  controller.flush();
+  die();
+}
+
 TEST(SignalResetGuardDeathTest, SigtermResetsClocksThenStillKills) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
-  EXPECT_EXIT(
-      {
-        auto backend = std::make_unique<RecorderClockBackend>();
-        RecorderClockBackend* recorder = backend.get();
-        FrequencyController controller(std::move(backend));
-        SignalResetGuard guard([&] {
-          controller.reset_now();
-          if (!recorder->locked_clock_mhz()) {
-            const char message[] = "clocks reset\n";
-            [[maybe_unused]] auto written = ::write(2, message, sizeof(message) - 1);
-          }
-        });
-        controller.request_clock(1200);
-        controller.flush();
-        ::kill(::getpid(), SIGTERM);
-        std::this_thread::sleep_for(std::chrono::seconds(5));
-        std::exit(0);
-      },
-      ::testing::KilledBySignal(SIGTERM), "clocks reset");
+  EXPECT_EXIT(lock_then_die("clocks reset\n",
+                            [] {
+                              ::kill(::getpid(), SIGTERM);
+                              std::this_thread::sleep_for(std::chrono::seconds(5));
+                              std::exit(0);
+                            }),
+              ::testing::KilledBySignal(SIGTERM), "clocks reset");
 }
 
 TEST(SignalResetGuardDeathTest, UncaughtExceptionResetsClocksBeforeTerminating) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
-  EXPECT_DEATH(
-      {
-        auto backend = std::make_unique<RecorderClockBackend>();
-        RecorderClockBackend* recorder = backend.get();
-        FrequencyController controller(std::move(backend));
-        SignalResetGuard guard([&] {
-          controller.reset_now();
-          if (!recorder->locked_clock_mhz()) {
-            const char message[] = "clocks reset on terminate\n";
-            [[maybe_unused]] auto written = ::write(2, message, sizeof(message) - 1);
-          }
-        });
-        controller.request_clock(1200);
-        controller.flush();
-        std::thread([] { throw Error("nobody catches this"); }).join();
-      },
-      "clocks reset on terminate");
+  EXPECT_DEATH(lock_then_die("clocks reset on terminate\n",
+                             [] { std::thread([] { throw Error("nobody catches this"); }).join(); }),
+               "clocks reset on terminate");
 }
 
 }  // namespace

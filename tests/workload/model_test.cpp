@@ -8,14 +8,14 @@
 
 #include <gtest/gtest.h>
 
-#include "support/input_error.h"
+#include "common/input_error.h"
 
 #include "kareus/common/error.h"
 
 namespace kareus::workload {
 namespace {
 
-using kareus::test_support::error_of;
+using kareus::test_common::error_of;
 
 TEST(ModelPreset, EveryPresetLoadsUnderItsOwnName) {
   const std::vector<std::string> names = model_preset_names();

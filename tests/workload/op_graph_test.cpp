@@ -213,5 +213,35 @@ TEST(NonpartitionWork, FirstStageEmbedsLastStageComputesLoss) {
   EXPECT_FALSE(gradient_reduction(workload, 0).has_value());
 }
 
+TEST(NonpartitionWork, OneStageEmbedsAndComputesLoss) {
+  // With pp == 1 the only stage is both first and last: it embeds, computes the loss, and sends
+  // nothing. Backward runs from the loss to the embedding.
+  Parallelism parallel;
+  parallel.tp = 8;
+  parallel.pp = 1;
+  const Workload workload = make_workload(load_model("llama3.2-3b"), parallel);
+  const NonpartitionWork only = build_nonpartition_work(workload, 0);
+  EXPECT_EQ(names(only.forward), (std::vector<std::string>{"embedding", "embedding_all_reduce", "final_norm",
+                                                           "output_layer", "cross_entropy", "loss_all_reduce"}));
+  EXPECT_EQ(names(only.backward),
+            (std::vector<std::string>{"cross_entropy_bwd", "output_layer_bwd", "output_grad_all_reduce",
+                                      "final_norm_bwd", "embedding_bwd"}));
+  for (const Op& op : only.backward) EXPECT_EQ(op.direction, Direction::kBackward);
+  // The one stage's work is the two stages' work of pp == 2 less the P2P sends.
+  parallel.pp = 2;
+  const Workload two = make_workload(load_model("llama3.2-3b"), parallel);
+  auto bytes = [](const std::vector<Op>& ops) {
+    double total = 0;
+    for (const Op& op : ops) {
+      if (op.role != OpRole::kPipelineSend) total += op.bytes_read + op.bytes_written + op.flops;
+    }
+    return total;
+  };
+  const NonpartitionWork first = build_nonpartition_work(two, 0);
+  const NonpartitionWork last = build_nonpartition_work(two, 1);
+  EXPECT_DOUBLE_EQ(bytes(only.forward), bytes(first.forward) + bytes(last.forward));
+  EXPECT_DOUBLE_EQ(bytes(only.backward), bytes(first.backward) + bytes(last.backward));
+}
+
 }  // namespace
 }  // namespace kareus::workload

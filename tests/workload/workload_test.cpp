@@ -6,14 +6,14 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
-#include "support/input_error.h"
+#include "common/input_error.h"
 
 #include "kareus/common/error.h"
 
 namespace kareus::workload {
 namespace {
 
-using kareus::test_support::error_of;
+using kareus::test_common::error_of;
 
 TEST(MakeWorkload, DefaultsAreTheArtifactSettingWithEvenSplit) {
   const Workload workload = make_workload(load_model("llama3.2-3b"), Parallelism{});

@@ -29,23 +29,14 @@ void print_errors(const char* title, const std::vector<device::ClassError>& erro
 }
 
 void run_calibrate(const CalibrateOptions& options) {
-  if (options.holdout != "partition" && options.holdout != "none") {
-    throw InputError(fmt::format("--holdout {}: expected partition or none", options.holdout));
-  }
+  const device::Holdout holdout = device::parse_holdout(options.holdout);
   const std::string preset = device::gpu_preset_text(options.gpu);
   const device::GpuSpec start = device::parse_gpu(preset, options.gpu);
-  std::vector<device::MeasurementRecord> fit, held_out;
+  std::vector<device::MeasurementRecord> records;
   for (const std::string& file : options.measurements) {
-    for (device::MeasurementRecord& record : device::read_measurements(file)) {
-      const bool hold = options.holdout == "partition" && record.kernel_class() == "partition";
-      (hold ? held_out : fit).push_back(std::move(record));
-    }
+    for (device::MeasurementRecord& record : device::read_measurements(file)) records.push_back(std::move(record));
   }
-  if (fit.empty()) {
-    throw InputError(
-        "--measurements: no records to fit (with --holdout partition, partition records are only "
-        "checked: add kernel records from `kareus profile --kernels`)");
-  }
+  const auto [fit, held_out] = device::split_for_calibration(std::move(records), holdout);
   device::CalibrationOptions calibration;
   if (!options.parameters.empty()) calibration.parameters = options.parameters;
   const device::CalibrationResult result = device::calibrate(start, fit, calibration);

@@ -1,16 +1,16 @@
 // kareus search: the per-partition multi-objective search (search.h) on the emulator, with the
 // hypervolume ratio against the exhaustive ground truth.
-#include <cmath>
 #include <memory>
+#include <optional>
 
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
-#include <nlohmann/json.hpp>
 
 #include "commands.h"
 #include "kareus/common/error.h"
 #include "kareus/device/emulator.h"
 #include "kareus/search/search.h"
+#include "kareus/search/search_report.h"
 #include "space_flags.h"
 #include "workload_flags.h"
 
@@ -37,17 +37,6 @@ struct SearchCommandOptions {
   bool json = false;
 };
 
-nlohmann::ordered_json front_json(const std::vector<search::Evaluation>& front) {
-  nlohmann::ordered_json points = nlohmann::ordered_json::array();
-  for (const search::Evaluation& point : front) {
-    points.push_back(
-        {{"config", {{"freq_mhz", point.config.freq_mhz}, {"ctas", point.config.ctas}, {"slot", point.config.slot}}},
-         {"time_s", point.time_s},
-         {"energy_j", point.energy_j}});
-  }
-  return points;
-}
-
 void run_search_command(const SearchCommandOptions& options) {
   const workload::Workload work = options.workload.resolve();
   const device::GpuSpec gpu = options.gpu.resolve();
@@ -55,13 +44,9 @@ void run_search_command(const SearchCommandOptions& options) {
   const partition::SearchSpace space =
       partition::make_search_space(part, options.space.resolve_clocks(gpu), options.space.resolve_space());
   search::SearchOptions search_options;
-  const long long budget =
-      options.budget_given ? options.budget : std::max(1LL, std::llround(0.1 * static_cast<double>(space.size())));
-  if (budget < 1 || budget > static_cast<long long>(space.size())) {
-    throw InputError(fmt::format("--budget {} must be between 1 and the space size {}", budget, space.size()));
-  }
+  search_options.budget = search::search_budget(
+      space.size(), options.budget_given ? std::optional<long long>(options.budget) : std::nullopt);
   if (options.devices < 1) throw InputError(fmt::format("--devices {} must be >= 1", options.devices));
-  search_options.budget = static_cast<std::size_t>(budget);
   search_options.seed = options.seed;
   search_options.strategy = search::parse_strategy(options.strategy);
   search_options.batch_size = options.batch > 0 ? options.batch : std::max<std::size_t>(2, options.devices);
@@ -82,28 +67,16 @@ void run_search_command(const SearchCommandOptions& options) {
   const search::SearchResult result = options.exhaustive ? search::run_exhaustive(devices, part, space, search_options)
                                                          : search::run_search(devices, part, space, search_options);
   const search::SearchQuality quality = search::rate_search(gpu, part, space, result);
-  auto ratios_json = [](const search::HypervolumeRatios& ratios) {
-    return nlohmann::ordered_json{{"energy", ratios.energy}, {"effective_energy", ratios.effective_energy}};
-  };
   if (options.json) {
-    const nlohmann::ordered_json output = {{"schema", "kareus.search/1"},
-                                           {"workload", nlohmann::ordered_json::parse(search_options.workload_json)},
-                                           {"gpu", gpu.name},
-                                           {"partition", part.key},
-                                           {"strategy", options.exhaustive ? "exhaustive" : options.strategy},
-                                           {"seed", options.seed},
-                                           {"space_size", space.size()},
-                                           {"budget", options.exhaustive ? space.size() : search_options.budget},
-                                           {"evaluations", result.evaluations.size()},
-                                           {"from_log", result.from_log},
-                                           {"batches", result.batches},
-                                           {"stop_reason", search::to_string(result.stop_reason)},
-                                           {"static_power_w", gpu.static_power_w},
-                                           {"frontier", front_json(result.energy_front)},
-                                           {"effective_energy_frontier", front_json(result.effective_energy_front)},
-                                           {"hypervolume_ratio", ratios_json(quality.evaluated)},
-                                           {"front_hypervolume_ratio", ratios_json(quality.front)}};
-    fmt::print("{}\n", output.dump(2));
+    const search::SearchReportContext context{search_options.workload_json,
+                                              gpu.name,
+                                              part.key,
+                                              options.exhaustive ? "exhaustive" : options.strategy,
+                                              options.seed,
+                                              space.size(),
+                                              options.exhaustive ? space.size() : search_options.budget,
+                                              gpu.static_power_w};
+    fmt::print("{}\n", search::search_report_json(context, result, quality));
     return;
   }
   fmt::print("{} of {} on {}: {} of {} configs measured ({} from the log), stopped: {}\n", part.key, work.model.name,

@@ -54,6 +54,24 @@ struct CalibrationResult {
   int evaluations = 0;
 };
 
+/// Which records calibrate() fits and which it only checks.
+enum class Holdout {
+  kPartition,  ///< fit the kernel records, hold out the whole-partition records (the default)
+  kNone,       ///< fit everything
+};
+
+/// Parses "partition" / "none"; throws InputError naming --holdout.
+[[nodiscard]] Holdout parse_holdout(std::string_view text);
+
+struct CalibrationSplit {
+  std::vector<MeasurementRecord> fit;
+  std::vector<MeasurementRecord> held_out;
+};
+
+/// Splits `records` (order kept in each part) by `holdout`. Throws InputError when nothing is
+/// left to fit.
+[[nodiscard]] CalibrationSplit split_for_calibration(std::vector<MeasurementRecord> records, Holdout holdout);
+
 /// Per-class errors of `gpu` on `records` (classes in order of first appearance).
 [[nodiscard]] std::vector<ClassError> fit_errors(const GpuSpec& gpu, const std::vector<MeasurementRecord>& records);
 

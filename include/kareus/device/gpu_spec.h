@@ -25,9 +25,10 @@ struct GpuSpec {
   double clock_switch_latency_ms = 0;
 
   // Compute.
-  double flop_per_clock_per_sm = 0;  ///< dense bf16 tensor-core FLOP per cycle per SM
-  double gemm_efficiency = 0;        ///< fraction of peak a large, aligned GEMM reaches
-  double gemm_tile_m = 0;            ///< CTA tile, for wave quantization
+  double flop_per_clock_per_sm = 0;    ///< dense bf16 tensor-core FLOP per cycle per SM
+  double cuda_core_flop_fraction = 0;  ///< FP32 CUDA-core FLOP/s over dense bf16 tensor-core FLOP/s
+  double gemm_efficiency = 0;          ///< fraction of peak a large, aligned GEMM reaches
+  double gemm_tile_m = 0;              ///< CTA tile, for wave quantization
   double gemm_tile_n = 0;
   double gemm_small_k_half = 0;              ///< a GEMM with inner dimension k runs at k/(k+this) of gemm_efficiency
   double attention_forward_efficiency = 0;   ///< causal fused attention, fraction of peak

@@ -49,6 +49,15 @@ struct SpaceOptions {
 /// The slots the artifact searched per key (REFERENCE.md section 2 table); empty if none.
 [[nodiscard]] std::vector<std::string> artifact_slots(const std::string& key);
 
+/// A config's position in the space: one index into each of clocks_mhz(), ctas(), slots().
+struct SpaceCoordinates {
+  std::size_t clock = 0;
+  std::size_t cta = 0;
+  std::size_t slot = 0;
+
+  friend bool operator==(const SpaceCoordinates&, const SpaceCoordinates&) = default;
+};
+
 class SearchSpace {
  public:
   SearchSpace(std::vector<int> clocks_mhz, std::vector<int> ctas, std::vector<std::string> slots);
@@ -57,6 +66,13 @@ class SearchSpace {
   [[nodiscard]] KnobConfig at(std::size_t index) const;
   /// Index of `config`, or size() if it is not in the space.
   [[nodiscard]] std::size_t index_of(const KnobConfig& config) const;
+
+  /// The coordinates of `index` (< size()); clock-major, slots vary fastest.
+  [[nodiscard]] SpaceCoordinates coordinates(std::size_t index) const;
+  /// The index at `coordinates` (each < its dimension's size); inverse of coordinates().
+  [[nodiscard]] std::size_t index_at(const SpaceCoordinates& coordinates) const {
+    return (coordinates.clock * ctas_.size() + coordinates.cta) * slots_.size() + coordinates.slot;
+  }
 
   [[nodiscard]] const std::vector<int>& clocks_mhz() const { return clocks_mhz_; }
   [[nodiscard]] const std::vector<int>& ctas() const { return ctas_; }

@@ -50,15 +50,20 @@ struct PhillipsDessoukyOptions {
   bool stop_on_zero_cost_change = false;  ///< lowtime stops when an iteration is free; we go on by default
   /// Before evaluating a plan, give each operation the cheapest option that fits its real slack
   /// (never raises the real makespan). Off = the plan is exactly "slowest option within the
-  /// planned duration", as lowtime realizes it.
+  /// planned duration", as lowtime realizes it, and no walk up from the minimum-time plan
+  /// (see PhillipsDessoukyResult::iterations).
   bool reclaim_slack = true;
   std::function<void(const IterationResult&)> progress;  ///< called after every iteration
 };
 
 struct PhillipsDessoukyResult {
-  /// In solve order, makespan decreasing. After kMinimumTime, a last entry repairs the last
-  /// PD plan to the true minimum real makespan (operations on real critical paths at their
-  /// fastest options), unless the last PD plan already got there.
+  /// In solve order, makespan decreasing. After kMinimumTime (with reclaim_slack), an entry
+  /// repairs the last PD plan to the true minimum real makespan (operations on real critical
+  /// paths at their fastest options), unless the last PD plan already got there; then come
+  /// the plans of a greedy walk up from that plan on real times (one operation one option
+  /// slower at a time, the few best moves by energy saved per second added tried each step),
+  /// those no earlier entry is as fast and as cheap as: they fill the times next to the
+  /// minimum, which PD's quantized plans overshoot.
   std::vector<IterationResult> iterations;
   StopReason stop_reason = StopReason::kMinimumTime;
   std::vector<int> frontier;    ///< indices into iterations, Pareto-optimal in real (time_s, energy_j), time ascending

@@ -1,14 +1,15 @@
 // kareus/plan/frontier.h - frontier files and the Perseus-profile solve behind `kareus solve`.
 //
-// A frontier file lists the Pareto-optimal (iteration time, energy) points of a solve, each with
-// the plan that achieves it:
-//   {"schema": "kareus.frontier/1", "points": [{"time_s": T, "energy_j": E, "plan": "plans/plan_0000.json"}, ...],
-//    "stop_reason": "...", "iterations": N, "unit_time_s": u, "static_power_w": P}
-// With --bound each point also has "lower_bound_energy_j": no plan finishing within time_s
-// uses less (pipeline::relaxation_lower_bound).
-// sorted by time ascending; plan paths are relative to the frontier file's folder. Energy is
-// lowtime's convention: sum of effective energies + static power x makespan x stages, for one
-// iteration of the whole pipeline (J). Files are written PATH.tmp then renamed, frontier.json last.
+// A frontier file lists the Pareto-optimal (iteration time, energy) points of a solve, sorted
+// by time ascending, each with the plan that achieves it:
+//   {"schema": "kareus.frontier/1",
+//    "points": [{"time_s": T, "energy_j": E, "plan": "plans/plan_0000.json"}, ...]}
+// Plan paths are relative to the frontier file's folder. The solve's statistics go to
+// solve.json ("kareus.solve/1": stop_reason, iterations, unit_time_s, static_power_w,
+// solver_s, and the points again, each with "lower_bound_energy_j" under --bound: no plan
+// finishing within time_s uses less, pipeline::relaxation_lower_bound). Energy is lowtime's
+// convention: sum of effective energies + static power x makespan x stages, for one iteration
+// of the whole pipeline (J). Files are written PATH.tmp then renamed, frontier.json last.
 #pragma once
 
 #include <filesystem>
@@ -25,11 +26,15 @@ namespace kareus::plan {
 inline constexpr std::string_view kFrontierSchema = "kareus.frontier/1";
 inline constexpr std::string_view kSolveSchema = "kareus.solve/1";
 
+/// A point of a frontier file. runtime::read_frontier reads it back with `plan` prefixed by the
+/// file's folder.
 struct FrontierPoint {
   double time_s = 0;
   double energy_j = 0;
   std::string plan;                 ///< relative to the frontier file's folder
   double lower_bound_energy_j = 0;  ///< with SolveRequest::bound: no plan within time_s uses less
+
+  friend bool operator==(const FrontierPoint&, const FrontierPoint&) = default;
 };
 
 /// The plan of one iteration: every instruction at the knob (freq_mhz) of its chosen option,

@@ -42,7 +42,7 @@ struct DaemonConfig {
 };
 
 /// Parses a config file's text; `origin` names it in messages. Throws InputError naming the
-/// field ("kareusd.json: field 'max_message_bytes' must be an integer >= 64, found 3").
+/// field ("kareusd.json: field 'max_message_bytes' must be an integer in [64, 1048576], found 3").
 [[nodiscard]] DaemonConfig parse_daemon_config(std::string_view text, std::string_view origin);
 [[nodiscard]] DaemonConfig read_daemon_config(const std::filesystem::path& path);
 

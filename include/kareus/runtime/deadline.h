@@ -3,8 +3,8 @@
 // When a straggler or a changed power budget moves the iteration-time target, the runtime
 // switches to the frontier point (time_s, energy_j: one iteration, whole job) with the least
 // energy that still meets the deadline, and, if none does, to the fastest point, flagged, so the
-// caller can report that the deadline is out of reach. Frontier files are "kareus.frontier/1"
-// (DESIGN.md): {"schema": ..., "points": [{"time_s", "energy_j", "plan"}]}.
+// caller can report that the deadline is out of reach. Frontier files are plan::kFrontierSchema
+// (plan/frontier.h, DESIGN.md): {"schema": ..., "points": [{"time_s", "energy_j", "plan"}]}.
 #pragma once
 
 #include <cstddef>
@@ -13,15 +13,12 @@
 #include <string>
 #include <vector>
 
+#include "kareus/plan/frontier.h"
+
 namespace kareus::runtime {
 
-struct FrontierPoint {
-  double time_s = 0;
-  double energy_j = 0;
-  std::string plan;  ///< path of the plan file
-
-  friend bool operator==(const FrontierPoint&, const FrontierPoint&) = default;
-};
+/// A point of the frontier file, as `kareus solve` and `kareus plan` write it.
+using FrontierPoint = plan::FrontierPoint;
 
 struct DeadlineChoice {
   std::size_t index = 0;        ///< into the frontier

@@ -1,4 +1,4 @@
-// Test support: the message of the InputError an action throws.
+// Shared by the tests of every module: the message of the InputError an action throws.
 #pragma once
 
 #include <functional>
@@ -6,7 +6,7 @@
 
 #include "kareus/common/error.h"
 
-namespace kareus::test_support {
+namespace kareus::test_common {
 
 /// The InputError's message, or "<no InputError>" when `action` does not throw one.
 inline std::string error_of(const std::function<void()>& action) {
@@ -18,4 +18,4 @@ inline std::string error_of(const std::function<void()>& action) {
   return "<no InputError>";
 }
 
-}  // namespace kareus::test_support
+}  // namespace kareus::test_common
