@@ -295,6 +295,10 @@ void write_plan_job(const std::filesystem::path& dir, const workload::Workload& 
                           {"predicted_time_s", point.predicted_time_s},
                           {"predicted_energy_j", point.predicted_energy_j}});
     }
+    // Plan files of an earlier run with more points must not sit beside this run's.
+    for (std::size_t index = method.frontier.size();; ++index) {
+      if (!std::filesystem::remove(dir / fmt::format("plans/{}/plan_{:02}.json", method.name, index), ignored)) break;
+    }
     methods[method.name] = {{"frontier", std::move(frontier)},
                             {"solver_iterations", method.solver_iterations},
                             {"solver_s", method.solver_s},

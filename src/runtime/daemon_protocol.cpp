@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kareus/common/error.h"
+#include "kareus/common/file_io.h"
 #include "kareus/common/json_fields.h"
 
 namespace kareus::runtime {
@@ -16,7 +17,7 @@ int require_int(const json& object, const char* key, long long minimum) {
   if (found == object.end()) throw InputError(fmt::format("request: missing field '{}'", key));
   if (!found->is_number_integer() || found->get<long long>() < minimum || found->get<long long>() > 1'000'000) {
     throw InputError(fmt::format("request: field '{}' must be an integer >= {}, found {}", key, minimum,
-                                 found->dump(-1, ' ', false, json::error_handler_t::replace)));
+                                 json_fields::excerpt(*found)));
   }
   return static_cast<int>(found->get<long long>());
 }
@@ -42,6 +43,7 @@ std::string_view to_string(DaemonOp op) {
 DaemonRequest parse_daemon_request(std::string_view line) {
   json document;
   try {
+    check_json_depth(line, "request");
     document = json::parse(line);
   } catch (const json::exception& error) {
     throw InputError(fmt::format("request: invalid JSON ({})", error.what()));
@@ -89,6 +91,7 @@ std::string format_daemon_request(const DaemonRequest& request) {
 DaemonReply parse_daemon_reply(std::string_view line) {
   json document;
   try {
+    check_json_depth(line, "kareusd reply");
     document = json::parse(line);
   } catch (const json::exception& error) {
     throw Error(fmt::format("kareusd reply: invalid JSON ({})", error.what()));

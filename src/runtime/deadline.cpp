@@ -35,12 +35,16 @@ DeadlineChoice choose_for_deadline(std::span<const FrontierPoint> frontier, doub
 }
 
 std::vector<FrontierPoint> read_frontier(const std::filesystem::path& path) {
+  return parse_frontier(read_text_file(path), path);
+}
+
+std::vector<FrontierPoint> parse_frontier(std::string_view text, const std::filesystem::path& path) {
   const std::string origin = path.string();
-  const nlohmann::json document = read_json_file(path);
+  const nlohmann::json document = parse_json(text, origin);
   namespace jf = json_fields;
   jf::reject_unknown(document, {"schema", "points"}, origin);
   if (const std::string schema = jf::require_string(document, "schema", origin); schema != "kareus.frontier/1") {
-    throw InputError(fmt::format("{}: schema must be \"kareus.frontier/1\", found \"{}\"", origin, schema));
+    throw InputError(fmt::format("{}: schema must be \"kareus.frontier/1\", found \"{}\"", origin, json_fields::short_text(schema)));
   }
   const nlohmann::json& points = jf::require(document, "points", origin);
   if (!points.is_array() || points.empty())

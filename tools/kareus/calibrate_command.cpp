@@ -32,6 +32,7 @@ void run_calibrate(const CalibrateOptions& options) {
   if (options.holdout != "partition" && options.holdout != "none") {
     throw InputError(fmt::format("--holdout {}: expected partition or none", options.holdout));
   }
+  check_writable_file(options.out, "--out");
   const std::string preset = device::gpu_preset_text(options.gpu);
   const device::GpuSpec start = device::parse_gpu(preset, options.gpu);
   std::vector<device::MeasurementRecord> fit, held_out;

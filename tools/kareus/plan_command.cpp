@@ -3,6 +3,9 @@
 #include <CLI/CLI.hpp>
 
 #include "commands.h"
+#include "kareus/common/error.h"
+#include "kareus/common/file_io.h"
+#include "kareus/common/file_lock.h"
 #include "kareus/plan/plan_job.h"
 #include "kareus/report/report.h"
 #include "space_flags.h"
@@ -28,9 +31,25 @@ std::string percent(const std::optional<double>& value) {
   return value ? fmt::format("{:+.1f}%", *value) : std::string("-");
 }
 
+// What the job would otherwise refuse only after minutes of work: the output directory, a second
+// run writing into it, and each method's preconditions.
+void check_before_work(const PlanOptions& options, const workload::Workload& workload) {
+  ensure_writable_directory(options.out, "--out");
+  for (const std::string& method : options.methods) {
+    if ((method == "nanobatch_perseus" || method == "kareus") && workload.parallel.nanobatches != 2) {
+      throw InputError(fmt::format("--methods {} needs --nanobatches 2, found {} (with 1, run --methods "
+                                   "megatron,perseus)",
+                                   method, workload.parallel.nanobatches));
+    }
+  }
+}
+
 void run_plan(const PlanOptions& options) {
   const device::GpuSpec gpu = options.gpu.resolve();
   const workload::Workload workload = options.workload.resolve();
+  check_before_work(options, workload);
+  // Held until the summary, plans and report are written: two runs never mix files in one DIR.
+  const FileLock lock(std::filesystem::path(options.out) / ".kareus.lock", "--out " + options.out);
   plan::PlanJobOptions job;
   job.methods = options.methods;
   job.clocks_mhz = options.space.resolve_clocks(gpu);

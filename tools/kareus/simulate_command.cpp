@@ -33,6 +33,7 @@ void run_simulate(const SimulateOptions& options) {
     run = pipeline::simulate_locked_clock(gpu, workload, options.clock_mhz, overlap);
   } else {
     const plan::Plan plan = plan::read_plan(options.plan);
+    plan::check_plan_workload(plan, workload::workload_to_json(workload), options.plan);
     plan::check_plan_fits(plan, workload, gpu, options.plan);
     run = plan::simulate_plan(gpu, workload, plan, overlap);
   }
