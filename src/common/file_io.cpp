@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kareus/common/error.h"
+#include "kareus/common/json_fields.h"
 
 namespace kareus {
 
@@ -66,8 +67,8 @@ void check_json_depth(std::string_view text, std::string_view origin) {
       in_string = true;
     } else if (c == '[' || c == '{') {
       if (++depth > kMaxJsonDepth) {
-        throw InputError(fmt::format("{}:{}: JSON nested deeper than {} levels", origin, line_column(text, pos),
-                                     kMaxJsonDepth));
+        throw InputError(
+            fmt::format("{}:{}: JSON nested deeper than {} levels", origin, line_column(text, pos), kMaxJsonDepth));
       }
     } else if ((c == ']' || c == '}') && depth > 0) {
       --depth;
@@ -83,6 +84,9 @@ nlohmann::json parse_json(std::string_view text, std::string_view origin) {
     // nlohmann reports a 1-based byte offset; turn it into line:column for the user.
     throw InputError(fmt::format("{}:{}: invalid JSON ({})", origin,
                                  line_column(text, error.byte > 0 ? error.byte - 1 : 0), error.what()));
+  } catch (const nlohmann::json::exception& error) {
+    // out_of_range: a number too large for a double (1e999); the message quotes it.
+    throw InputError(fmt::format("{}: invalid JSON ({})", origin, json_fields::short_text(error.what(), 200)));
   }
 }
 

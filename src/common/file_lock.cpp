@@ -34,15 +34,16 @@ FileLock::FileLock(std::filesystem::path lock_path, std::string what) : path_(st
   for (int attempt = 0; attempt < 100; ++attempt) {
     const int fd = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0) {
-      throw InputError(fmt::format("{}: cannot create the lock file {}: {}", what, path_.string(), std::strerror(errno)));
+      throw InputError(
+          fmt::format("{}: cannot create the lock file {}: {}", what, path_.string(), std::strerror(errno)));
     }
     if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
       const int code = errno;
       const std::string holder = read_holder(fd);
       ::close(fd);
       if (code == EWOULDBLOCK) {
-        throw InputError(fmt::format("{}: in use by another kareus process (pid {}, lock {})", what, holder,
-                                     path_.string()));
+        throw InputError(
+            fmt::format("{}: in use by another kareus process (pid {}, lock {})", what, holder, path_.string()));
       }
       throw InputError(fmt::format("{}: cannot lock {}: {}", what, path_.string(), std::strerror(code)));
     }
@@ -54,7 +55,8 @@ FileLock::FileLock(std::filesystem::path lock_path, std::string what) : path_(st
       if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, pid.data(), pid.size(), 0) != static_cast<ssize_t>(pid.size())) {
         const int code = errno;
         ::close(fd);
-        throw InputError(fmt::format("{}: cannot write the lock file {}: {}", what, path_.string(), std::strerror(code)));
+        throw InputError(
+            fmt::format("{}: cannot write the lock file {}: {}", what, path_.string(), std::strerror(code)));
       }
       fd_ = fd;
       return;

@@ -40,7 +40,7 @@ void append_excerpt(const nlohmann::json& value, std::string& out, std::size_t l
     const std::string& text = value.get_ref<const std::string&>();
     out += dump_string(text.substr(0, limit + 1));
   } else {
-    out += excerpt(value);
+    out += value.dump();
   }
 }
 

@@ -69,8 +69,8 @@ int get_int(const json& object, const char* key, long long minimum, long long ma
 double get_bounded(const json& object, const char* key, double maximum) {
   const json& value = object.at(key);
   if (!value.is_number() || !(value.get<double>() >= 0) || value.get<double>() > maximum) {
-    throw InputError(fmt::format("field '{}' must be a number in [0, {:g}], found {}", key, maximum,
-                                 json_fields::excerpt(value)));
+    throw InputError(
+        fmt::format("field '{}' must be a number in [0, {:g}], found {}", key, maximum, json_fields::excerpt(value)));
   }
   return value.get<double>();
 }
@@ -94,10 +94,10 @@ workload::Op op_from_json(const json& value) {
   }
   if (value.contains("collective")) {
     const json& collective = value.at("collective");
-    op.collective =
-        workload::Collective{parse_enum(collective.at("kind").get<std::string>(), kCollectiveKinds, "collective kind"),
-                             parse_enum(collective.at("group").get<std::string>(), kGroups, "collective group"),
-                             get_int(collective, "group_size", 1, 1 << 20), get_bounded(collective, "bytes", kMaxOpCount)};
+    op.collective = workload::Collective{
+        parse_enum(collective.at("kind").get<std::string>(), kCollectiveKinds, "collective kind"),
+        parse_enum(collective.at("group").get<std::string>(), kGroups, "collective group"),
+        get_int(collective, "group_size", 1, 1 << 20), get_bounded(collective, "bytes", kMaxOpCount)};
   }
   if ((op.kind == OpKind::kCollective) != op.collective.has_value()) {
     throw InputError(
@@ -160,7 +160,8 @@ MeasurementRecord parse_measurement_line(std::string_view line, std::string_view
   const json value = parse_json(line, origin);
   try {
     if (value.at("schema").get<std::string>() != kMeasurementSchema) {
-      throw InputError(fmt::format("schema must be \"{}\", found {}", kMeasurementSchema, json_fields::excerpt(value.at("schema"))));
+      throw InputError(
+          fmt::format("schema must be \"{}\", found {}", kMeasurementSchema, json_fields::excerpt(value.at("schema"))));
     }
     MeasurementRecord record;
     record.backend = value.at("backend").get<std::string>();
@@ -178,8 +179,8 @@ MeasurementRecord parse_measurement_line(std::string_view line, std::string_view
     for (const json& op : value.at("ops")) partition.compute_ops.push_back(op_from_json(op));
     if (!value.at("collective").is_null()) partition.collective = op_from_json(value.at("collective"));
     for (const json& slot : value.at("slots")) {
-      partition.slots.push_back({slot.at("name").get<std::string>(),
-                                 static_cast<std::size_t>(get_int(slot, "first_op", 0, 1 << 20))});
+      partition.slots.push_back(
+          {slot.at("name").get<std::string>(), static_cast<std::size_t>(get_int(slot, "first_op", 0, 1 << 20))});
     }
     const json& config = value.at("config");
     record.config = {get_int(config, "freq_mhz", 1, 100000), get_int(config, "ctas", 0, 65536),

@@ -10,8 +10,8 @@
 #include <fmt/format.h>
 
 #include "kareus/common/error.h"
-#include "kareus/common/json_fields.h"
 #include "kareus/common/file_io.h"
+#include "kareus/common/json_fields.h"
 
 namespace kareus::plan {
 namespace {
@@ -61,8 +61,8 @@ PerseusProfile parse_perseus_csv(std::string_view text, std::string_view origin,
     if (line.empty()) continue;
     if (!header_seen) {
       if (line != kHeader) {
-        throw InputError(
-            fmt::format("{}:{}: expected the header \"{}\", found \"{}\"", origin, line_number, kHeader, json_fields::short_text(line)));
+        throw InputError(fmt::format("{}:{}: expected the header \"{}\", found \"{}\"", origin, line_number, kHeader,
+                                     json_fields::short_text(line)));
       }
       header_seen = true;
       continue;
@@ -81,8 +81,8 @@ PerseusProfile parse_perseus_csv(std::string_view text, std::string_view origin,
     }
     long long stage = 0;
     if (!parse_int(fields[0], stage) || stage < 0) {
-      throw InputError(
-          fmt::format("{}:{}: stage must be an integer >= 0, found \"{}\"", origin, line_number, json_fields::short_text(fields[0])));
+      throw InputError(fmt::format("{}:{}: stage must be an integer >= 0, found \"{}\"", origin, line_number,
+                                   json_fields::short_text(fields[0])));
     }
     if (stage >= stages) {
       throw InputError(fmt::format("{}:{}: stage {} is out of range for --stages {} (expected 0..{})", origin,
@@ -102,8 +102,8 @@ PerseusProfile parse_perseus_csv(std::string_view text, std::string_view origin,
     }
     double time_s = 0;
     if (!parse_double(fields[3], time_s)) {
-      throw InputError(
-          fmt::format("{}:{}: time must be a number (seconds), found \"{}\"", origin, line_number, json_fields::short_text(fields[3])));
+      throw InputError(fmt::format("{}:{}: time must be a number (seconds), found \"{}\"", origin, line_number,
+                                   json_fields::short_text(fields[3])));
     }
     if (!(time_s > 0) || time_s > kMaxInstructionTimeS) {
       throw InputError(fmt::format("{}:{}: time must be in (0, {:g}] seconds, found {}", origin, line_number,
@@ -111,8 +111,8 @@ PerseusProfile parse_perseus_csv(std::string_view text, std::string_view origin,
     }
     double energy_j = 0;
     if (!parse_double(fields[4], energy_j)) {
-      throw InputError(
-          fmt::format("{}:{}: energy must be a number (joules), found \"{}\"", origin, line_number, json_fields::short_text(fields[4])));
+      throw InputError(fmt::format("{}:{}: energy must be a number (joules), found \"{}\"", origin, line_number,
+                                   json_fields::short_text(fields[4])));
     }
     if (!(energy_j >= 0) || energy_j > kMaxInstructionEnergyJ) {
       throw InputError(fmt::format("{}:{}: energy must be in [0, {:g}] joules, found {}", origin, line_number,

@@ -67,7 +67,8 @@ Plan parse_plan(std::string_view text, std::string_view origin_view) {
   const json document = parse_json(text, origin);
   jf::reject_unknown(document, {"schema", "workload", "predicted", "stages"}, origin);
   if (const std::string schema = jf::require_string(document, "schema", origin); schema != kPlanSchema) {
-    throw InputError(fmt::format("{}: schema must be \"{}\", found \"{}\"", origin, kPlanSchema, jf::short_text(schema)));
+    throw InputError(
+        fmt::format("{}: schema must be \"{}\", found \"{}\"", origin, kPlanSchema, jf::short_text(schema)));
   }
   Plan plan;
   const json& workload = jf::require(document, "workload", origin);

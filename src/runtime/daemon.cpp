@@ -89,8 +89,8 @@ DaemonConfig parse_daemon_config(std::string_view text, std::string_view origin_
   }
   if (document.contains("backend")) config.backend = jf::require_string(document, "backend", origin);
   if (config.backend != "nvml" && config.backend != "fake") {
-    throw InputError(
-        fmt::format("{}: field 'backend' must be \"nvml\" or \"fake\", found \"{}\"", origin, jf::short_text(config.backend)));
+    throw InputError(fmt::format("{}: field 'backend' must be \"nvml\" or \"fake\", found \"{}\"", origin,
+                                 jf::short_text(config.backend)));
   }
   if (document.contains("nvml_library")) config.nvml_library = jf::require_string(document, "nvml_library", origin);
   if (document.contains("fake_gpu_count")) {
@@ -103,7 +103,8 @@ DaemonConfig parse_daemon_config(std::string_view text, std::string_view origin_
     }
     for (const json& clock : *clocks) {
       if (!clock.is_number_integer() || clock.get<long long>() <= 0 || clock.get<long long>() > 100000) {
-        throw InputError(fmt::format("{}: fake_clocks_mhz must hold positive clocks, found {}", origin, jf::excerpt(clock)));
+        throw InputError(
+            fmt::format("{}: fake_clocks_mhz must hold positive clocks, found {}", origin, jf::excerpt(clock)));
       }
       config.fake_clocks_mhz.push_back(clock.get<int>());
     }

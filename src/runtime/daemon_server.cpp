@@ -84,9 +84,10 @@ DaemonServer::DaemonServer(DaemonConfig config, std::vector<std::unique_ptr<Cloc
     const bool live = probe >= 0 && ::connect(probe, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) == 0;
     if (probe >= 0) ::close(probe);
     if (live) {
-      throw InputError(fmt::format("socket_path {}: a running kareusd answers there; stop it first (only a stale "
-                                   "socket is replaced)",
-                                   config_.socket_path));
+      throw InputError(
+          fmt::format("socket_path {}: a running kareusd answers there; stop it first (only a stale "
+                      "socket is replaced)",
+                      config_.socket_path));
     }
     ::unlink(config_.socket_path.c_str());
   }
@@ -138,8 +139,8 @@ void DaemonServer::run() {
     fds.push_back({listen_fd_, POLLIN, 0});
     for (const auto& connection : connections_) {
       const bool reading = connection->outbox.size() < kPauseReadingBytes;
-      fds.push_back({connection->fd, static_cast<short>((reading ? POLLIN : 0) | (connection->outbox.empty() ? 0 : POLLOUT)),
-                     0});
+      fds.push_back(
+          {connection->fd, static_cast<short>((reading ? POLLIN : 0) | (connection->outbox.empty() ? 0 : POLLOUT)), 0});
     }
     if (::poll(fds.data(), fds.size(), -1) < 0) {
       if (errno == EINTR) continue;

@@ -44,7 +44,8 @@ std::vector<FrontierPoint> parse_frontier(std::string_view text, const std::file
   namespace jf = json_fields;
   jf::reject_unknown(document, {"schema", "points"}, origin);
   if (const std::string schema = jf::require_string(document, "schema", origin); schema != "kareus.frontier/1") {
-    throw InputError(fmt::format("{}: schema must be \"kareus.frontier/1\", found \"{}\"", origin, json_fields::short_text(schema)));
+    throw InputError(
+        fmt::format("{}: schema must be \"kareus.frontier/1\", found \"{}\"", origin, json_fields::short_text(schema)));
   }
   const nlohmann::json& points = jf::require(document, "points", origin);
   if (!points.is_array() || points.empty())

@@ -91,6 +91,12 @@ Evaluation parse_evaluation(const nlohmann::json& line, const std::string& origi
   if (!freq.is_number_integer() || !ctas.is_number_integer()) {
     throw InputError(fmt::format("{}: config freq_mhz and ctas must be integers", origin));
   }
+  // Past int range get<int> would wrap silently.
+  if (freq.get<long long>() < 1 || freq.get<long long>() > 100000 || ctas.get<long long>() < 0 ||
+      ctas.get<long long>() > 65536) {
+    throw InputError(fmt::format("{}: config freq_mhz {} must be in [1, 100000] and ctas {} in [0, 65536]", origin,
+                                 freq.get<long long>(), ctas.get<long long>()));
+  }
   evaluation.config.freq_mhz = freq.get<int>();
   evaluation.config.ctas = ctas.get<int>();
   evaluation.config.slot = json_fields::require_string(config, "slot", origin);

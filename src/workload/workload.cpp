@@ -30,8 +30,8 @@ Workload make_workload(ModelSpec model, Parallelism parallel) {
   require_in_range(p.nanobatches, "--nanobatches", kMaxMicrobatchSize);
   // Each degree fits an int; their product may not, so it is taken in 64 bits.
   if (const long long gpus = static_cast<long long>(p.tp) * p.cp * p.pp * p.dp; gpus > kMaxGpus) {
-    throw InputError(fmt::format("--tp {} x --cp {} x --pp {} x --dp {} = {} GPUs exceeds the limit of {}", p.tp,
-                                 p.cp, p.pp, p.dp, gpus, kMaxGpus));
+    throw InputError(fmt::format("--tp {} x --cp {} x --pp {} x --dp {} = {} GPUs exceeds the limit of {}", p.tp, p.cp,
+                                 p.pp, p.dp, gpus, kMaxGpus));
   }
   const std::string& name = model.name;
   if (model.heads % p.tp != 0) {

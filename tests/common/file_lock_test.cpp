@@ -116,7 +116,8 @@ TEST(WriteFileAtomic, ConcurrentWritersEachRenameACompleteFile) {
 
 TEST(ReadTextFile, ADirectoryIsNamedAsOne) {
   const auto dir = fresh_dir("read_dir");
-  EXPECT_EQ(error_of([&] { (void)read_text_file(dir); }), fmt::format("cannot read {}: it is a directory", dir.string()));
+  EXPECT_EQ(error_of([&] { (void)read_text_file(dir); }),
+            fmt::format("cannot read {}: it is a directory", dir.string()));
   std::filesystem::remove_all(dir);
 }
 
@@ -124,9 +125,9 @@ TEST(CheckWritableFile, RefusesADirectoryAndAMissingFolder) {
   const auto dir = fresh_dir("writable");
   EXPECT_EQ(error_of([&] { check_writable_file(dir, "--out"); }),
             fmt::format("--out {}: is a directory, expected a file path", dir.string()));
-  EXPECT_EQ(error_of([&] { check_writable_file(dir / "no" / "x.json", "--out"); }),
-            fmt::format("--out {}: the folder {} does not exist", (dir / "no" / "x.json").string(),
-                        (dir / "no").string()));
+  EXPECT_EQ(
+      error_of([&] { check_writable_file(dir / "no" / "x.json", "--out"); }),
+      fmt::format("--out {}: the folder {} does not exist", (dir / "no" / "x.json").string(), (dir / "no").string()));
   EXPECT_NO_THROW(check_writable_file(dir / "x.json", "--out"));
   std::filesystem::remove_all(dir);
 }

@@ -478,7 +478,9 @@ TEST_F(DaemonServerTest, PipelinedRequestsAreAllAnsweredAndTheConnectionStays) {
   // error reply saying so.
   RawClient client(config_.socket_path);
   std::string requests;
-  for (int index = 0; index < 1000; ++index) requests += R"({"op": "get", "gpu": 0})" "\n";
+  for (int index = 0; index < 1000; ++index)
+    requests += R"({"op": "get", "gpu": 0})"
+                "\n";
   client.write(requests);
   int ok = 0;
   int limited = 0;
@@ -497,7 +499,8 @@ TEST_F(DaemonServerTest, PipelinedRequestsAreAllAnsweredAndTheConnectionStays) {
   EXPECT_EQ(ok + limited, 1000);
   // Still connected: a request after the tokens refill is served.
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  client.write(R"({"op": "get", "gpu": 1, "id": 5})" "\n");
+  client.write(R"({"op": "get", "gpu": 1, "id": 5})"
+               "\n");
   EXPECT_EQ(json::parse(client.read_line()), json::parse(R"({"ok": true, "freq_mhz": 1980, "id": 5})"));
 }
 

@@ -37,9 +37,10 @@ void check_before_work(const PlanOptions& options, const workload::Workload& wor
   ensure_writable_directory(options.out, "--out");
   for (const std::string& method : options.methods) {
     if ((method == "nanobatch_perseus" || method == "kareus") && workload.parallel.nanobatches != 2) {
-      throw InputError(fmt::format("--methods {} needs --nanobatches 2, found {} (with 1, run --methods "
-                                   "megatron,perseus)",
-                                   method, workload.parallel.nanobatches));
+      throw InputError(
+          fmt::format("--methods {} needs --nanobatches 2, found {} (with 1, run --methods "
+                      "megatron,perseus)",
+                      method, workload.parallel.nanobatches));
     }
   }
 }

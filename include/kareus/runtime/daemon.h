@@ -131,9 +131,9 @@ class DaemonServer {
  private:
   struct Connection;
   void accept_client();
-  bool read_client(Connection& connection);  ///< false: close it
+  bool read_client(Connection& connection);                         ///< false: close it
   bool send_line(Connection& connection, const std::string& line);  ///< false: close it
-  bool flush(Connection& connection);                                ///< false: close it
+  bool flush(Connection& connection);                               ///< false: close it
   void close_client(std::size_t index);
   void log(std::string_view message) const;
 

@@ -39,8 +39,8 @@ class EvaluationLog {
  public:
   /// Opens `path`, creating it with `header` if it does not exist or is empty, and holds the
   /// advisory lock PATH.lock (common/file_lock.h) until destroyed. Throws InputError if another
-  /// process holds the lock (naming its pid), if it cannot be read or written, if its header differs from `header` (naming
-  /// the field), or if a line other than the last is malformed.
+  /// process holds the lock (naming its pid), if it cannot be read or written, if its header differs from `header`
+  /// (naming the field), or if a line other than the last is malformed.
   EvaluationLog(std::filesystem::path path, const LogHeader& header, const WarningCallback& warn = {});
   ~EvaluationLog();
   EvaluationLog(const EvaluationLog&) = delete;
