@@ -5,7 +5,6 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
-#include <sstream>
 #include <system_error>
 
 #include <fcntl.h>
@@ -23,11 +22,26 @@ std::string read_text_file(const std::filesystem::path& path) {
   if (std::filesystem::is_directory(path, error)) {
     throw InputError(fmt::format("cannot read {}: it is a directory", path.string()));
   }
+  const auto too_large = [&] {
+    return InputError(
+        fmt::format("{}: larger than {} bytes, the limit for an input file", path.string(), kMaxInputFileBytes));
+  };
+  if (std::filesystem::is_regular_file(path, error) && std::filesystem::file_size(path, error) > kMaxInputFileBytes &&
+      !error) {
+    throw too_large();
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError(fmt::format("cannot read {}", path.string()));
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
+  // Read in chunks up to the limit, so /dev/zero or a file still growing ends in an error, not OOM.
+  std::string content;
+  std::string chunk(1 << 20, '\0');
+  while (in) {
+    in.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
+    content.append(chunk.data(), static_cast<std::size_t>(in.gcount()));
+    if (content.size() > kMaxInputFileBytes) throw too_large();
+  }
+  if (in.bad()) throw InputError(fmt::format("cannot read {}", path.string()));
+  return content;
 }
 
 namespace {

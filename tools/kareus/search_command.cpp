@@ -60,7 +60,11 @@ void run_search_command(const SearchCommandOptions& options) {
   if (budget < 1 || budget > static_cast<long long>(space.size())) {
     throw InputError(fmt::format("--budget {} must be between 1 and the space size {}", budget, space.size()));
   }
-  if (options.devices < 1) throw InputError(fmt::format("--devices {} must be >= 1", options.devices));
+  // Each emulated device is an object and a worker: 2^31 of them would never start (docs/limits.md).
+  constexpr std::size_t kMaxDevices = 256;
+  if (options.devices < 1 || options.devices > kMaxDevices) {
+    throw InputError(fmt::format("--devices {} must be in [1, {}]", options.devices, kMaxDevices));
+  }
   search_options.budget = static_cast<std::size_t>(budget);
   search_options.seed = options.seed;
   search_options.strategy = search::parse_strategy(options.strategy);

@@ -4,6 +4,7 @@
 // failed or killed run never leaves half a file that looks finished.
 #pragma once
 
+#include <cstddef>
 #include <filesystem>
 #include <string>
 #include <string_view>
@@ -12,7 +13,11 @@
 
 namespace kareus {
 
-/// Reads a whole file. Throws InputError naming the path if it cannot be read or is a directory.
+/// The largest input file read_text_file reads (docs/limits.md): 1 GiB.
+inline constexpr std::size_t kMaxInputFileBytes = std::size_t{1} << 30;
+
+/// Reads a whole file. Throws InputError naming the path if it cannot be read, is a directory or
+/// is larger than kMaxInputFileBytes.
 std::string read_text_file(const std::filesystem::path& path);
 
 /// The deepest nesting of arrays and objects any JSON input may have (docs/limits.md). Deeper

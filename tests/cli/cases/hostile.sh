@@ -24,6 +24,7 @@ expect 2 "gpu60\.json: field 'name' must be a string, found \[\[\[\[\[\.\.\.\]\]
 expect 2 '--dp 2147483647 must be <= 65536' -- simulate --clock 1410 --dp 2147483647
 expect 2 '--tp 8 x --cp 1 x --pp 4 x --dp 65536 = 2097152 GPUs exceeds the limit of 1048576' -- simulate --clock 1410 --pp 4 --dp 65536
 expect 2 '--microbatches 100000 must be <= 4096' -- plan --microbatches 100000 --out "$hostile/p"
+expect 2 '--devices 2147483647 must be in \[1, 256\]' -- search --partition fwd_mlp --budget 4 --devices 2147483647
 expect 2 '--tp-ctas 1:2147483647: expected MIN:MAX\[:STEP\] with 1 <= MIN <= MAX <= 65536' -- partitions --tp-ctas 1:2147483647
 expect 2 '--microbatches must be in \[1, 4096\], found 2147483647' -- solve --profile tests/data/plan/perseus_csv/valid.csv --stages 2 --microbatches 2147483647 --out "$hostile/s"
 
@@ -39,6 +40,9 @@ sed '3s/"freq_mhz":[0-9]*/"freq_mhz":1409/' "$hostile/kernels.jsonl" >"$hostile/
 expect 2 'unsupported\.jsonl:3: .*1409' -- calibrate --measurements "$hostile/unsupported.jsonl" --out "$hostile/x.json"
 expect 2 "--out $hostile: is a directory, expected a file path" -- calibrate --measurements "$hostile/kernels.jsonl" --out "$hostile"
 
+# A file past the input size limit is refused before it is read (a sparse 2 GiB file).
+truncate -s 2G "$hostile/huge_sparse.csv"
+expect 2 'huge_sparse\.csv: larger than 1073741824 bytes' -- solve --profile "$hostile/huge_sparse.csv" --stages 1 --microbatches 2 --out "$hostile/s"
 # A directory where a file belongs says so.
 expect 2 "cannot read $hostile: it is a directory" -- solve --profile "$hostile" --stages 1 --microbatches 2 --out "$hostile/s"
 
