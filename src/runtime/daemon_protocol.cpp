@@ -95,6 +95,8 @@ DaemonReply parse_daemon_reply(std::string_view line) {
     document = json::parse(line);
   } catch (const json::exception& error) {
     throw Error(fmt::format("kareusd reply: invalid JSON ({})", error.what()));
+  } catch (const InputError& error) {
+    throw Error(error.what());  // a reply nested too deep is the daemon's fault, not the user's
   }
   try {
     DaemonReply reply;
