@@ -1,5 +1,7 @@
 #include "kareus/runtime/daemon_protocol.h"
 
+#include <cstdint>
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -75,7 +77,10 @@ DaemonRequest parse_daemon_request(std::string_view line) {
   }
   request.gpu = require_int(document, "gpu", 0);
   if (auto id = document.find("id"); id != document.end()) {
-    if (!id->is_number_integer()) throw InputError("request: field 'id' must be an integer");
+    // An unsigned id past the signed range would come back as a different (negative) id.
+    if (!id->is_number_integer() || (id->is_number_unsigned() && id->get<std::uint64_t>() > INT64_MAX)) {
+      throw InputError("request: field 'id' must be an integer in the signed 64-bit range");
+    }
     request.id = id->get<long long>();
   }
   return request;

@@ -65,6 +65,10 @@ TEST(DaemonProtocol, BadRequestsSayWhatIsWrong) {
       {R"({"op": "get", "gpu": 1.5})", "request: field 'gpu' must be an integer >= 0, found 1.5"},
       {R"({"op": "get", "gpu": 0, "freq_mhz": 5})", "request: unknown field 'freq_mhz'"},
       {R"({"op": "get"})", "request: missing field 'gpu'"},
+      {R"({"op": "get", "gpu": 0, "id": 18446744073709551615})",
+       "request: field 'id' must be an integer in the signed 64-bit range"},
+      {"{\"op\": \"get\", \"gpu\": " + std::string(70, '[') + std::string(70, ']') + "}",
+       "request:1:85: JSON nested deeper than 64 levels"},
   };
   for (const Row& row : rows) {
     SCOPED_TRACE(row.line);

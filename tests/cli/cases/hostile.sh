@@ -38,6 +38,7 @@ sed '3s/"freq_mhz":[0-9]*/"freq_mhz":-900/' "$hostile/kernels.jsonl" >"$hostile/
 expect 2 "negative\.jsonl:3: field 'freq_mhz' must be an integer in \[1, 100000\], found -900" -- calibrate --measurements "$hostile/negative.jsonl" --out "$hostile/x.json"
 sed '3s/"freq_mhz":[0-9]*/"freq_mhz":1409/' "$hostile/kernels.jsonl" >"$hostile/unsupported.jsonl"
 expect 2 'unsupported\.jsonl:3: .*1409' -- calibrate --measurements "$hostile/unsupported.jsonl" --out "$hostile/x.json"
+expect 2 "--out $hostile: is a directory, expected a file path" -- profile --partition fwd_mlp --budget 2 --out "$hostile"
 expect 2 "--out $hostile: is a directory, expected a file path" -- calibrate --measurements "$hostile/kernels.jsonl" --out "$hostile"
 
 # A file past the input size limit is refused before it is read (a sparse 2 GiB file).
