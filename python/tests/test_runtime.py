@@ -195,3 +195,10 @@ def test_sigint_resets_clocks_then_raises_keyboard_interrupt(tmp_path):
         optimizer.on_step_begin()
     # Closed: its handlers are gone, so a new optimizer may install them.
     kareus.PipelineFrequencyOptimizer(tmp_path / "plan.json", rank=0, pp=STAGES).close()
+
+
+def test_a_deeply_nested_plan_is_refused_not_a_crash(tmp_path):
+    # 90,000 levels in a field the error message would quote used to overflow the stack.
+    (tmp_path / "deep.json").write_text('{"schema": "kareus.plan/1", "freq_mhz": ' + "[" * 90000)
+    with pytest.raises(kareus.InputError, match="deep.json:1:104: JSON nested deeper than 64 levels$"):
+        make_optimizer(tmp_path / "deep.json", pp=STAGES)

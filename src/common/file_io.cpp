@@ -1,42 +1,106 @@
 #include "kareus/common/file_io.h"
 
+#include <atomic>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
-#include <sstream>
 #include <system_error>
 
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <unistd.h>
 #include <nlohmann/json.hpp>
 
 #include "kareus/common/error.h"
+#include "kareus/common/json_fields.h"
 
 namespace kareus {
 
 std::string read_text_file(const std::filesystem::path& path) {
+  std::error_code error;
+  if (std::filesystem::is_directory(path, error)) {
+    throw InputError(fmt::format("cannot read {}: it is a directory", path.string()));
+  }
+  const auto too_large = [&] {
+    return InputError(
+        fmt::format("{}: larger than {} bytes, the limit for an input file", path.string(), kMaxInputFileBytes));
+  };
+  if (std::filesystem::is_regular_file(path, error) && std::filesystem::file_size(path, error) > kMaxInputFileBytes &&
+      !error) {
+    throw too_large();
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError(fmt::format("cannot read {}", path.string()));
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  return buffer.str();
+  // Read in chunks up to the limit, so /dev/zero or a file still growing ends in an error, not OOM.
+  std::string content;
+  std::string chunk(1 << 20, '\0');
+  while (in) {
+    in.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
+    content.append(chunk.data(), static_cast<std::size_t>(in.gcount()));
+    if (content.size() > kMaxInputFileBytes) throw too_large();
+  }
+  if (in.bad()) throw InputError(fmt::format("cannot read {}", path.string()));
+  return content;
+}
+
+namespace {
+
+// "LINE:COLUMN" (1-based) of byte `offset` in `text`.
+std::string line_column(std::string_view text, std::size_t offset) {
+  std::size_t line = 1;
+  std::size_t column = 1;
+  for (std::size_t pos = 0; pos < offset && pos < text.size(); ++pos) {
+    if (text[pos] == '\n') {
+      ++line;
+      column = 1;
+    } else {
+      ++column;
+    }
+  }
+  return fmt::format("{}:{}", line, column);
+}
+
+}  // namespace
+
+void check_json_depth(std::string_view text, std::string_view origin) {
+  int depth = 0;
+  bool in_string = false;
+  bool escaped = false;
+  for (std::size_t pos = 0; pos < text.size(); ++pos) {
+    const char c = text[pos];
+    if (in_string) {
+      if (escaped) {
+        escaped = false;
+      } else if (c == '\\') {
+        escaped = true;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMaxJsonDepth) {
+        throw InputError(
+            fmt::format("{}:{}: JSON nested deeper than {} levels", origin, line_column(text, pos), kMaxJsonDepth));
+      }
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
 }
 
 nlohmann::json parse_json(std::string_view text, std::string_view origin) {
+  check_json_depth(text, origin);
   try {
     return nlohmann::json::parse(text);
   } catch (const nlohmann::json::parse_error& error) {
-    // nlohmann reports a byte offset; turn it into line:column for the user.
-    std::size_t line = 1;
-    std::size_t column = 1;
-    for (std::size_t pos = 0; pos + 1 < error.byte && pos < text.size(); ++pos) {
-      if (text[pos] == '\n') {
-        ++line;
-        column = 1;
-      } else {
-        ++column;
-      }
-    }
-    throw InputError(fmt::format("{}:{}:{}: invalid JSON ({})", origin, line, column, error.what()));
+    // nlohmann reports a 1-based byte offset; turn it into line:column for the user.
+    throw InputError(fmt::format("{}:{}: invalid JSON ({})", origin,
+                                 line_column(text, error.byte > 0 ? error.byte - 1 : 0), error.what()));
+  } catch (const nlohmann::json::exception& error) {
+    // out_of_range: a number too large for a double (1e999); the message quotes it.
+    throw InputError(fmt::format("{}: invalid JSON ({})", origin, json_fields::short_text(error.what(), 200)));
   }
 }
 
@@ -45,10 +109,18 @@ nlohmann::json read_json_file(const std::filesystem::path& path) {
 }
 
 void write_file_atomic(const std::filesystem::path& path, std::string_view content) {
+  // A name no other process (pid) and no other call of this one (counter) uses, created
+  // exclusively: concurrent writers of one PATH each rename a complete file of their own.
+  static std::atomic<unsigned long> counter{0};
   std::filesystem::path temporary = path;
-  temporary += ".tmp";
-  std::FILE* file = std::fopen(temporary.c_str(), "wb");
-  if (file == nullptr) throw Error(fmt::format("cannot write {}", temporary.string()));
+  temporary += fmt::format(".{}-{}.tmp", ::getpid(), counter.fetch_add(1));
+  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+  std::FILE* file = fd < 0 ? nullptr : ::fdopen(fd, "wb");
+  if (file == nullptr) {
+    const int code = errno;
+    if (fd >= 0) ::close(fd);
+    throw Error(fmt::format("cannot write {}: {}", temporary.string(), std::strerror(code)));
+  }
   const bool written = std::fwrite(content.data(), 1, content.size(), file) == content.size() &&
                        std::fflush(file) == 0 && ::fsync(fileno(file)) == 0;
   const bool closed = std::fclose(file) == 0;
@@ -61,6 +133,21 @@ void write_file_atomic(const std::filesystem::path& path, std::string_view conte
   if (error) {
     std::filesystem::remove(temporary, error);
     throw Error(fmt::format("cannot rename {} to {}", temporary.string(), path.string()));
+  }
+}
+
+void check_writable_file(const std::filesystem::path& path, std::string_view flag) {
+  std::error_code error;
+  if (std::filesystem::is_directory(path, error)) {
+    throw InputError(fmt::format("{} {}: is a directory, expected a file path", flag, path.string()));
+  }
+  std::filesystem::path dir = path.parent_path();
+  if (dir.empty()) dir = ".";
+  if (!std::filesystem::is_directory(dir, error)) {
+    throw InputError(fmt::format("{} {}: the folder {} does not exist", flag, path.string(), dir.string()));
+  }
+  if (::access(dir.c_str(), W_OK) != 0) {
+    throw InputError(fmt::format("{} {}: the folder {} is not writable", flag, path.string(), dir.string()));
   }
 }
 

@@ -9,6 +9,55 @@
 #include "kareus/common/error.h"
 
 namespace kareus::json_fields {
+namespace {
+
+constexpr int kExcerptDepth = 4;
+
+std::string dump_string(const std::string& text) {
+  return nlohmann::json(text).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+// Appends `value`'s JSON text to `out`, stopping once `out` is longer than `limit`.
+void append_excerpt(const nlohmann::json& value, std::string& out, std::size_t limit, int depth) {
+  if (out.size() > limit) return;
+  if (value.is_object() || value.is_array()) {
+    const bool object = value.is_object();
+    if (depth >= kExcerptDepth) {
+      out += object ? "{...}" : "[...]";
+      return;
+    }
+    out += object ? '{' : '[';
+    bool first = true;
+    for (auto item = value.begin(); item != value.end(); ++item) {
+      if (out.size() > limit) return;
+      if (!first) out += ", ";
+      first = false;
+      if (object) out += dump_string(item.key()) + ": ";
+      append_excerpt(item.value(), out, limit, depth + 1);
+    }
+    out += object ? '}' : ']';
+  } else if (value.is_string()) {
+    const std::string& text = value.get_ref<const std::string&>();
+    out += dump_string(text.substr(0, limit + 1));
+  } else {
+    out += value.dump();
+  }
+}
+
+}  // namespace
+
+std::string short_text(std::string_view text, std::size_t max_chars) {
+  if (text.size() <= max_chars) return std::string(text);
+  std::size_t cut = max_chars;
+  while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;  // not inside a UTF-8 character
+  return std::string(text.substr(0, cut)) + "...";
+}
+
+std::string excerpt(const nlohmann::json& value, std::size_t max_chars) {
+  std::string out;
+  append_excerpt(value, out, max_chars, 0);
+  return short_text(out, max_chars);
+}
 
 const nlohmann::json& require(const nlohmann::json& object, std::string_view key, std::string_view origin) {
   if (!object.is_object()) throw InputError(fmt::format("{}: expected a JSON object", origin));
@@ -20,7 +69,7 @@ const nlohmann::json& require(const nlohmann::json& object, std::string_view key
 double require_number(const nlohmann::json& object, std::string_view key, std::string_view origin) {
   const nlohmann::json& value = require(object, key, origin);
   if (!value.is_number() || !std::isfinite(value.get<double>())) {
-    throw InputError(fmt::format("{}: field '{}' must be a number, found {}", origin, key, value.dump()));
+    throw InputError(fmt::format("{}: field '{}' must be a number, found {}", origin, key, excerpt(value)));
   }
   return value.get<double>();
 }
@@ -40,7 +89,7 @@ double require_non_negative(const nlohmann::json& object, std::string_view key, 
 long long require_positive_int(const nlohmann::json& object, std::string_view key, std::string_view origin) {
   const nlohmann::json& value = require(object, key, origin);
   if (!value.is_number_integer() || value.get<long long>() <= 0) {
-    throw InputError(fmt::format("{}: field '{}' must be a positive integer, found {}", origin, key, value.dump()));
+    throw InputError(fmt::format("{}: field '{}' must be a positive integer, found {}", origin, key, excerpt(value)));
   }
   return value.get<long long>();
 }
@@ -48,7 +97,7 @@ long long require_positive_int(const nlohmann::json& object, std::string_view ke
 std::string require_string(const nlohmann::json& object, std::string_view key, std::string_view origin) {
   const nlohmann::json& value = require(object, key, origin);
   if (!value.is_string()) {
-    throw InputError(fmt::format("{}: field '{}' must be a string, found {}", origin, key, value.dump()));
+    throw InputError(fmt::format("{}: field '{}' must be a string, found {}", origin, key, excerpt(value)));
   }
   return value.get<std::string>();
 }
@@ -57,7 +106,7 @@ bool optional_bool(const nlohmann::json& object, std::string_view key, bool fall
   auto found = object.find(std::string(key));
   if (found == object.end()) return fallback;
   if (!found->is_boolean()) {
-    throw InputError(fmt::format("{}: field '{}' must be true or false, found {}", origin, key, found->dump()));
+    throw InputError(fmt::format("{}: field '{}' must be true or false, found {}", origin, key, excerpt(*found)));
   }
   return found->get<bool>();
 }

@@ -144,7 +144,20 @@ CalibrationResult calibrate(const GpuSpec& start, const std::vector<MeasurementR
   std::vector<MeasurementRecord> stable;
   for (const MeasurementRecord& record : records) {
     if (!record.details.stable) continue;
-    validate_config(start, record.partition, record.config);
+    try {
+      validate_config(start, record.partition, record.config);
+    } catch (const InputError& error) {
+      if (record.origin.empty()) throw;
+      throw InputError(fmt::format("{}: {}", record.origin, error.what()));
+    }
+    // A record whose error term is not finite would turn every objective into infinity.
+    const Prediction prediction = predict(start, record);
+    if (!std::isfinite(std::log(prediction.time_s / record.time_s)) ||
+        !std::isfinite(std::log(prediction.energy_j / record.energy_j))) {
+      throw InputError(fmt::format("{}measured {} s, {} J against a prediction of {} s, {} J: not a finite error",
+                                   record.origin.empty() ? "" : record.origin + ": ", record.time_s, record.energy_j,
+                                   prediction.time_s, prediction.energy_j));
+    }
     usable.push_back(&record);
     stable.push_back(record);
   }

@@ -136,7 +136,7 @@ GpuSpec parse_gpu(std::string_view json_text, std::string_view origin_view) {
     if (!value.is_number() || !std::isfinite(value.get<double>()) || value.get<double>() < field.min ||
         value.get<double>() > field.max) {
       throw InputError(fmt::format("{}: parameters.{} must be a number in [{}, {}], found {}", origin, field.key,
-                                   field.min, field.max, value.dump()));
+                                   field.min, field.max, jf::excerpt(value)));
     }
     gpu.*field.member = value.get<double>();
   }
@@ -145,7 +145,7 @@ GpuSpec parse_gpu(std::string_view json_text, std::string_view origin_view) {
     const nlohmann::json& value = sourced_value(parameters, field.key, origin);
     if (!value.is_number_integer() || value.get<long long>() < 1 || value.get<long long>() > 100000) {
       throw InputError(fmt::format("{}: parameters.{} must be an integer in [1, 100000], found {}", origin, field.key,
-                                   value.dump()));
+                                   jf::excerpt(value)));
     }
     gpu.*field.member = value.get<int>();
   }

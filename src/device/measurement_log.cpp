@@ -11,6 +11,7 @@
 
 #include "kareus/common/error.h"
 #include "kareus/common/file_io.h"
+#include "kareus/common/json_fields.h"
 #include "kareus/device/nvml.h"
 
 namespace kareus::device {
@@ -56,6 +57,26 @@ ordered op_to_json(const workload::Op& op) {
   return value;
 }
 
+// An integer field in [minimum, maximum] (nlohmann's get<int> would wrap a larger one silently).
+int get_int(const json& object, const char* key, long long minimum, long long maximum) {
+  const json& value = object.at(key);
+  if (!value.is_number_integer() || value.get<long long>() < minimum || value.get<long long>() > maximum) {
+    throw InputError(fmt::format("field '{}' must be an integer in [{}, {}], found {}", key, minimum, maximum,
+                                 json_fields::excerpt(value)));
+  }
+  return static_cast<int>(value.get<long long>());
+}
+
+// A number field in [0, maximum]: values beyond it would make sums over records non-finite.
+double get_bounded(const json& object, const char* key, double maximum) {
+  const json& value = object.at(key);
+  if (!value.is_number() || !(value.get<double>() >= 0) || value.get<double>() > maximum) {
+    throw InputError(
+        fmt::format("field '{}' must be a number in [0, {:g}], found {}", key, maximum, json_fields::excerpt(value)));
+  }
+  return value.get<double>();
+}
+
 workload::Op op_from_json(const json& value) {
   workload::Op op;
   op.name = value.at("name").get<std::string>();
@@ -65,19 +86,20 @@ workload::Op op_from_json(const json& value) {
     throw InputError(fmt::format("op direction must be \"forward\" or \"backward\", found \"{}\"", direction));
   }
   op.direction = direction == "forward" ? workload::Direction::kForward : workload::Direction::kBackward;
-  op.flops = value.at("flops").get<double>();
-  op.bytes_read = value.at("bytes_read").get<double>();
-  op.bytes_written = value.at("bytes_written").get<double>();
+  op.flops = get_bounded(value, "flops", kMaxOpCount);
+  op.bytes_read = get_bounded(value, "bytes_read", kMaxOpCount);
+  op.bytes_written = get_bounded(value, "bytes_written", kMaxOpCount);
   if (value.contains("gemm")) {
     const json& gemm = value.at("gemm");
-    op.gemm = {gemm.at("m").get<double>(), gemm.at("n").get<double>(), gemm.at("k").get<double>()};
+    op.gemm = {get_bounded(gemm, "m", kMaxOpCount), get_bounded(gemm, "n", kMaxOpCount),
+               get_bounded(gemm, "k", kMaxOpCount)};
   }
   if (value.contains("collective")) {
     const json& collective = value.at("collective");
-    op.collective =
-        workload::Collective{parse_enum(collective.at("kind").get<std::string>(), kCollectiveKinds, "collective kind"),
-                             parse_enum(collective.at("group").get<std::string>(), kGroups, "collective group"),
-                             collective.at("group_size").get<int>(), collective.at("bytes").get<double>()};
+    op.collective = workload::Collective{
+        parse_enum(collective.at("kind").get<std::string>(), kCollectiveKinds, "collective kind"),
+        parse_enum(collective.at("group").get<std::string>(), kGroups, "collective group"),
+        get_int(collective, "group_size", 1, 1 << 20), get_bounded(collective, "bytes", kMaxOpCount)};
   }
   if ((op.kind == OpKind::kCollective) != op.collective.has_value()) {
     throw InputError(
@@ -140,7 +162,8 @@ MeasurementRecord parse_measurement_line(std::string_view line, std::string_view
   const json value = parse_json(line, origin);
   try {
     if (value.at("schema").get<std::string>() != kMeasurementSchema) {
-      throw InputError(fmt::format("schema must be \"{}\", found {}", kMeasurementSchema, value.at("schema").dump()));
+      throw InputError(
+          fmt::format("schema must be \"{}\", found {}", kMeasurementSchema, json_fields::excerpt(value.at("schema"))));
     }
     MeasurementRecord record;
     record.backend = value.at("backend").get<std::string>();
@@ -154,22 +177,24 @@ MeasurementRecord parse_measurement_line(std::string_view line, std::string_view
     partition.direction = value.value("direction", std::string("forward")) == "backward"
                               ? workload::Direction::kBackward
                               : workload::Direction::kForward;
-    partition.nanobatch = value.value("nanobatch", 0);
+    partition.nanobatch = value.contains("nanobatch") ? get_int(value, "nanobatch", 0, 1 << 16) : 0;
     for (const json& op : value.at("ops")) partition.compute_ops.push_back(op_from_json(op));
     if (!value.at("collective").is_null()) partition.collective = op_from_json(value.at("collective"));
     for (const json& slot : value.at("slots")) {
-      partition.slots.push_back({slot.at("name").get<std::string>(), slot.at("first_op").get<std::size_t>()});
+      partition.slots.push_back(
+          {slot.at("name").get<std::string>(), static_cast<std::size_t>(get_int(slot, "first_op", 0, 1 << 20))});
     }
     const json& config = value.at("config");
-    record.config = {config.at("freq_mhz").get<int>(), config.at("ctas").get<int>(),
+    record.config = {get_int(config, "freq_mhz", 1, 100000), get_int(config, "ctas", 0, 65536),
                      config.at("slot").get<std::string>()};
-    record.time_s = value.at("time_s").get<double>();
-    record.energy_j = value.at("energy_j").get<double>();
+    record.time_s = get_bounded(value, "time_s", kMaxMeasuredTimeS);
+    record.energy_j = get_bounded(value, "energy_j", kMaxMeasuredEnergyJ);
     if (!(record.time_s > 0) || !(record.energy_j > 0)) {
       throw InputError(fmt::format("time_s {} and energy_j {} must be positive", record.time_s, record.energy_j));
     }
+    record.origin = std::string(origin);
     MeasurementDetails& details = record.details;
-    details.repetitions = value.value("repetitions", 0);
+    details.repetitions = value.contains("repetitions") ? get_int(value, "repetitions", 0, 1 << 30) : 0;
     details.window_s = value.value("window_s", 0.0);
     if (value.contains("clock")) {
       const json& clock = value.at("clock");
@@ -183,7 +208,7 @@ MeasurementRecord parse_measurement_line(std::string_view line, std::string_view
       details.temperature_end_c = value.at("temperature_c").value("end", 0.0);
     }
     details.power_mean_w = value.value("power_mean_w", 0.0);
-    details.retries = value.value("retries", 0);
+    details.retries = value.contains("retries") ? get_int(value, "retries", 0, 1 << 30) : 0;
     details.stable = value.value("stable", true);
     return record;
   } catch (const InputError& error) {

@@ -30,9 +30,9 @@ CtaRange parse_cta_range(const std::string& text, const std::string& flag) {
   }
   const bool shape_ok = numbers.size() == 2 || numbers.size() == 3;
   const CtaRange range{shape_ok ? numbers[0] : 0, shape_ok ? numbers[1] : 0, numbers.size() == 3 ? numbers[2] : 1};
-  if (!shape_ok || range.min < 1 || range.max < range.min || range.step < 1) {
-    throw InputError(
-        fmt::format("{} {}: expected MIN:MAX[:STEP] with 1 <= MIN <= MAX and STEP >= 1, e.g. 3:30:3", flag, text));
+  if (!shape_ok || range.min < 1 || range.max < range.min || range.step < 1 || range.max > kMaxCtas) {
+    throw InputError(fmt::format("{} {}: expected MIN:MAX[:STEP] with 1 <= MIN <= MAX <= {} and STEP >= 1, e.g. 3:30:3",
+                                 flag, text, kMaxCtas));
   }
   return range;
 }

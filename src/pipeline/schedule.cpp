@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "kareus/common/error.h"
+#include "kareus/common/json_fields.h"
 
 namespace kareus::pipeline {
 
@@ -14,7 +15,8 @@ std::string_view to_string(InstructionType type) { return type == InstructionTyp
 InstructionType parse_instruction_type(std::string_view text, std::string_view origin) {
   if (text == "forward") return InstructionType::kForward;
   if (text == "backward") return InstructionType::kBackward;
-  throw InputError(fmt::format("{}: instruction type must be \"forward\" or \"backward\", found \"{}\"", origin, text));
+  throw InputError(fmt::format("{}: instruction type must be \"forward\" or \"backward\", found \"{}\"", origin,
+                               json_fields::short_text(text)));
 }
 
 std::vector<Instruction> one_f_one_b(int stage, int stages, int microbatches) {

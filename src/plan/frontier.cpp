@@ -12,6 +12,7 @@
 #include "kareus/common/evenly_spread.h"
 #include "kareus/common/file_io.h"
 #include "kareus/plan/perseus_csv.h"
+#include "kareus/workload/workload.h"
 
 namespace kareus::plan {
 namespace {
@@ -86,11 +87,18 @@ std::string solve_report_to_json(const SolveSummary& summary, double unit_time_s
 }
 
 SolveSummary solve_perseus_profile(const SolveRequest& request) {
-  if (request.stages < 1) throw InputError(fmt::format("--stages must be >= 1, found {}", request.stages));
-  if (request.microbatches < 1)
-    throw InputError(fmt::format("--microbatches must be >= 1, found {}", request.microbatches));
-  if (!(request.unit_time_s > 0) || !std::isfinite(request.unit_time_s)) {
-    throw InputError(fmt::format("--unit-time must be > 0 seconds, found {}", request.unit_time_s));
+  if (request.stages < 1 || request.stages > workload::kMaxPipelineStages) {
+    throw InputError(
+        fmt::format("--stages must be in [1, {}], found {}", workload::kMaxPipelineStages, request.stages));
+  }
+  if (request.microbatches < 1 || request.microbatches > workload::kMaxMicrobatches) {
+    throw InputError(
+        fmt::format("--microbatches must be in [1, {}], found {}", workload::kMaxMicrobatches, request.microbatches));
+  }
+  // With times <= kMaxInstructionTimeS, a unit >= kMinUnitTimeS keeps every quantized time
+  // (and their sum over the pipeline) inside 64 bits.
+  if (!(request.unit_time_s >= kMinUnitTimeS) || !std::isfinite(request.unit_time_s)) {
+    throw InputError(fmt::format("--unit-time must be >= {:g} seconds, found {}", kMinUnitTimeS, request.unit_time_s));
   }
   if (!(request.static_power_w >= 0) || !std::isfinite(request.static_power_w)) {
     throw InputError(fmt::format("--static-power must be >= 0 watts, found {}", request.static_power_w));

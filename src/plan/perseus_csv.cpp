@@ -11,6 +11,7 @@
 
 #include "kareus/common/error.h"
 #include "kareus/common/file_io.h"
+#include "kareus/common/json_fields.h"
 
 namespace kareus::plan {
 namespace {
@@ -60,8 +61,8 @@ PerseusProfile parse_perseus_csv(std::string_view text, std::string_view origin,
     if (line.empty()) continue;
     if (!header_seen) {
       if (line != kHeader) {
-        throw InputError(
-            fmt::format("{}:{}: expected the header \"{}\", found \"{}\"", origin, line_number, kHeader, line));
+        throw InputError(fmt::format("{}:{}: expected the header \"{}\", found \"{}\"", origin, line_number, kHeader,
+                                     json_fields::short_text(line)));
       }
       header_seen = true;
       continue;
@@ -76,12 +77,12 @@ PerseusProfile parse_perseus_csv(std::string_view text, std::string_view origin,
     }
     if (fields.size() != 5) {
       throw InputError(fmt::format("{}:{}: expected 5 fields ({}), found {}: \"{}\"", origin, line_number, kHeader,
-                                   fields.size(), line));
+                                   fields.size(), json_fields::short_text(line)));
     }
     long long stage = 0;
     if (!parse_int(fields[0], stage) || stage < 0) {
-      throw InputError(
-          fmt::format("{}:{}: stage must be an integer >= 0, found \"{}\"", origin, line_number, fields[0]));
+      throw InputError(fmt::format("{}:{}: stage must be an integer >= 0, found \"{}\"", origin, line_number,
+                                   json_fields::short_text(fields[0])));
     }
     if (stage >= stages) {
       throw InputError(fmt::format("{}:{}: stage {} is out of range for --stages {} (expected 0..{})", origin,
@@ -92,27 +93,30 @@ PerseusProfile parse_perseus_csv(std::string_view text, std::string_view origin,
       backward = true;
     } else if (fields[1] != "forward") {
       throw InputError(fmt::format("{}:{}: instruction must be \"forward\" or \"backward\", found \"{}\"", origin,
-                                   line_number, fields[1]));
+                                   line_number, json_fields::short_text(fields[1])));
     }
     long long freq_mhz = 0;
     if (!parse_int(fields[2], freq_mhz) || freq_mhz <= 0 || freq_mhz > 100000) {
       throw InputError(fmt::format("{}:{}: frequency must be a positive integer (MHz), found \"{}\"", origin,
-                                   line_number, fields[2]));
+                                   line_number, json_fields::short_text(fields[2])));
     }
     double time_s = 0;
     if (!parse_double(fields[3], time_s)) {
-      throw InputError(
-          fmt::format("{}:{}: time must be a number (seconds), found \"{}\"", origin, line_number, fields[3]));
+      throw InputError(fmt::format("{}:{}: time must be a number (seconds), found \"{}\"", origin, line_number,
+                                   json_fields::short_text(fields[3])));
     }
-    if (time_s <= 0)
-      throw InputError(fmt::format("{}:{}: time must be > 0 seconds, found {}", origin, line_number, fields[3]));
+    if (!(time_s > 0) || time_s > kMaxInstructionTimeS) {
+      throw InputError(fmt::format("{}:{}: time must be in (0, {:g}] seconds, found {}", origin, line_number,
+                                   kMaxInstructionTimeS, json_fields::short_text(fields[3])));
+    }
     double energy_j = 0;
     if (!parse_double(fields[4], energy_j)) {
-      throw InputError(
-          fmt::format("{}:{}: energy must be a number (joules), found \"{}\"", origin, line_number, fields[4]));
+      throw InputError(fmt::format("{}:{}: energy must be a number (joules), found \"{}\"", origin, line_number,
+                                   json_fields::short_text(fields[4])));
     }
-    if (energy_j < 0) {
-      throw InputError(fmt::format("{}:{}: energy must be >= 0 joules, found {}", origin, line_number, fields[4]));
+    if (!(energy_j >= 0) || energy_j > kMaxInstructionEnergyJ) {
+      throw InputError(fmt::format("{}:{}: energy must be in [0, {:g}] joules, found {}", origin, line_number,
+                                   kMaxInstructionEnergyJ, json_fields::short_text(fields[4])));
     }
     const auto key = std::make_tuple(static_cast<int>(stage), static_cast<int>(backward), static_cast<int>(freq_mhz));
     if (const auto found = seen.find(key); found != seen.end()) {

@@ -17,7 +17,7 @@ int require_int(const json& object, std::string_view key, std::string_view origi
   const json& value = jf::require(object, key, origin);
   if (!value.is_number_integer() || value.get<long long>() < minimum || value.get<long long>() > 1'000'000'000) {
     throw InputError(
-        fmt::format("{}: field '{}' must be an integer >= {}, found {}", origin, key, minimum, value.dump()));
+        fmt::format("{}: field '{}' must be an integer >= {}, found {}", origin, key, minimum, jf::excerpt(value)));
   }
   return value.get<int>();
 }
@@ -75,7 +75,8 @@ Plan parse_plan(std::string_view text, std::string_view origin_view) {
   const json document = parse_json(text, origin);
   jf::reject_unknown(document, {"schema", "workload", "predicted", "stages"}, origin);
   if (const std::string schema = jf::require_string(document, "schema", origin); schema != kPlanSchema) {
-    throw InputError(fmt::format("{}: schema must be \"{}\", found \"{}\"", origin, kPlanSchema, schema));
+    throw InputError(
+        fmt::format("{}: schema must be \"{}\", found \"{}\"", origin, kPlanSchema, jf::short_text(schema)));
   }
   Plan plan;
   const json& workload = jf::require(document, "workload", origin);
@@ -110,6 +111,29 @@ Plan parse_plan(std::string_view text, std::string_view origin_view) {
 }
 
 Plan read_plan(const std::filesystem::path& path) { return parse_plan(read_text_file(path), path.string()); }
+
+namespace {
+
+// Throws naming the first field of `flags` that `planned` also has with another value.
+void compare_workload(const json& planned, const json& flags, const std::string& prefix, std::string_view origin) {
+  for (const auto& [key, wanted] : flags.items()) {
+    const auto found = planned.find(key);
+    if (found == planned.end()) continue;
+    const std::string field = prefix.empty() ? key : prefix + "." + key;
+    if (wanted.is_object() && found->is_object()) {
+      compare_workload(*found, wanted, field, origin);
+    } else if (*found != wanted) {
+      throw InputError(fmt::format("{}: the plan's workload has {} {}, the flags give {} (plan for another workload?)",
+                                   origin, field, jf::excerpt(*found), jf::excerpt(wanted)));
+    }
+  }
+}
+
+}  // namespace
+
+void check_plan_workload(const Plan& plan, std::string_view workload_json, std::string_view origin) {
+  compare_workload(parse_json(plan.workload_json, origin), parse_json(workload_json, "workload"), "", origin);
+}
 
 std::string plan_to_json(const Plan& plan) {
   json stages = json::array();

@@ -270,8 +270,10 @@ std::optional<device::OverlapMode> overlap_of(Method method) {
 void check_plan_job(const device::GpuSpec& gpu, const workload::Workload& workload, const PlanJobOptions& options) {
   for (Method method : options.methods) {
     if (overlap_of(method) != device::OverlapMode::kNone && workload.parallel.nanobatches != 2) {
-      throw InputError(fmt::format("--methods {}: nanobatching needs --nanobatches 2 (found {})", to_string(method),
-                                   workload.parallel.nanobatches));
+      throw InputError(
+          fmt::format("--methods {} needs --nanobatches 2, found {} (with 1, run --methods "
+                      "megatron,perseus)",
+                      to_string(method), workload.parallel.nanobatches));
     }
   }
   if (options.clocks_mhz.empty()) throw InputError("--clocks: no clock to plan with");
@@ -390,6 +392,10 @@ void write_plan_job(const std::filesystem::path& dir, const workload::Workload& 
                           {"predicted_time_s", point.predicted_time_s},
                           {"predicted_energy_j", point.predicted_energy_j},
                           {"solved_by", to_string(point.origin.value_or(method.method))}});
+    }
+    // Plan files of an earlier run with more points must not sit beside this run's.
+    for (std::size_t index = method.frontier.size();; ++index) {
+      if (!std::filesystem::remove(dir / fmt::format("plans/{}/plan_{:02}.json", name, index), ignored)) break;
     }
     methods[name] = {{"frontier", std::move(frontier)},
                      {"solver_iterations", method.solver_iterations},

@@ -25,7 +25,7 @@ long long require_integer(const json& object, const char* key, long long minimum
   const json& value = jf::require(object, key, origin);
   if (!value.is_number_integer() || value.get<long long>() < minimum || value.get<long long>() > maximum) {
     throw InputError(fmt::format("{}: field '{}' must be an integer in [{}, {}], found {}", origin, key, minimum,
-                                 maximum, value.dump()));
+                                 maximum, jf::excerpt(value)));
   }
   return value.get<long long>();
 }
@@ -38,7 +38,7 @@ std::vector<Id> require_ids(const json& object, const char* key, std::string_vie
   if (!found->is_array()) throw InputError(fmt::format("{}: field '{}' must be an array of integers", origin, key));
   for (const json& value : *found) {
     if (!value.is_number_integer() || value.get<long long>() < 0 || value.get<long long>() > 0xFFFFFFFELL) {
-      throw InputError(fmt::format("{}: field '{}' must hold ids >= 0, found {}", origin, key, value.dump()));
+      throw InputError(fmt::format("{}: field '{}' must hold ids >= 0, found {}", origin, key, jf::excerpt(value)));
     }
     ids.push_back(static_cast<Id>(value.get<long long>()));
   }
@@ -89,8 +89,8 @@ DaemonConfig parse_daemon_config(std::string_view text, std::string_view origin_
   }
   if (document.contains("backend")) config.backend = jf::require_string(document, "backend", origin);
   if (config.backend != "nvml" && config.backend != "fake") {
-    throw InputError(
-        fmt::format("{}: field 'backend' must be \"nvml\" or \"fake\", found \"{}\"", origin, config.backend));
+    throw InputError(fmt::format("{}: field 'backend' must be \"nvml\" or \"fake\", found \"{}\"", origin,
+                                 jf::short_text(config.backend)));
   }
   if (document.contains("nvml_library")) config.nvml_library = jf::require_string(document, "nvml_library", origin);
   if (document.contains("fake_gpu_count")) {
@@ -103,7 +103,8 @@ DaemonConfig parse_daemon_config(std::string_view text, std::string_view origin_
     }
     for (const json& clock : *clocks) {
       if (!clock.is_number_integer() || clock.get<long long>() <= 0 || clock.get<long long>() > 100000) {
-        throw InputError(fmt::format("{}: fake_clocks_mhz must hold positive clocks, found {}", origin, clock.dump()));
+        throw InputError(
+            fmt::format("{}: fake_clocks_mhz must hold positive clocks, found {}", origin, jf::excerpt(clock)));
       }
       config.fake_clocks_mhz.push_back(clock.get<int>());
     }
@@ -272,18 +273,20 @@ DaemonReply DaemonCore::handle(ClientId client_id, std::string_view line, double
   return reply;
 }
 
-std::vector<int> DaemonCore::disconnect(ClientId client) {
+std::vector<int> DaemonCore::disconnect(ClientId client, std::vector<std::string>* failures) {
   std::vector<int> reset;
   for (std::size_t index = 0; index < gpus_.size(); ++index) {
     if (gpus_[index].holder != client) continue;
+    // The lease goes whatever the reset does: a dead client must not lock the GPU forever.
+    gpus_[index].holder.reset();
     try {
       gpus_[index].backend->reset();
+      reset.push_back(static_cast<int>(index));
+    } catch (const std::exception& error) {
+      if (failures) failures->push_back(fmt::format("gpu {}: reset failed: {}", index, error.what()));
     } catch (...) {
-      // The lease is gone either way; the server logs the GPUs it reset.
-      continue;
+      if (failures) failures->push_back(fmt::format("gpu {}: reset failed", index));
     }
-    gpus_[index].holder.reset();
-    reset.push_back(static_cast<int>(index));
   }
   clients_.erase(client);
   return reset;

@@ -1,9 +1,12 @@
 #include "kareus/runtime/daemon_protocol.h"
 
+#include <cstdint>
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "kareus/common/error.h"
+#include "kareus/common/file_io.h"
 #include "kareus/common/json_fields.h"
 
 namespace kareus::runtime {
@@ -16,7 +19,7 @@ int require_int(const json& object, const char* key, long long minimum) {
   if (found == object.end()) throw InputError(fmt::format("request: missing field '{}'", key));
   if (!found->is_number_integer() || found->get<long long>() < minimum || found->get<long long>() > 1'000'000) {
     throw InputError(fmt::format("request: field '{}' must be an integer >= {}, found {}", key, minimum,
-                                 found->dump(-1, ' ', false, json::error_handler_t::replace)));
+                                 json_fields::excerpt(*found)));
   }
   return static_cast<int>(found->get<long long>());
 }
@@ -42,6 +45,7 @@ std::string_view to_string(DaemonOp op) {
 DaemonRequest parse_daemon_request(std::string_view line) {
   json document;
   try {
+    check_json_depth(line, "request");
     document = json::parse(line);
   } catch (const json::exception& error) {
     throw InputError(fmt::format("request: invalid JSON ({})", error.what()));
@@ -73,7 +77,10 @@ DaemonRequest parse_daemon_request(std::string_view line) {
   }
   request.gpu = require_int(document, "gpu", 0);
   if (auto id = document.find("id"); id != document.end()) {
-    if (!id->is_number_integer()) throw InputError("request: field 'id' must be an integer");
+    // An unsigned id past the signed range would come back as a different (negative) id.
+    if (!id->is_number_integer() || (id->is_number_unsigned() && id->get<std::uint64_t>() > INT64_MAX)) {
+      throw InputError("request: field 'id' must be an integer in the signed 64-bit range");
+    }
     request.id = id->get<long long>();
   }
   return request;
@@ -89,9 +96,12 @@ std::string format_daemon_request(const DaemonRequest& request) {
 DaemonReply parse_daemon_reply(std::string_view line) {
   json document;
   try {
+    check_json_depth(line, "kareusd reply");
     document = json::parse(line);
   } catch (const json::exception& error) {
     throw Error(fmt::format("kareusd reply: invalid JSON ({})", error.what()));
+  } catch (const InputError& error) {
+    throw Error(error.what());  // a reply nested too deep is the daemon's fault, not the user's
   }
   try {
     DaemonReply reply;

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "kareus/common/error.h"
+#include "kareus/common/file_lock.h"
 #include "kareus/runtime/daemon.h"
 #include "kareus/runtime/daemon_protocol.h"
 
@@ -25,9 +26,17 @@ struct DaemonServer::Connection {
   PeerIdentity peer;
   std::string buffer;
   bool discarding = false;  ///< skipping the rest of an oversized message up to its newline
+  std::string outbox;       ///< replies the socket has not taken yet
 };
 
 namespace {
+
+// Replies waiting for a client that pipelines requests without reading: above the first size the
+// daemon stops reading that client's requests until it reads its replies (back-pressure, the
+// connection stays); a client that let the second pile up could only have done so by
+// misbehaving and is dropped.
+constexpr std::size_t kPauseReadingBytes = 64 * 1024;
+constexpr std::size_t kMaxOutboxBytes = 1024 * 1024;
 
 double monotonic_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -62,11 +71,23 @@ DaemonServer::DaemonServer(DaemonConfig config, std::vector<std::unique_ptr<Cloc
     group = found->gr_gid;
   }
   std::memcpy(address.sun_path, config_.socket_path.c_str(), config_.socket_path.size() + 1);
-  // A socket left by a daemon that died is replaced; any other file is not ours to remove.
+  // One daemon per socket path: a second one starting at the same moment is refused here.
+  lock_.emplace(config_.socket_path + ".lock", "socket_path " + config_.socket_path);
+  // A socket left by a daemon that died is replaced; a live daemon's socket and any other file
+  // are not ours to remove.
   struct stat existing {};
   if (::lstat(config_.socket_path.c_str(), &existing) == 0) {
     if (!S_ISSOCK(existing.st_mode)) {
       throw InputError(fmt::format("socket_path {} exists and is not a socket", config_.socket_path));
+    }
+    const int probe = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    const bool live = probe >= 0 && ::connect(probe, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) == 0;
+    if (probe >= 0) ::close(probe);
+    if (live) {
+      throw InputError(
+          fmt::format("socket_path {}: a running kareusd answers there; stop it first (only a stale "
+                      "socket is replaced)",
+                      config_.socket_path));
     }
     ::unlink(config_.socket_path.c_str());
   }
@@ -116,7 +137,11 @@ void DaemonServer::run() {
     std::vector<pollfd> fds;
     fds.push_back({stop_read_fd_, POLLIN, 0});
     fds.push_back({listen_fd_, POLLIN, 0});
-    for (const auto& connection : connections_) fds.push_back({connection->fd, POLLIN, 0});
+    for (const auto& connection : connections_) {
+      const bool reading = connection->outbox.size() < kPauseReadingBytes;
+      fds.push_back(
+          {connection->fd, static_cast<short>((reading ? POLLIN : 0) | (connection->outbox.empty() ? 0 : POLLOUT)), 0});
+    }
     if (::poll(fds.data(), fds.size(), -1) < 0) {
       if (errno == EINTR) continue;
       throw Error(fmt::format("poll: {}", std::strerror(errno)));
@@ -124,8 +149,17 @@ void DaemonServer::run() {
     if (fds[0].revents != 0) return;
     // Connections first, by index from the back, so closing one does not shift the rest.
     for (std::size_t index = fds.size() - 1; index >= 2; --index) {
-      if (fds[index].revents == 0) continue;
-      if (!read_client(*connections_[index - 2])) close_client(index - 2);
+      const short revents = fds[index].revents;
+      if (revents == 0) continue;
+      Connection& connection = *connections_[index - 2];
+      bool keep = true;
+      if (revents & POLLOUT) keep = flush(connection);
+      if (keep && (fds[index].events & POLLIN) != 0 && (revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
+        keep = read_client(connection);
+      } else if (keep && (revents & (POLLHUP | POLLERR)) != 0) {
+        keep = false;  // gone while its replies waited
+      }
+      if (!keep) close_client(index - 2);
     }
     if (fds[1].revents & POLLIN) accept_client();
   }
@@ -162,16 +196,23 @@ void DaemonServer::accept_client() {
 }
 
 bool DaemonServer::send_line(Connection& connection, const std::string& line) {
-  // Replies are small; a client that does not read them until the socket buffer is full is
-  // dropped rather than allowed to block the daemon.
+  connection.outbox += line;
+  return flush(connection);
+}
+
+bool DaemonServer::flush(Connection& connection) {
+  // Never blocks: what the socket does not take now waits in the outbox for POLLOUT.
   std::size_t sent = 0;
-  while (sent < line.size()) {
-    const ssize_t count = ::send(connection.fd, line.data() + sent, line.size() - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+  while (sent < connection.outbox.size()) {
+    const ssize_t count = ::send(connection.fd, connection.outbox.data() + sent, connection.outbox.size() - sent,
+                                 MSG_NOSIGNAL | MSG_DONTWAIT);
     if (count < 0 && errno == EINTR) continue;
+    if (count < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
     if (count <= 0) return false;
     sent += static_cast<std::size_t>(count);
   }
-  return true;
+  connection.outbox.erase(0, sent);
+  return connection.outbox.size() <= kMaxOutboxBytes;
 }
 
 bool DaemonServer::read_client(Connection& connection) {
@@ -221,9 +262,11 @@ bool DaemonServer::read_client(Connection& connection) {
 
 void DaemonServer::close_client(std::size_t index) {
   Connection& connection = *connections_[index];
-  const std::vector<int> reset = core_.disconnect(connection.client);
+  std::vector<std::string> failures;
+  const std::vector<int> reset = core_.disconnect(connection.client, &failures);
   log(fmt::format("client pid {} uid {} disconnected{}", connection.peer.pid, connection.peer.uid,
                   reset.empty() ? "" : fmt::format("; reset gpus {}", fmt::join(reset, ", "))));
+  for (const std::string& failure : failures) log(fmt::format("released the lease anyway: {}", failure));
   ::close(connection.fd);
   connections_.erase(connections_.begin() + static_cast<std::ptrdiff_t>(index));
 }

@@ -35,12 +35,17 @@ DeadlineChoice choose_for_deadline(std::span<const FrontierPoint> frontier, doub
 }
 
 std::vector<FrontierPoint> read_frontier(const std::filesystem::path& path) {
+  return parse_frontier(read_text_file(path), path);
+}
+
+std::vector<FrontierPoint> parse_frontier(std::string_view text, const std::filesystem::path& path) {
   const std::string origin = path.string();
-  const nlohmann::json document = read_json_file(path);
+  const nlohmann::json document = parse_json(text, origin);
   namespace jf = json_fields;
   jf::reject_unknown(document, {"schema", "points"}, origin);
   if (const std::string schema = jf::require_string(document, "schema", origin); schema != plan::kFrontierSchema) {
-    throw InputError(fmt::format("{}: schema must be \"{}\", found \"{}\"", origin, plan::kFrontierSchema, schema));
+    throw InputError(fmt::format("{}: schema must be \"{}\", found \"{}\"", origin, plan::kFrontierSchema,
+                                 json_fields::short_text(schema)));
   }
   const nlohmann::json& points = jf::require(document, "points", origin);
   if (!points.is_array() || points.empty())

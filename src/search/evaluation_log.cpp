@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kareus/common/error.h"
+#include "kareus/common/file_io.h"
 #include "kareus/common/json_fields.h"
 
 namespace kareus::search {
@@ -51,7 +52,10 @@ void sync_directory(const std::filesystem::path& path) {
 }
 
 std::string describe(const nlohmann::json& value) {
-  return value.is_string() ? fmt::format("'{}'", value.get<std::string>()) : value.dump();
+  if (!value.is_string()) return json_fields::excerpt(value);
+  const std::string excerpt = json_fields::excerpt(value);  // "text" or "text...
+  const bool cut = excerpt.back() != '"';
+  return fmt::format("'{}'{}", excerpt.substr(1, excerpt.size() - (cut ? 4 : 2)), cut ? "..." : "");
 }
 
 // Throws InputError naming the first header field that differs from `expected`.
@@ -87,6 +91,12 @@ Evaluation parse_evaluation(const nlohmann::json& line, const std::string& origi
   if (!freq.is_number_integer() || !ctas.is_number_integer()) {
     throw InputError(fmt::format("{}: config freq_mhz and ctas must be integers", origin));
   }
+  // Past int range get<int> would wrap silently.
+  if (freq.get<long long>() < 1 || freq.get<long long>() > 100000 || ctas.get<long long>() < 0 ||
+      ctas.get<long long>() > 65536) {
+    throw InputError(fmt::format("{}: config freq_mhz {} must be in [1, 100000] and ctas {} in [0, 65536]", origin,
+                                 freq.get<long long>(), ctas.get<long long>()));
+  }
   evaluation.config.freq_mhz = freq.get<int>();
   evaluation.config.ctas = ctas.get<int>();
   evaluation.config.slot = json_fields::require_string(config, "slot", origin);
@@ -100,6 +110,9 @@ Evaluation parse_evaluation(const nlohmann::json& line, const std::string& origi
 EvaluationLog::EvaluationLog(std::filesystem::path path, const LogHeader& header, const WarningCallback& warn)
     : path_(std::move(path)) {
   const nlohmann::ordered_json expected = header_json(header);
+  std::filesystem::path lock_path = path_;
+  lock_path += ".lock";
+  lock_.emplace(lock_path, "--log " + path_.string());
   fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (fd_ < 0) {
     throw InputError(fmt::format("--log {}: cannot open the evaluation log: {}", path_.string(), std::strerror(errno)));
@@ -133,6 +146,7 @@ EvaluationLog::EvaluationLog(std::filesystem::path path, const LogHeader& header
       const std::string origin = fmt::format("{}:{}", path_.string(), number + 1);
       const bool last = number + 1 == lines.size();
       try {
+        check_json_depth(text, origin);
         const nlohmann::json parsed = nlohmann::json::parse(text);
         if (number == 0) {
           check_header(parsed, expected, origin);

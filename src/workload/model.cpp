@@ -75,7 +75,8 @@ ModelSpec parse_model(std::string_view json_text, std::string_view origin) {
   } else if (mlp == "gelu") {
     model.mlp = MlpKind::kGelu;
   } else {
-    throw InputError(fmt::format("{}: field 'mlp' must be \"swiglu\" or \"gelu\", found \"{}\"", origin, mlp));
+    throw InputError(fmt::format("{}: field 'mlp' must be \"swiglu\" or \"gelu\", found \"{}\"", origin,
+                                 json_fields::short_text(mlp)));
   }
   if (model.heads % model.kv_groups != 0) {
     throw InputError(fmt::format("{}: kv_groups {} must divide heads {}", origin, model.kv_groups, model.heads));

@@ -11,22 +11,28 @@
 namespace kareus::workload {
 namespace {
 
-void require_positive(int value, std::string_view flag) {
+void require_in_range(int value, std::string_view flag, long long maximum) {
   if (value < 1) throw InputError(fmt::format("{} {} must be >= 1", flag, value));
+  if (value > maximum) throw InputError(fmt::format("{} {} must be <= {}", flag, value, maximum));
 }
 
 }  // namespace
 
 Workload make_workload(ModelSpec model, Parallelism parallel) {
   const Parallelism& p = parallel;
-  require_positive(p.tp, "--tp");
-  require_positive(p.cp, "--cp");
-  require_positive(p.pp, "--pp");
-  require_positive(p.dp, "--dp");
-  require_positive(p.mbs, "--mbs");
-  require_positive(p.seq, "--seq");
-  require_positive(p.microbatches, "--microbatches");
-  require_positive(p.nanobatches, "--nanobatches");
+  require_in_range(p.tp, "--tp", kMaxParallelDegree);
+  require_in_range(p.cp, "--cp", kMaxParallelDegree);
+  require_in_range(p.pp, "--pp", kMaxPipelineStages);
+  require_in_range(p.dp, "--dp", kMaxParallelDegree);
+  require_in_range(p.mbs, "--mbs", kMaxMicrobatchSize);
+  require_in_range(p.seq, "--seq", kMaxSequence);
+  require_in_range(p.microbatches, "--microbatches", kMaxMicrobatches);
+  require_in_range(p.nanobatches, "--nanobatches", kMaxMicrobatchSize);
+  // Each degree fits an int; their product may not, so it is taken in 64 bits.
+  if (const long long gpus = static_cast<long long>(p.tp) * p.cp * p.pp * p.dp; gpus > kMaxGpus) {
+    throw InputError(fmt::format("--tp {} x --cp {} x --pp {} x --dp {} = {} GPUs exceeds the limit of {}", p.tp, p.cp,
+                                 p.pp, p.dp, gpus, kMaxGpus));
+  }
   const std::string& name = model.name;
   if (model.heads % p.tp != 0) {
     throw InputError(fmt::format("--tp {} must divide the {} attention heads of {}", p.tp, model.heads, name));
@@ -110,14 +116,6 @@ std::string workload_to_json(const Workload& workload) {
       {"layers_per_stage", workload.stage_layers},
   };
   return document.dump();
-}
-
-std::string_view to_string(OverlapMode overlap) { return overlap == OverlapMode::kNone ? "none" : "nanobatch"; }
-
-OverlapMode parse_overlap_mode(std::string_view text, std::string_view origin) {
-  if (text == "none") return OverlapMode::kNone;
-  if (text == "nanobatch") return OverlapMode::kNanobatch;
-  throw InputError(fmt::format("{} {}: expected \"none\" (Megatron) or \"nanobatch\"", origin, text));
 }
 
 }  // namespace kareus::workload

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <map>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -136,6 +137,35 @@ TEST(MeasurementLog, BadLinesNameFileAndLine) {
   }
   EXPECT_THROW((void)read_measurements(path), InputError);
   std::filesystem::remove(path);
+}
+
+TEST(MeasurementLog, OutOfRangeNumbersNameTheLine) {
+  const auto error = [](const MeasurementRecord& record) {
+    try {
+      (void)parse_measurement_line(to_json_line(record), "m.jsonl:7");
+    } catch (const InputError& failure) {
+      return std::string(failure.what());
+    }
+    return std::string("<no InputError>");
+  };
+  MeasurementRecord record = sample_record();
+  record.time_s = 1e308;  // a calibration over it used to "fit" with a 681% error
+  EXPECT_EQ(error(record), "m.jsonl:7: field 'time_s' must be a number in [0, 1e+06], found 1e+308");
+  record = sample_record();
+  record.config.freq_mhz = -900;
+  EXPECT_EQ(error(record), "m.jsonl:7: field 'freq_mhz' must be an integer in [1, 100000], found -900");
+  // An integer past int range is refused, not wrapped by the conversion.
+  std::string line = to_json_line(sample_record());
+  const std::string ctas = fmt::format("\"ctas\":{}", sample_record().config.ctas);
+  ASSERT_NE(line.find(ctas), std::string::npos);
+  line.replace(line.find(ctas), ctas.size(), "\"ctas\":4294967304");
+  try {
+    (void)parse_measurement_line(line, "m.jsonl:8");
+    ADD_FAILURE() << "no error";
+  } catch (const InputError& failure) {
+    EXPECT_STREQ(failure.what(), "m.jsonl:8: field 'ctas' must be an integer in [0, 65536], found 4294967304");
+  }
+  EXPECT_EQ(parse_measurement_line(to_json_line(sample_record()), "m.jsonl:9").origin, "m.jsonl:9");
 }
 
 }  // namespace

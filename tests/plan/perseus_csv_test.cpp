@@ -41,8 +41,8 @@ TEST(PerseusCsv, EachFailureNamesFileAndLine) {
       {"short_line.csv", 1, "short_line.csv:3: expected 5 fields (stage,instruction,frequency,time,energy), found 4"},
       {"long_line.csv", 1, "long_line.csv:2: expected 5 fields (stage,instruction,frequency,time,energy), found 6"},
       {"non_numeric_time.csv", 1, "non_numeric_time.csv:3: time must be a number (seconds), found \"fast\""},
-      {"negative_time.csv", 1, "negative_time.csv:2: time must be > 0 seconds, found -0.010"},
-      {"negative_energy.csv", 1, "negative_energy.csv:3: energy must be >= 0 joules, found -6.0"},
+      {"negative_time.csv", 1, "negative_time.csv:2: time must be in (0, 1e+06] seconds, found -0.010"},
+      {"negative_energy.csv", 1, "negative_energy.csv:3: energy must be in [0, 1e+12] joules, found -6.0"},
       {"missing_stage.csv", 2, "missing_stage.csv: no rows for stage 1 (--stages 2 needs stages 0..1)"},
       {"stage_out_of_range.csv", 2, "stage_out_of_range.csv:6: stage 2 is out of range for --stages 2 (expected 0..1)"},
       {"missing_backward.csv", 2, "missing_backward.csv: stage 1 has no backward rows"},
@@ -63,6 +63,25 @@ TEST(PerseusCsv, EachFailureNamesFileAndLine) {
       EXPECT_EQ(message.find(data(failure.file)), 0U) << message;  // starts with the path
     }
   }
+}
+
+TEST(PerseusCsv, ValuesThatWouldMakeSumsNonFiniteNameTheLine) {
+  // Two 1e308 s instructions sum to infinity: such a profile used to solve to "inf s, -nan J".
+  const std::string header = "stage,instruction,frequency,time,energy\n";
+  const auto error = [&](const std::string& rows) {
+    try {
+      (void)parse_perseus_csv(header + rows, "huge.csv", 1);
+    } catch (const InputError& failure) {
+      return std::string(failure.what());
+    }
+    return std::string("<no InputError>");
+  };
+  EXPECT_EQ(error("0,forward,1410,1e308,3\n0,backward,1410,1e308,6\n"),
+            "huge.csv:2: time must be in (0, 1e+06] seconds, found 1e308");
+  EXPECT_EQ(error("0,forward,1410,0.01,3\n0,backward,1410,0.02,1e300\n"),
+            "huge.csv:3: energy must be in [0, 1e+12] joules, found 1e300");
+  // The bounds themselves are accepted.
+  EXPECT_EQ(error("0,forward,1410,1e6,1e12\n0,backward,1410,0.02,0\n"), "<no InputError>");
 }
 
 TEST(PerseusCsv, MissingFileAndBadStagesAreInputErrors) {

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "kareus/common/error.h"
+#include "kareus/workload/workload.h"
 
 namespace kareus::plan {
 namespace {
@@ -67,6 +68,35 @@ TEST(Plan, RejectsWrongSchemaAndBadFields) {
       EXPECT_NE(std::string(error.what()).find(row.message), std::string::npos) << error.what();
     }
   }
+}
+
+TEST(Plan, AWorkloadBlockThatDiffersFromTheFlagsNamesTheField) {
+  const workload::Workload flags = workload::make_workload(workload::load_model("llama3.2-3b"), {});
+  Plan plan = two_stage_plan(8);
+  plan.workload_json = workload::workload_to_json(flags);
+  EXPECT_NO_THROW(check_plan_workload(plan, workload::workload_to_json(flags), "p.json"));
+  workload::Parallelism other;
+  other.dp = 2;
+  const std::string message = [&] {
+    try {
+      check_plan_workload(plan, workload::workload_to_json(workload::make_workload(flags.model, other)), "p.json");
+    } catch (const InputError& error) {
+      return std::string(error.what());
+    }
+    return std::string("<no InputError>");
+  }();
+  EXPECT_EQ(message, "p.json: the plan's workload has dp 1, the flags give 2 (plan for another workload?)");
+  // A nested shape field is named with its path; fields the plan does not carry are not compared.
+  plan.workload_json = R"({"tp": 8, "shape": {"hidden": 4096}})";
+  EXPECT_THROW(check_plan_workload(plan, workload::workload_to_json(flags), "p.json"), InputError);
+  try {
+    check_plan_workload(plan, workload::workload_to_json(flags), "p.json");
+  } catch (const InputError& error) {
+    EXPECT_STREQ(error.what(),
+                 "p.json: the plan's workload has shape.hidden 4096, the flags give 3072 (plan for another workload?)");
+  }
+  plan.workload_json = R"({"tp": 8, "source": "perseus_csv"})";
+  EXPECT_NO_THROW(check_plan_workload(plan, workload::workload_to_json(flags), "p.json"));
 }
 
 }  // namespace

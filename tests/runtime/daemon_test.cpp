@@ -4,8 +4,10 @@
 #include <csignal>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <thread>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -63,6 +65,10 @@ TEST(DaemonProtocol, BadRequestsSayWhatIsWrong) {
       {R"({"op": "get", "gpu": 1.5})", "request: field 'gpu' must be an integer >= 0, found 1.5"},
       {R"({"op": "get", "gpu": 0, "freq_mhz": 5})", "request: unknown field 'freq_mhz'"},
       {R"({"op": "get"})", "request: missing field 'gpu'"},
+      {R"({"op": "get", "gpu": 0, "id": 18446744073709551615})",
+       "request: field 'id' must be an integer in the signed 64-bit range"},
+      {"{\"op\": \"get\", \"gpu\": " + std::string(70, '[') + std::string(70, ']') + "}",
+       "request:1:85: JSON nested deeper than 64 levels"},
   };
   for (const Row& row : rows) {
     SCOPED_TRACE(row.line);
@@ -155,6 +161,39 @@ TEST(DaemonCore, LeasesBelongToTheClientThatLocked) {
   EXPECT_EQ(fake.recorders[1]->locked_clock_mhz(), std::nullopt);
   EXPECT_EQ(reply_of(core, bob, R"({"op": "set", "gpu": 1, "freq_mhz": 810})")["ok"], true);
   EXPECT_EQ(core.holder(1), bob);
+}
+
+// A GPU whose reset always fails (a driver error, a GPU that fell off the bus).
+class ResetThrowsBackend final : public ClockBackend {
+ public:
+  void set_locked_clock(int freq_mhz) override { recorder_.set_locked_clock(freq_mhz); }
+  void reset() override { throw Error("nvmlDeviceResetGpuLockedClocks: GPU is lost"); }
+  int read_clock_mhz() override { return recorder_.read_clock_mhz(); }
+  std::vector<int> supported_clocks_mhz() override { return kClocks; }
+  std::optional<std::uint64_t> read_energy_mj() override { return std::nullopt; }
+  std::string describe() const override { return "lost gpu"; }
+
+ private:
+  RecorderClockBackend recorder_{kClocks};
+};
+
+TEST(DaemonCore, ADeadClientsLeaseGoesEvenWhenTheResetThrows) {
+  std::vector<std::unique_ptr<ClockBackend>> gpus;
+  gpus.push_back(std::make_unique<ResetThrowsBackend>());
+  gpus.push_back(std::make_unique<RecorderClockBackend>(kClocks));
+  DaemonCore core(std::move(gpus), 1000);
+  const auto dead = core.connect({10, 1000, 1000});
+  const auto next = core.connect({11, 1001, 1001});
+  ASSERT_EQ(reply_of(core, dead, R"({"op": "set", "gpu": 0, "freq_mhz": 1200})")["ok"], true);
+  ASSERT_EQ(reply_of(core, dead, R"({"op": "set", "gpu": 1, "freq_mhz": 810})")["ok"], true);
+  std::vector<std::string> failures;
+  EXPECT_EQ(core.disconnect(dead, &failures), std::vector<int>{1});  // gpu 1 reset, gpu 0 failed
+  EXPECT_EQ(failures, std::vector<std::string>{"gpu 0: reset failed: nvmlDeviceResetGpuLockedClocks: GPU is lost"});
+  EXPECT_EQ(core.holder(0), std::nullopt);
+  EXPECT_EQ(core.holder(1), std::nullopt);
+  // The next client is not refused as "locked by another client".
+  EXPECT_EQ(reply_of(core, next, R"({"op": "set", "gpu": 0, "freq_mhz": 1410})"), json::parse(R"({"ok": true})"));
+  EXPECT_EQ(core.holder(0), next);
 }
 
 TEST(DaemonCore, RefusesUnsupportedClocksAndUnknownGpus) {
@@ -424,6 +463,85 @@ TEST(DaemonServerSetup, StaleSocketIsReplacedOtherFilesAreNot) {
   std::filesystem::remove(config.socket_path);
   config.socket_group = "no-such-group-kareus";
   EXPECT_THROW(DaemonServer(config, fake.make(1)), InputError);
+}
+
+// --- hostile clients and a second daemon (docs/limits.md) --------------------------------------
+
+std::string input_error_of(const std::function<void()>& action) {
+  try {
+    action();
+  } catch (const InputError& error) {
+    return error.what();
+  }
+  return "<no InputError>";
+}
+
+TEST_F(DaemonServerTest, PipelinedRequestsAreAllAnsweredAndTheConnectionStays) {
+  // 1000 requests in one write, read only afterwards: the replies outgrow the socket buffer, so
+  // the daemon must keep them rather than drop the client; over the 500/s limit each gets an
+  // error reply saying so.
+  RawClient client(config_.socket_path);
+  std::string requests;
+  for (int index = 0; index < 1000; ++index)
+    requests += R"({"op": "get", "gpu": 0})"
+                "\n";
+  client.write(requests);
+  int ok = 0;
+  int limited = 0;
+  for (int index = 0; index < 1000; ++index) {
+    const std::string line = client.read_line();
+    ASSERT_NE(line, "(closed)") << "closed after " << index << " replies";
+    const json reply = json::parse(line);
+    if (reply["ok"] == true) {
+      EXPECT_EQ(reply["freq_mhz"], 1980);
+      ++ok;
+    } else if (reply["error"] == "rate limit: at most 500 requests per second per client") {
+      ++limited;
+    }
+  }
+  EXPECT_GE(ok, 500);  // the burst
+  EXPECT_EQ(ok + limited, 1000);
+  // Still connected: a request after the tokens refill is served.
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  client.write(R"({"op": "get", "gpu": 1, "id": 5})"
+               "\n");
+  EXPECT_EQ(json::parse(client.read_line()), json::parse(R"({"ok": true, "freq_mhz": 1980, "id": 5})"));
+}
+
+TEST_F(DaemonServerTest, ASecondDaemonOnTheSocketIsRefusedAndTheFirstKeepsServing) {
+  FakeGpus other;
+  EXPECT_EQ(input_error_of([&] { DaemonServer second(config_, other.make(1)); }),
+            fmt::format("socket_path {}: in use by another kareus process (pid {}, lock {}.lock)", config_.socket_path,
+                        ::getpid(), config_.socket_path));
+  KareusdClockBackend gpu0(config_.socket_path, 0);
+  gpu0.set_locked_clock(1005);
+  EXPECT_EQ(fake_.recorders[0]->locked_clock_mhz(), 1005);
+}
+
+TEST(DaemonServer, RefusesALiveSocketAndReplacesAStaleOne) {
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("kareusd_live_" + std::to_string(::getpid()) + ".sock")).string();
+  ::unlink(path.c_str());
+  // Something answers on the path without holding the lock (a daemon of an older version).
+  const int listener = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  std::strncpy(address.sun_path, path.c_str(), sizeof(address.sun_path) - 1);
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+  ASSERT_EQ(::listen(listener, 4), 0);
+  DaemonConfig config;
+  config.socket_path = path;
+  config.allowed_uids = {::getuid()};
+  FakeGpus fake;
+  EXPECT_EQ(input_error_of([&] { DaemonServer server(config, fake.make(1)); }),
+            fmt::format("socket_path {}: a running kareusd answers there; stop it first (only a stale socket is "
+                        "replaced)",
+                        path));
+  struct stat info {};
+  EXPECT_EQ(::stat(path.c_str(), &info), 0);  // the live socket is left alone
+  ::close(listener);                          // its owner died: the socket file is stale
+  { DaemonServer server(config, fake.make(1)); }
+  EXPECT_NE(::stat(path.c_str(), &info), 0);  // replaced, then removed on shutdown
 }
 
 }  // namespace

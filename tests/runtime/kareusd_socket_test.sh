@@ -47,6 +47,41 @@ out=$("$dir/kareusd" --socket "$socket" --send '{"op":"set","gpu":0,"freq_mhz":1
    $out == *"gpu 2 does not exist: this machine has 2 GPUs (0..1)"* ]]
 check "bad clock and gpu refused" $? "$out"
 
+# A second daemon on the live socket is refused (exit 2) and leaves the first one reachable.
+out=$("$dir/kareusd" --config "$dir/config.json" 2>&1)
+status=$?
+[[ $status -eq 2 && $out == *"socket_path $socket: in use by another kareus process (pid $daemon, lock $socket.lock)"* ]]
+check "second daemon refused" $? "exit $status: $out"
+out=$("$dir/kareusd" --socket "$socket" --send '{"op":"get","gpu":0}' 2>&1)
+[[ $out == '{"freq_mhz":1980,"ok":true}' ]]; check "first daemon still answers" $? "$out"
+
+# A config nested 90,000 levels deep is refused with exit 2, not a crash.
+{ printf '{"socket_path": '; head -c 90000 /dev/zero | tr '\0' '['; } >"$dir/deep.json"
+out=$("$dir/kareusd" --config "$dir/deep.json" 2>&1)
+status=$?
+[[ $status -eq 2 && $out == *"deep.json:1:80: JSON nested deeper than 64 levels"* ]]
+check "deep config refused" $? "exit $status: $out"
+
+# 1000 requests pipelined in one write, read only afterwards: every one is answered (over the
+# rate limit with an error naming it) and the connection stays open.
+python3 - "$socket" >"$dir/pipelined" <<'PY'
+import socket, sys
+client = socket.socket(socket.AF_UNIX)
+client.connect(sys.argv[1])
+client.sendall(b'{"op": "get", "gpu": 0}\n' * 1000)
+data = b""
+while data.count(b"\n") < 1000:
+    chunk = client.recv(65536)
+    if not chunk:
+        break
+    data += chunk
+lines = data.decode().splitlines()
+ok = sum(1 for line in lines if '"ok":true' in line)
+limited = sum(1 for line in lines if "rate limit: at most 500 requests per second" in line)
+print(len(lines), ok >= 500, ok + limited)
+PY
+[[ $(cat "$dir/pipelined") == "1000 True 1000" ]]; check "pipelined requests all answered" $? "$(cat "$dir/pipelined")"
+
 # A client that keeps its lease open while the daemon gets SIGTERM.
 mkfifo "$dir/hold"
 python3 - "$socket" "$dir/hold" <<'PY' &

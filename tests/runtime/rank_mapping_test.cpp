@@ -46,5 +46,21 @@ TEST(RankMapping, NonPositiveDegreeIsNamed) {
   }
 }
 
+TEST(RankMapping, AWorldPastTheLimitIsRefusedNotOverflowed) {
+  // 2^31-1 in every degree used to overflow the 64-bit world size (and tp x cp in int).
+  try {
+    (void)map_rank(5, {2147483647, 2147483647, 2147483647, 2147483647});
+    FAIL() << "expected InputError";
+  } catch (const InputError& error) {
+    EXPECT_STREQ(error.what(),
+                 "world size tp 2147483647 x cp 2147483647 x pp 2147483647 x dp 2147483647 exceeds the limit of "
+                 "1048576 ranks");
+  }
+  const RankCoordinates last = map_rank((1 << 20) - 1, {1024, 1024, 1, 1});
+  EXPECT_EQ(last.tp_rank, 1023);
+  EXPECT_EQ(last.cp_rank, 1023);
+  EXPECT_EQ(last.stage, 0);
+}
+
 }  // namespace
 }  // namespace kareus::runtime

@@ -74,6 +74,17 @@ TEST(MakeWorkload, EveryRuleNamesItsFlag) {
       {"pp", [](Parallelism& p) { p.pp = 29; }, "--pp 29 must not exceed the 28 layers of llama3.2-3b", llama},
       {"dp", [](Parallelism& p) { p.dp = -1; }, "--dp -1 must be >= 1", llama},
       {"microbatches", [](Parallelism& p) { p.microbatches = 0; }, "--microbatches 0 must be >= 1", llama},
+      // Ranges, and the GPU count taken in 64 bits: 8 x 1 x 2 x 2^31-1 used to wrap to -16 GPUs.
+      {"dp max int", [](Parallelism& p) { p.dp = 2147483647; }, "--dp 2147483647 must be <= 65536", llama},
+      {"gpu product",
+       [](Parallelism& p) {
+         p.cp = 2;
+         p.dp = 65536;
+       },
+       "--tp 8 x --cp 2 x --pp 2 x --dp 65536 = 2097152 GPUs exceeds the limit of 1048576", llama},
+      {"microbatches max", [](Parallelism& p) { p.microbatches = 4097; }, "--microbatches 4097 must be <= 4096", llama},
+      {"seq max", [](Parallelism& p) { p.seq = 1 << 25; }, "--seq 33554432 must be <= 16777216", llama},
+      {"mbs max", [](Parallelism& p) { p.mbs = 1 << 17; }, "--mbs 131072 must be <= 65536", llama},
       {"split count",
        [](Parallelism& p) {
          p.layers_per_stage = {10, 10, 8};

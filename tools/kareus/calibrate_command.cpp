@@ -30,6 +30,7 @@ void print_errors(const char* title, const std::vector<device::ClassError>& erro
 
 void run_calibrate(const CalibrateOptions& options) {
   const device::Holdout holdout = device::parse_holdout(options.holdout);
+  check_writable_file(options.out, "--out");
   const std::string preset = device::gpu_preset_text(options.gpu);
   const device::GpuSpec start = device::parse_gpu(preset, options.gpu);
   std::vector<device::MeasurementRecord> records;

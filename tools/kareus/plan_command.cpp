@@ -7,6 +7,8 @@
 #include "commands.h"
 
 #include "kareus/common/error.h"
+#include "kareus/common/file_io.h"
+#include "kareus/common/file_lock.h"
 #include "kareus/device/caching_device.h"
 #include "kareus/device/cuda_device.h"
 #include "kareus/device/emulator.h"
@@ -93,10 +95,15 @@ std::string percent(const std::optional<double>& value) {
   return value ? fmt::format("{:+.1f}%", *value) : std::string("-");
 }
 
+// What the job would otherwise refuse only after minutes of work: the output directory, a second
+// run writing into it, and each method's preconditions.
 void run_plan(const PlanOptions& options) {
   const device::GpuSpec gpu = options.gpu.resolve();
   const workload::Workload workload = options.workload.resolve();
-  planner::PlanJobOptions job;
+  ensure_writable_directory(options.out, "--out");
+  // Held until the summary, plans and report are written: two runs never mix files in one DIR.
+  const FileLock lock(std::filesystem::path(options.out) / ".kareus.lock", "--out " + options.out);
+  planner::PlanJobOptions job;  // checked (check_plan_job) before any measurement
   job.methods.clear();
   for (const std::string& name : options.methods) job.methods.push_back(planner::parse_method(name));
   job.clocks_mhz = options.space.resolve_clocks(gpu);

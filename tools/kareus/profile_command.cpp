@@ -8,6 +8,7 @@
 
 #include "commands.h"
 #include "kareus/common/error.h"
+#include "kareus/common/file_io.h"
 #include "kareus/device/cuda_device.h"
 #include "kareus/device/emulator.h"
 #include "kareus/device/profile.h"
@@ -96,6 +97,8 @@ void run_profile_command(const ProfileOptions& options) {
     throw InputError("say what to measure: --partition KEY, --all, --kernels or --clock-switch");
   }
 
+  // Checked before measuring: a directory here used to fail only at the first record (exit 1).
+  if (!options.out.empty()) check_writable_file(options.out, "--out");
   device::ProfileSink sink;
   sink.out = options.out;
   sink.workload_json = workload::workload_to_json(workload);

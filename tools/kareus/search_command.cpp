@@ -46,7 +46,11 @@ void run_search_command(const SearchCommandOptions& options) {
   search::SearchOptions search_options;
   search_options.budget = search::search_budget(
       space.size(), options.budget_given ? std::optional<long long>(options.budget) : std::nullopt);
-  if (options.devices < 1) throw InputError(fmt::format("--devices {} must be >= 1", options.devices));
+  // Each emulated device is an object and a worker: 2^31 of them would never start (docs/limits.md).
+  constexpr std::size_t kMaxDevices = 256;
+  if (options.devices < 1 || options.devices > kMaxDevices) {
+    throw InputError(fmt::format("--devices {} must be in [1, {}]", options.devices, kMaxDevices));
+  }
   search_options.seed = options.seed;
   search_options.strategy = search::parse_strategy(options.strategy);
   search_options.batch_size = options.batch > 0 ? options.batch : std::max<std::size_t>(2, options.devices);

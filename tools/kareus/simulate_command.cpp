@@ -41,6 +41,7 @@ void run_simulate(const SimulateOptions& options) {
                                          overlap.value_or(workload::OverlapMode::kNone));
   } else {
     const plan::Plan plan = plan::read_plan(options.plan);
+    plan::check_plan_workload(plan, workload::workload_to_json(workload), options.plan);
     planner::check_plan_fits(plan, workload, gpu, options.plan);
     run = planner::simulate_plan(emulator, workload, plan, overlap);
   }

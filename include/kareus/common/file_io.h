@@ -4,6 +4,7 @@
 // failed or killed run never leaves half a file that looks finished.
 #pragma once
 
+#include <cstddef>
 #include <filesystem>
 #include <string>
 #include <string_view>
@@ -12,17 +13,36 @@
 
 namespace kareus {
 
-/// Reads a whole file. Throws InputError naming the path if it cannot be read.
+/// The largest input file read_text_file reads (docs/limits.md): 1 GiB.
+inline constexpr std::size_t kMaxInputFileBytes = std::size_t{1} << 30;
+
+/// Reads a whole file. Throws InputError naming the path if it cannot be read, is a directory or
+/// is larger than kMaxInputFileBytes.
 std::string read_text_file(const std::filesystem::path& path);
+
+/// The deepest nesting of arrays and objects any JSON input may have (docs/limits.md). Deeper
+/// documents are refused before parsing, so nothing downstream recurses without bound.
+inline constexpr int kMaxJsonDepth = 64;
+
+/// Throws InputError "<origin>:LINE:COLUMN: JSON nested deeper than 64 levels" if `text` opens more
+/// than kMaxJsonDepth arrays or objects inside one another (brackets inside strings do not count).
+void check_json_depth(std::string_view text, std::string_view origin);
 
 /// Parses a JSON file. Throws InputError naming the path, line and column on bad JSON.
 nlohmann::json read_json_file(const std::filesystem::path& path);
 
-/// Parses JSON text; `origin` names where it came from in error messages.
+/// Parses JSON text; `origin` names where it came from in error messages. Throws InputError on
+/// bad JSON and on nesting deeper than kMaxJsonDepth.
 nlohmann::json parse_json(std::string_view text, std::string_view origin);
 
-/// Writes `content` to PATH.tmp, flushes, and renames it to PATH. Throws Error on failure.
+/// Writes `content` to a temporary file beside PATH (PATH.<pid>-<n>.tmp, unique to this process
+/// and call, so two processes writing PATH never share one), flushes, and renames it to PATH.
+/// Throws Error on failure.
 void write_file_atomic(const std::filesystem::path& path, std::string_view content);
+
+/// Checks, before any work, that `path` can be written as a file: it is not a directory and its
+/// folder exists and is writable. Throws InputError naming `flag` and the path otherwise.
+void check_writable_file(const std::filesystem::path& path, std::string_view flag);
 
 /// Creates `dir` (and parents) and checks it is writable. Throws InputError naming it otherwise.
 void ensure_writable_directory(const std::filesystem::path& dir, std::string_view flag);

@@ -5,6 +5,7 @@
 // falls back to a silent default.
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -22,6 +23,15 @@ double require_non_negative(const nlohmann::json& object, std::string_view key, 
 long long require_positive_int(const nlohmann::json& object, std::string_view key, std::string_view origin);
 std::string require_string(const nlohmann::json& object, std::string_view key, std::string_view origin);
 bool optional_bool(const nlohmann::json& object, std::string_view key, bool fallback, std::string_view origin);
+
+/// A short rendering of `value` for an error message: its JSON text cut to about `max_chars`
+/// characters ("..." marks a cut), built without recursing more than a few levels, so a huge or
+/// deeply nested value never makes a huge message or a deep recursion.
+std::string excerpt(const nlohmann::json& value, std::size_t max_chars = 60);
+
+/// `text` cut to about `max_chars` characters ("..." marks a cut), for quoting a user's string
+/// (a field value, a CSV cell) in an error message.
+std::string short_text(std::string_view text, std::size_t max_chars = 60);
 
 /// Rejects keys of `object` not in `allowed` (a typo must not be silently ignored).
 void reject_unknown(const nlohmann::json& object, const std::vector<std::string_view>& allowed,

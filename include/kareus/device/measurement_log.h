@@ -43,6 +43,12 @@ struct MeasurementDetails {
   friend bool operator==(const MeasurementDetails&, const MeasurementDetails&) = default;
 };
 
+/// Bounds on a record's numbers (docs/limits.md): larger ones are refused naming file and line,
+/// so no sum or fit over records can overflow to infinity.
+inline constexpr double kMaxMeasuredTimeS = 1e6;     ///< one run of a partition, seconds
+inline constexpr double kMaxMeasuredEnergyJ = 1e12;  ///< one run, one GPU, joules
+inline constexpr double kMaxOpCount = 1e30;          ///< flops, bytes and GEMM sizes of an op
+
 struct MeasurementRecord {
   std::string backend;        ///< "cuda", "emulator"
   std::string gpu;            ///< preset name, e.g. "h200"
@@ -53,6 +59,7 @@ struct MeasurementRecord {
   double time_s = 0;    ///< one run of the partition
   double energy_j = 0;  ///< one run, one GPU
   MeasurementDetails details;
+  std::string origin;  ///< "file.jsonl:12" when read from a file (for error messages), else empty
 
   /// "gemm", "attention", "memory_bound", "collective" for a one-kernel partition, else "partition".
   [[nodiscard]] std::string kernel_class() const;

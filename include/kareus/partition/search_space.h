@@ -29,7 +29,10 @@ struct CtaRange {
   [[nodiscard]] std::vector<int> values() const;
 };
 
-/// "MIN:MAX:STEP" or "MIN:MAX" (step 1). Throws InputError naming `flag`.
+/// The largest CTA count a range may name (docs/limits.md); more than any GPU has SMs.
+inline constexpr int kMaxCtas = 65536;
+
+/// "MIN:MAX:STEP" or "MIN:MAX" (step 1), MAX <= kMaxCtas. Throws InputError naming `flag`.
 [[nodiscard]] CtaRange parse_cta_range(const std::string& text, const std::string& flag);
 
 enum class SlotPolicy {

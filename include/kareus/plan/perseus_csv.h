@@ -30,6 +30,13 @@ struct PerseusProfile {
   std::vector<StageProfile> stages;  ///< stage s at index s
 };
 
+/// Bounds on a row's numbers (docs/limits.md); a row beyond them is refused naming file and line,
+/// so no sum over a pipeline's instructions can overflow.
+inline constexpr double kMaxInstructionTimeS = 1e6;
+inline constexpr double kMaxInstructionEnergyJ = 1e12;
+/// The smallest solver time unit (seconds): kMaxInstructionTimeS / kMinUnitTimeS units fit 64 bits.
+inline constexpr double kMinUnitTimeS = 1e-9;
+
 /// Parses CSV text; `origin` (a path) prefixes every message. `stages` (>= 1) is the
 /// pipeline depth the profile must cover (the --stages flag).
 [[nodiscard]] PerseusProfile parse_perseus_csv(std::string_view text, std::string_view origin, int stages);

@@ -22,6 +22,7 @@
 #include <string_view>
 #include <vector>
 
+#include "kareus/common/file_lock.h"
 #include "kareus/runtime/clock_backend.h"
 #include "kareus/runtime/daemon_protocol.h"
 
@@ -77,8 +78,9 @@ class DaemonCore {
   /// Handles one request line (no newline) at time `now_s` (seconds, monotonic) and returns the
   /// reply line (newline-terminated). Never throws: every failure is an {"ok": false} reply.
   [[nodiscard]] std::string handle_line(ClientId client, std::string_view line, double now_s);
-  /// Forgets the client and resets the GPUs it held. Returns the GPUs reset.
-  std::vector<int> disconnect(ClientId client);
+  /// Forgets the client, releases every GPU it held and resets them. Returns the GPUs reset; a
+  /// reset that throws still releases the GPU, and its message is added to `failures`.
+  std::vector<int> disconnect(ClientId client, std::vector<std::string>* failures = nullptr);
   /// Resets every GPU any client holds (shutdown). Returns the GPUs reset.
   std::vector<int> reset_all();
 
@@ -110,8 +112,11 @@ class DaemonServer {
  public:
   using Log = std::function<void(std::string_view)>;
 
-  /// Creates the socket (replacing a stale one), mode 0660, owned by config.socket_group. Throws
-  /// InputError for a bad path or unknown group and Error when the socket cannot be created.
+  /// Creates the socket (replacing a stale one), mode 0660, owned by config.socket_group, and
+  /// holds SOCKET_PATH.lock while serving. Throws InputError for a bad path, an unknown group, or
+  /// a path where a live daemon answers or that another daemon holds, and Error when the socket
+  /// cannot be created. Replies a client does not read wait in memory (the daemon stops reading
+  /// that client's requests while 64 KiB wait), so pipelined requests are all answered.
   DaemonServer(DaemonConfig config, std::vector<std::unique_ptr<ClockBackend>> gpus, Log log = {});
   /// Resets every clock still locked, closes and removes the socket.
   ~DaemonServer();
@@ -126,12 +131,14 @@ class DaemonServer {
  private:
   struct Connection;
   void accept_client();
-  bool read_client(Connection& connection);  ///< false: close it
-  bool send_line(Connection& connection, const std::string& line);
+  bool read_client(Connection& connection);                         ///< false: close it
+  bool send_line(Connection& connection, const std::string& line);  ///< false: close it
+  bool flush(Connection& connection);                               ///< false: close it
   void close_client(std::size_t index);
   void log(std::string_view message) const;
 
   DaemonConfig config_;
+  std::optional<FileLock> lock_;  ///< SOCKET_PATH.lock, held while serving
   DaemonCore core_;
   Log log_;
   int listen_fd_ = -1;

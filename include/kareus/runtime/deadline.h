@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "kareus/plan/frontier.h"
@@ -33,5 +34,8 @@ struct DeadlineChoice {
 /// Reads a kareus.frontier/1 file; plan paths are made relative to the file's folder. Throws
 /// InputError naming the file and point on a bad schema or field.
 [[nodiscard]] std::vector<FrontierPoint> read_frontier(const std::filesystem::path& path);
+/// read_frontier on text already read from `path` (named in messages; relative plans resolve
+/// against its folder).
+[[nodiscard]] std::vector<FrontierPoint> parse_frontier(std::string_view text, const std::filesystem::path& path);
 
 }  // namespace kareus::runtime

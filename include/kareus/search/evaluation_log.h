@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "kareus/common/file_lock.h"
 #include "kareus/search/pareto.h"
 
 namespace kareus::search {
@@ -36,9 +37,10 @@ using WarningCallback = std::function<void(const std::string& message)>;
 
 class EvaluationLog {
  public:
-  /// Opens `path`, creating it with `header` if it does not exist or is empty. Throws
-  /// InputError if it cannot be read or written, if its header differs from `header` (naming
-  /// the field), or if a line other than the last is malformed.
+  /// Opens `path`, creating it with `header` if it does not exist or is empty, and holds the
+  /// advisory lock PATH.lock (common/file_lock.h) until destroyed. Throws InputError if another
+  /// process holds the lock (naming its pid), if it cannot be read or written, if its header differs from `header`
+  /// (naming the field), or if a line other than the last is malformed.
   EvaluationLog(std::filesystem::path path, const LogHeader& header, const WarningCallback& warn = {});
   ~EvaluationLog();
   EvaluationLog(const EvaluationLog&) = delete;
@@ -55,6 +57,7 @@ class EvaluationLog {
 
  private:
   std::filesystem::path path_;
+  std::optional<FileLock> lock_;  ///< one process appends to a log at a time
   int fd_ = -1;
   std::vector<Evaluation> recorded_;
 };

@@ -25,6 +25,15 @@ enum class OverlapMode { kNone, kNanobatch };
 /// Parses "none" / "nanobatch"; throws InputError naming `origin`.
 [[nodiscard]] OverlapMode parse_overlap_mode(std::string_view text, std::string_view origin = "--overlap");
 
+/// What make_workload accepts (docs/limits.md): every size flag and JSON integer has a range, and
+/// the GPU count tp x cp x pp x dp is checked in 64 bits before anything multiplies ints.
+inline constexpr int kMaxParallelDegree = 65536;  ///< tp, cp, dp each
+inline constexpr int kMaxPipelineStages = 1024;   ///< pp
+inline constexpr long long kMaxGpus = 1 << 20;    ///< tp x cp x pp x dp
+inline constexpr int kMaxMicrobatchSize = 65536;  ///< mbs, sequences
+inline constexpr int kMaxSequence = 1 << 24;      ///< seq, tokens
+inline constexpr int kMaxMicrobatches = 4096;     ///< microbatches per iteration
+
 struct Parallelism {
   int tp = 8;
   int cp = 1;
