@@ -90,8 +90,8 @@ def main(argv) -> int:
     dist.init_process_group(backend, rank=rank, world_size=world)
     stage, tp_rank = kt.ranks_of(rank, args.tp)
     groups = kt.CommGroups(kt.stage_tp_ranks(args.tp, args.pp), stage, backend)
-    for extra in plans[1:]:
-        groups.ensure(extra.distinct_ctas())
+    # Every CTA count of every plan this run may follow, ascending, the same on every rank.
+    groups.ensure(sorted(set().union(*(plan.distinct_ctas() for plan in plans))))
     model = workload.model
     recompute = args.recompute == "full"
     stage_layers = list(workload.stage_layers)
@@ -123,10 +123,12 @@ def main(argv) -> int:
             problems += [f"step {step}: {p}" for p in found]
             trace.clear()
     kareus_time_s = time.perf_counter() - start
+    pfo.flush()
+    clocks_mhz = [sample.requested_mhz for sample in pfo.timeline()]
     pfo.close()
 
     result = {"steps": args.steps, "loss": losses, "comm_groups": kt.describe_groups(groups),
-              "kareus_time_s": kareus_time_s, "backend": backend}
+              "kareus_time_s": kareus_time_s, "backend": backend, "rank0_clocks_mhz": clocks_mhz}
     status = 0
     if args.check:
         reference = build()
