@@ -73,8 +73,9 @@ class CommGroups:
         return mine
 
     def launch(self, tensor: torch.Tensor, ctas: int):
-        """Enqueues the all-reduce of ``tensor`` (in place) on the group of ``ctas`` CTAs."""
-        group = self.bounded[ctas]
+        """Enqueues the all-reduce of ``tensor`` (in place) on the group of ``ctas`` CTAs (0: the
+        plain group, NCCL's own choice)."""
+        group = self.bounded[ctas] if ctas else self.plain
         if self.comm_stream is None:
             return dist.all_reduce(tensor, group=group, async_op=True)
         ready = torch.cuda.Event()

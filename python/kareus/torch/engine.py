@@ -108,7 +108,7 @@ class StageRunner:
             # instruction's recompute configs, keeping each op's graph.
             self._mark("recompute", instruction)
             graphs = [{}, {}]
-            self._forward_pass(instruction.passes[0], self._split(saved.stage_input), graphs)
+            self._forward_pass(instruction.recompute_pass, self._split(saved.stage_input), graphs)
         self._mark("backward", instruction)
         last = len(self.layers)
         grads = self._split_grads(grad, last)

@@ -60,6 +60,10 @@ class InstructionPlan:
     # Execution order of partitions: for a backward with full recompute, the recompute forward
     # partitions then the backward ones.
     passes: List[List[PlannedPartition]] = field(default_factory=list)
+    # A nanobatched backward whose forward kept no per-op graphs (full recompute, or a forward
+    # that ran plain) reruns these forward partitions first: the plan's fwd_* configs under full
+    # recompute, else each collective after the compute on the plain group (ctas 0).
+    recompute_pass: List[PlannedPartition] = field(default_factory=list)
 
 
 def _fail(origin: str, message: str) -> None:
@@ -136,6 +140,12 @@ class ExecutionPlan:
                     for direction in passes_dirs:
                         instruction.passes.append(
                             [_with_choice(p, instruction.choices) for p in built[direction]]
+                        )
+                    if kind == "backward":
+                        instruction.recompute_pass = (
+                            instruction.passes[0]
+                            if recompute
+                            else [_with_choice(p, {p.key: CommChoice(SLOT_NONE, 0)}) for p in built["forward"]]
                         )
                 planned.append(instruction)
             self.stages.append(planned)

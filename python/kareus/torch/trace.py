@@ -56,7 +56,7 @@ def check_trace(events: Sequence[tuple], plan: ExecutionPlan, stage: int, recomp
         else:
             if recompute:
                 expected_passes.append((("pass", "backward", instruction.microbatch, "recompute"),
-                                        _expected(instruction.passes[0])))
+                                        _expected(instruction.recompute_pass)))
             expected_passes.append((("pass", "backward", instruction.microbatch, "backward"),
                                     _expected(instruction.passes[-1])))
     problems: List[str] = []

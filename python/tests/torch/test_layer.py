@@ -49,7 +49,7 @@ def _worker(rank, world, port, out_dir):
     from kareus._runtime import Workload
 
     helpers.init_gloo(rank, world, port)
-    results = {"cases": [], "trace": {}}
+    results = {"cases": [], "trace": {}, "plain": []}
     for recompute in (True, False):
         workload = Workload(helpers.TINY_MODEL, tp=TP, pp=1, mbs=MBS, seq=SEQ, microbatches=1,
                             recompute="full" if recompute else "none")
@@ -92,6 +92,28 @@ def _worker(rank, world, port, out_dir):
                 results["trace"]["fwd_attn_rope_0"] = trace.events
             if not recompute and key == "bwd_mlp" and slot == "none":
                 results["trace"]["bwd_mlp_none"] = trace.events
+        # An instruction with overlap "none" runs the plain layer; its partner may be nanobatched.
+        for plain in ("forward", "backward"):
+            configs = {"forward": {k: {"slot": s, "ctas": 3} for k, s in first_slots.items() if k.startswith("fwd")},
+                       "backward": {k: {"slot": s, "ctas": 3} for k, s in first_slots.items() if k.startswith("bwd")}}
+            path = helpers.write_plan(f"{out_dir}/plan_{rank}.json", 1, 1, configs, recompute)
+            document = json.loads(open(path).read())
+            document["stages"][0]["instructions"][0 if plain == "forward" else 1]["overlap"] = "none"
+            open(path, "w").write(json.dumps(document))
+            plan = kt.ExecutionPlan(path, workload, 108, 16)
+            stage = kt.LlamaStage(workload.model, list(workload.stage_layers), 0, TP, rank, 3)
+            trace = kt.LaunchTrace()
+            runner = kt.StageRunner(stage.layers, rope, groups, TP, recompute, trace)
+            runner.set_instruction(plan.stages[0][0])
+            x_run = x.clone().requires_grad_()
+            y = runner(x_run, 0)
+            runner.set_instruction(plan.stages[0][1])
+            y.backward(grad)
+            errors = {"output": _relative(y, y_ref), "input_grad": _relative(x_run.grad, x_ref.grad)}
+            for (name, mine), (_, theirs) in zip(stage.layers.named_parameters(), reference.layers.named_parameters()):
+                errors[name] = _relative(mine.grad, theirs.grad)
+            markers = [e for e in trace.events if e[0] == "pass"]
+            results["plain"].append({"plain": plain, "recompute": recompute, "errors": errors, "markers": markers})
     if rank == 0:
         with open(f"{out_dir}/results.json", "w") as handle:
             json.dump(results, handle)
@@ -155,3 +177,16 @@ def test_slot_none_launches_after_the_compute(results):
     for index in launches:
         assert backward[index - 1][:2] == ("op", "fc1_bwd")
         assert backward[index + 1][0] == "wait" and backward[index + 1][1] == "bwd_mlp"
+
+
+def test_an_instruction_without_overlap_runs_the_plain_layer(results):
+    assert len(results["plain"]) == 4
+    for case in results["plain"]:
+        worst = max(case["errors"], key=case["errors"].get)
+        assert case["errors"][worst] < TOLERANCE, (case, worst)
+        kinds = [tuple(m[1:]) for m in case["markers"]]
+        if case["plain"] == "forward":
+            # Only the backward is nanobatched: it recomputes the forward partitions from the input.
+            assert kinds == [("backward", 0, "recompute"), ("backward", 0, "backward")]
+        else:
+            assert kinds == [("forward", 0, "forward")]
