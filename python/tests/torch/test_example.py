@@ -78,13 +78,30 @@ def test_training_follows_the_plan_and_matches_the_reference(plans, tmp_path):
     assert [c for c in result["rank0_clocks_mhz"] if c != 0] == collapsed
 
 
-def test_a_wrong_plan_fails_on_every_rank_at_start(plans, tmp_path):
+def _three_stages(document):
+    document["stages"].append(dict(document["stages"][-1], stage=2))
+    return "has 3 stages but --pp is 2"
+
+
+def _unknown_key(document):
+    document["stages"][1]["instructions"][0]["partitions"]["fwd_qkv_ag"] = {"slot": "norm_0", "ctas": 3}
+    return "stage 1 instruction 0 (forward microbatch 0): unknown partition key 'fwd_qkv_ag'"
+
+
+def _too_many_ctas(document):
+    document["stages"][0]["instructions"][-1]["partitions"]["bwd_mlp"]["ctas"] = 109
+    return "partition 'bwd_mlp': ctas 109 is not a CTA count this GPU has (1..108 SMs)"
+
+
+@pytest.mark.parametrize("edit", [_three_stages, _unknown_key, _too_many_ctas])
+def test_a_wrong_plan_fails_on_every_rank_at_start(plans, tmp_path, edit):
     first, _ = plans
     document = json.loads(first.read_text())
-    document["stages"].append(dict(document["stages"][-1], stage=2))
-    wrong = tmp_path / "three_stages.json"
+    message = edit(document)
+    wrong = tmp_path / "wrong.json"
     wrong.write_text(json.dumps(document))
     run = _torchrun(["--steps", "1", "--plan", str(wrong)], timeout=120)
     assert run.returncode != 0
     for rank in range(4):
-        assert f"error: rank {rank}: plan {wrong}: has 3 stages but --pp is 2" in run.stderr
+        assert f"error: rank {rank}: plan {wrong}: " in run.stderr
+    assert run.stderr.count(message) == 4, run.stderr[-3000:]
