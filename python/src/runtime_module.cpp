@@ -249,6 +249,16 @@ PYBIND11_MODULE(_runtime, module) {
           "of key, direction, layer, nanobatch, searchable, ops [{name, kind, layer}], slots [{name, first_op}], "
           "collective (None or {name, kind, group, group_size, bytes, nanobatch, layer}).")
       .def("searchable_keys", [](const wl::Workload& workload) { return part::searchable_keys(workload); })
+      .def(
+          "representative_slots",
+          [](const wl::Workload& workload, const std::string& key) {
+            std::vector<std::string> names;
+            for (const part::Slot& slot : part::representative_partition(workload, key).slots)
+              names.push_back(slot.name);
+            return names;
+          },
+          py::arg("key"),
+          "Slot names of the steady-state partition of a searchable key (the space the search chose from).")
       .def("to_json", [](const wl::Workload& workload) { return wl::workload_to_json(workload); });
 
   py::class_<Runtime>(module, "Runtime")

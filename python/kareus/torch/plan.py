@@ -160,6 +160,12 @@ class ExecutionPlan:
                     counts.update(p.choice.ctas for p in partitions if p.choice is not None)
         return sorted(counts)
 
+    def _representative_slots(self, key: str) -> List[str]:
+        cache = self.__dict__.setdefault("_slot_cache", {})
+        if key not in cache:
+            cache[key] = list(self.workload.representative_slots(key))
+        return cache[key]
+
     def _check_workload(self, origin: str, planned: object) -> None:
         if planned is None:
             return
@@ -208,7 +214,11 @@ class ExecutionPlan:
                                  f"(1..{sm_count} SMs)")
             if not isinstance(slot, str):
                 raise InputError(f"{where}: partition '{key}': field 'slot' must be a string")
+            # The search chose from the steady-state layer's slots; an instance lacking the slot
+            # (a stage's first or last layer) launches at its first slot (slot_launch_index).
             known = [name for partition in keys_run[key] for name, _ in partition.slots]
+            if not key.endswith("_trail"):
+                known = self._representative_slots(key) + known
             if slot != SLOT_NONE and slot not in known:
                 raise InputError(f"{where}: partition '{key}': no launch slot '{slot}' (slots: "
                                  f"{', '.join(dict.fromkeys(known))}, {SLOT_NONE})")

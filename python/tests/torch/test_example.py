@@ -45,6 +45,22 @@ def plans(tmp_path_factory):
     return first, second
 
 
+def test_without_recompute_on_an_uneven_split(tmp_path):
+    binary = helpers.kareus_binary()
+    if not binary.exists():
+        pytest.skip(f"{binary} is not built")
+    extra = ["--recompute", "none", "--layers-per-stage", "3,1"]
+    subprocess.run([str(binary), "plan", "--model", helpers.TINY_MODEL, *WORKLOAD, *extra, "--methods", "kareus",
+                    "--max-plans", "2", "--out", str(tmp_path / "plan")], check=True, capture_output=True, timeout=120)
+    plan = sorted((tmp_path / "plan" / "plans" / "kareus").glob("*.json"))[0]
+    out = tmp_path / "out.json"
+    run = _torchrun(["--steps", "3", "--plan", str(plan), "--check", "--json", str(out), *extra], timeout=180)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-4000:]
+    result = json.loads(out.read_text())
+    assert result["max_rel_loss_diff"] < 1e-4 and result["trace_matches_plan"] is True
+    assert len(result["loss"]) == 3 and result["loss"][2] < result["loss"][0]
+
+
 def _distinct_ctas(path):
     document = json.loads(path.read_text())
     return {c["ctas"] for s in document["stages"] for i in s["instructions"] for c in i["partitions"].values()}

@@ -75,3 +75,14 @@ def test_shapes_and_presets():
     single = Workload(helpers.TINY_MODEL, tp=1, pp=1)
     assert [_summary(p) for p in single.partitions(0, "forward")] == [("fwd_trail", 0, 3, None),
                                                                        ("fwd_trail", 1, 3, None)]
+
+
+def test_representative_slots_name_unknown_keys():
+    import pytest
+
+    from kareus import InputError
+
+    workload = Workload(helpers.TINY_MODEL, tp=2, pp=2)
+    assert workload.representative_slots("fwd_attn") == ["norm_0", "linear_0", "rope_0", "attn_0", "linear_1"]
+    with pytest.raises(InputError, match="--partition fwd_trail: not a searchable partition"):
+        workload.representative_slots("fwd_trail")

@@ -115,3 +115,15 @@ def test_workload_binding_names_bad_degrees():
         Workload(helpers.TINY_MODEL, tp=2).partitions(0, "sideways")
     with pytest.raises(InputError, match=r"stage 2 is outside 0\.\.1"):
         Workload(helpers.TINY_MODEL, tp=2, pp=2).partitions(2, "forward")
+
+
+def test_a_slot_of_the_steady_layer_is_valid_on_a_one_layer_stage(tmp_path):
+    # Stage 1 holds one layer: its only bwd_mlp instances are the last layer's, without the next
+    # layer's norm, so their slots start at elementwise_0; the plan's norm_0 (the steady layer's)
+    # is accepted and launches at the instance's first slot.
+    workload = Workload(helpers.TINY_MODEL, tp=2, pp=2, mbs=2, seq=64, microbatches=2, layers_per_stage=[3, 1])
+    assert workload.representative_slots("bwd_mlp") == ["norm_0", "linear_0", "activation_0", "linear_1"]
+    plan = _plan(tmp_path, workload)
+    backward = plan.stages[1][1].passes[1]
+    assert backward[1].key == "bwd_mlp" and backward[1].slots[0] == ("elementwise_0", 0)
+    assert backward[1].choice.slot == "norm_0" and backward[1].launch_index == 0
