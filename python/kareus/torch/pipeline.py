@@ -19,9 +19,9 @@ import torch.distributed as dist
 from kareus._runtime import InputError
 from kareus.torch.comm import CommGroups
 from kareus.torch.engine import StageRunner
-from kareus.torch.layer import reference_stack
+from kareus.torch.layer import Rope, reference_stack
 from kareus.torch.model import LlamaStage
-from kareus.torch.plan import ExecutionPlan, InstructionPlan
+from kareus.torch.plan import ExecutionPlan
 
 
 class PipelineDriver:
@@ -67,6 +67,7 @@ class PipelineDriver:
         self.runner = runner
         self.device = device
         self.hidden = stage_module.shape.hidden
+        self._rope_cache: Optional[Rope] = None
         if plan is not None:
             groups.ensure(plan.distinct_ctas())
 
@@ -79,11 +80,11 @@ class PipelineDriver:
             self.pfo.switch_plan(plan.path)
         self.plan = plan
 
-    def schedule(self) -> List[tuple]:
-        """(type, microbatch, InstructionPlan or None) of this stage, in execution order."""
+    def schedule(self, microbatches: int) -> List[tuple]:
+        """(type, microbatch, InstructionPlan or None) of this stage, in execution order: the
+        plan's, or synchronous 1F1B for the reference run."""
         if self.plan is not None:
             return [(i.type, i.microbatch, i) for i in self.plan.stages[self.stage]]
-        microbatches = self._microbatches
         warmup = min(self.pp - self.stage - 1, microbatches)
         order = [("forward", m, None) for m in range(warmup)]
         forward, backward = warmup, 0
@@ -98,8 +99,7 @@ class PipelineDriver:
     def train_step(self, tokens: torch.Tensor, labels: torch.Tensor) -> Optional[float]:
         """One iteration over ``tokens``/``labels`` [microbatches, mbs, seq]; returns the loss
         (mean over microbatches) on the last stage, else None."""
-        self._microbatches = tokens.shape[0]
-        microbatches = self._microbatches
+        microbatches = tokens.shape[0]
         if self.plan is not None and len(self.plan.stages[self.stage]) != 2 * microbatches:
             raise InputError(f"the plan runs {len(self.plan.stages[self.stage]) // 2} microbatches per step, the data "
                              f"has {microbatches}")
@@ -108,7 +108,7 @@ class PipelineDriver:
             self.pfo.on_step_begin()
         inputs, outputs, sends = {}, {}, []
         total = 0.0
-        for kind, microbatch, instruction in self.schedule():
+        for kind, microbatch, instruction in self.schedule(microbatches):
             if self.pfo is not None:
                 self.pfo.on_instruction_begin(kind, microbatch)
             if instruction is not None:
@@ -158,10 +158,8 @@ class PipelineDriver:
             return self.runner(x, microbatch)
         return reference_stack(self.module.layers, self._rope(), x, self.groups.plain, self.tp)
 
-    def _rope(self):
-        from kareus.torch.layer import Rope
-
-        if not hasattr(self, "_rope_cache"):
+    def _rope(self) -> Rope:
+        if self._rope_cache is None:
             self._rope_cache = Rope(self.module.shape.head_dim, self.seq, self.device, torch.float32)
         return self._rope_cache
 
