@@ -30,6 +30,31 @@ if ! python3 -c "import pytest" 2>/dev/null; then
   fi
 fi
 
+# kareus.torch: a virtual environment .venv/ at the repository root with torch from PyPI (the CUDA
+# build, about 3 GB of NVIDIA wheels; it runs on CPU too), numpy and pytest, so .venv/bin/torchrun
+# runs examples/train_llama.py and ctest runs python/tests/torch with it. The kareus module is
+# importable there through a .pth file naming the build's python/ folder (build/python, or
+# $KAREUS_BUILD_DIR/python). The wheels are kept in a wheelhouse per machine
+# ($KAREUS_WHEELHOUSE, default ~/.cache/kareus/wheels), so a fresh clone installs from disk.
+# KAREUS_NO_TORCH=1 skips the block (the torch tests then skip).
+if [[ -z ${KAREUS_NO_TORCH:-} ]]; then
+  repo_root=$(cd "$(dirname "$0")/.." && pwd)
+  venv=$repo_root/.venv
+  wheelhouse=${KAREUS_WHEELHOUSE:-$HOME/.cache/kareus/wheels}
+  torch_requirements=(torch numpy pytest)
+  [[ -x $venv/bin/python ]] || python3 -m venv "$venv"
+  if ! "$venv/bin/python" -c "import torch, numpy, pytest" 2>/dev/null; then
+    mkdir -p "$wheelhouse"
+    if ! "$venv/bin/python" -m pip install --quiet --no-index --find-links "$wheelhouse" "${torch_requirements[@]}" \
+      2>/dev/null; then
+      "$venv/bin/python" -m pip download --quiet --dest "$wheelhouse" "${torch_requirements[@]}"
+      "$venv/bin/python" -m pip install --quiet --no-index --find-links "$wheelhouse" "${torch_requirements[@]}"
+    fi
+  fi
+  site_packages=$("$venv/bin/python" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
+  echo "$repo_root/${KAREUS_BUILD_DIR:-build}/python" >"$site_packages/kareus-build.pth"
+fi
+
 # --- interop: Zeus's pipeline frequency optimizer client (tests/interop/zeus_pfo_test.py) -------
 # zeus[pfo]==0.16.0 and aiofiles (its common module imports it) into the repo's .venv/; a no-op
 # when they are there already. Without them (no network) only the zeus_pfo test is skipped.

@@ -3,14 +3,25 @@
 // A thin pybind11 layer: kareus::InputError becomes kareus.InputError (a ValueError) and
 // kareus::Error becomes kareus.KareusError (a RuntimeError); calls that wait release the GIL.
 // The user-facing class is kareus.PipelineFrequencyOptimizer (python/kareus/__init__.py).
+// Workload exposes the C++ partition builder (partition.h) so kareus.torch executes the very
+// partitions, keys and launch slots the search planned for; Python never re-derives them.
+#include <algorithm>
+#include <string>
+#include <vector>
+
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 #include <pybind11/stl/filesystem.h>
 
 #include "kareus/common/error.h"
+#include "kareus/device/gpu_spec.h"
+#include "kareus/partition/partition.h"
 #include "kareus/runtime/deadline.h"
 #include "kareus/runtime/rank_mapping.h"
 #include "kareus/runtime/runtime.h"
+#include "kareus/workload/model.h"
+#include "kareus/workload/op_graph.h"
+#include "kareus/workload/workload.h"
 
 namespace py = pybind11;
 using namespace kareus::runtime;
@@ -19,6 +30,102 @@ namespace {
 
 kareus::pipeline::InstructionType parse_type(const std::string& name) {
   return kareus::pipeline::parse_instruction_type(name, "instruction name");
+}
+
+namespace wl = kareus::workload;
+namespace part = kareus::partition;
+
+wl::Direction parse_direction(const std::string& name) {
+  if (name == "forward") return wl::Direction::kForward;
+  if (name == "backward") return wl::Direction::kBackward;
+  throw kareus::InputError("direction '" + name + "' must be \"forward\" or \"backward\"");
+}
+
+py::dict model_dict(const wl::ModelSpec& model) {
+  py::dict result;
+  result["name"] = model.name;
+  result["hidden"] = model.hidden;
+  result["heads"] = model.heads;
+  result["kv_groups"] = model.kv_groups;
+  result["head_dim"] = model.head_dim;
+  result["ffn"] = model.ffn;
+  result["layers"] = model.layers;
+  result["vocab"] = model.vocab;
+  result["qk_norm"] = model.qk_norm;
+  result["tied_embeddings"] = model.tied_embeddings;
+  result["mlp"] = model.mlp == wl::MlpKind::kSwiGlu ? "swiglu" : "gelu";
+  return result;
+}
+
+py::dict op_dict(const wl::Op& op, int layer) {
+  py::dict result;
+  result["name"] = op.name;
+  result["kind"] = std::string(wl::to_string(op.kind));
+  result["layer"] = layer;
+  return result;
+}
+
+/// Every partition of one instruction of `stage`, as dicts, in execution order. Adds what the
+/// executor needs beyond partition.h: the layer of each compute op (partitions span a layer
+/// boundary) and the layer and nanobatch of the collective (the NB0 partition runs NB1's
+/// collective of the previous segment).
+py::list partitions_of(const wl::Workload& workload, int stage, wl::Direction direction) {
+  if (stage < 0 || stage >= workload.parallel.pp) {
+    throw kareus::InputError("stage " + std::to_string(stage) + " is outside 0.." +
+                             std::to_string(workload.parallel.pp - 1));
+  }
+  const wl::LayerGraph graph = wl::build_layer_graph(workload);
+  const auto& layer_ops = direction == wl::Direction::kForward ? graph.forward : graph.backward;
+  const auto compute_per_layer =
+      std::count_if(layer_ops.begin(), layer_ops.end(), [](const wl::Op& op) { return !op.is_collective(); });
+  const int layers = workload.stage_layers[static_cast<std::size_t>(stage)];
+  auto layer_of = [&](std::size_t flat_index) {
+    const int step = static_cast<int>(flat_index / static_cast<std::size_t>(compute_per_layer));
+    return direction == wl::Direction::kForward ? step : layers - 1 - step;
+  };
+
+  py::list result;
+  std::size_t flat_index = 0;  // index of the segment's first op in the stage's flattened compute ops
+  int previous_layer = 0;      // layer of the previous partition (its collective is NB0's pending one)
+  for (const part::Partition& partition : part::build_partitions(workload, stage, direction)) {
+    py::dict entry;
+    entry["key"] = partition.key;
+    entry["direction"] = direction == wl::Direction::kForward ? "forward" : "backward";
+    entry["layer"] = partition.layer;
+    entry["nanobatch"] = partition.nanobatch;
+    entry["searchable"] = partition.searchable();
+    py::list ops;
+    for (std::size_t index = 0; index < partition.compute_ops.size(); ++index) {
+      ops.append(op_dict(partition.compute_ops[index], layer_of(flat_index + index)));
+    }
+    entry["ops"] = ops;
+    py::list slots;
+    for (const part::Slot& slot : partition.slots) {
+      py::dict slot_entry;
+      slot_entry["name"] = slot.name;
+      slot_entry["first_op"] = slot.first_op;
+      slots.append(slot_entry);
+    }
+    entry["slots"] = slots;
+    if (partition.collective) {
+      const wl::Collective& collective = *partition.collective->collective;
+      py::dict comm;
+      comm["name"] = partition.collective->name;
+      comm["kind"] = std::string(wl::to_string(collective.kind));
+      comm["group"] = std::string(wl::to_string(collective.group));
+      comm["group_size"] = collective.group_size;
+      comm["bytes"] = collective.bytes;
+      comm["nanobatch"] = 1 - partition.nanobatch;
+      comm["layer"] = partition.nanobatch == 0 ? previous_layer : partition.layer;
+      entry["collective"] = comm;
+    } else {
+      entry["collective"] = py::none();
+    }
+    result.append(entry);
+    if (partition.nanobatch == 1) flat_index += partition.compute_ops.size();
+    previous_layer = partition.layer;
+  }
+  return result;
 }
 
 }  // namespace
@@ -72,6 +179,87 @@ PYBIND11_MODULE(_runtime, module) {
         return points;
       },
       py::arg("path"));
+
+  module.def(
+      "load_model", [](const std::string& name_or_path) { return model_dict(wl::load_model(name_or_path)); },
+      py::arg("name_or_path"), "The shape of a model preset or model .json file, as a dict.");
+
+  module.def(
+      "load_gpu",
+      [](const std::string& name_or_path) {
+        const kareus::device::GpuSpec gpu = kareus::device::load_gpu(name_or_path);
+        py::dict result;
+        result["name"] = gpu.name;
+        result["sm_count"] = gpu.sm_count;
+        result["default_comm_ctas"] = gpu.default_comm_ctas;
+        return result;
+      },
+      py::arg("name_or_path"), "name, sm_count and default_comm_ctas of a GPU preset or .json file.");
+
+  py::class_<wl::Workload>(module, "Workload")
+      .def(py::init([](const std::string& model, int tp, int cp, int pp, int dp, int mbs, int seq, int microbatches,
+                       int nanobatches, const std::string& recompute, const std::vector<int>& layers_per_stage) {
+             wl::Parallelism parallel;
+             parallel.tp = tp;
+             parallel.cp = cp;
+             parallel.pp = pp;
+             parallel.dp = dp;
+             parallel.mbs = mbs;
+             parallel.seq = seq;
+             parallel.microbatches = microbatches;
+             parallel.nanobatches = nanobatches;
+             if (recompute != "full" && recompute != "none") {
+               throw kareus::InputError("--recompute " + recompute + ": expected full or none");
+             }
+             parallel.recompute = recompute == "full" ? wl::Recompute::kFull : wl::Recompute::kNone;
+             parallel.layers_per_stage = layers_per_stage;
+             return wl::make_workload(wl::load_model(model), parallel);
+           }),
+           py::arg("model"), py::arg("tp") = 1, py::arg("cp") = 1, py::arg("pp") = 1, py::arg("dp") = 1,
+           py::arg("mbs") = 2, py::arg("seq") = 256, py::arg("microbatches") = 1, py::arg("nanobatches") = 2,
+           py::arg("recompute") = "full", py::arg("layers_per_stage") = std::vector<int>{},
+           "A model under a parallelism (workload.h); throws InputError naming the flag that breaks a rule.")
+      .def_property_readonly("model", [](const wl::Workload& workload) { return model_dict(workload.model); })
+      .def_property_readonly("parallel",
+                             [](const wl::Workload& workload) {
+                               const wl::Parallelism& p = workload.parallel;
+                               py::dict result;
+                               result["tp"] = p.tp;
+                               result["cp"] = p.cp;
+                               result["pp"] = p.pp;
+                               result["dp"] = p.dp;
+                               result["mbs"] = p.mbs;
+                               result["seq"] = p.seq;
+                               result["microbatches"] = p.microbatches;
+                               result["nanobatches"] = p.nanobatches;
+                               return result;
+                             })
+      .def_property_readonly("stage_layers", [](const wl::Workload& workload) { return workload.stage_layers; })
+      .def_property_readonly("recompute",
+                             [](const wl::Workload& workload) {
+                               return workload.parallel.recompute == wl::Recompute::kFull ? "full" : "none";
+                             })
+      .def(
+          "partitions",
+          [](const wl::Workload& workload, int stage, const std::string& direction) {
+            return partitions_of(workload, stage, parse_direction(direction));
+          },
+          py::arg("stage"), py::arg("direction"),
+          "The partitions of one instruction of `stage` (\"forward\" or \"backward\") in execution order: dicts "
+          "of key, direction, layer, nanobatch, searchable, ops [{name, kind, layer}], slots [{name, first_op}], "
+          "collective (None or {name, kind, group, group_size, bytes, nanobatch, layer}).")
+      .def("searchable_keys", [](const wl::Workload& workload) { return part::searchable_keys(workload); })
+      .def(
+          "representative_slots",
+          [](const wl::Workload& workload, const std::string& key) {
+            std::vector<std::string> names;
+            for (const part::Slot& slot : part::representative_partition(workload, key).slots)
+              names.push_back(slot.name);
+            return names;
+          },
+          py::arg("key"),
+          "Slot names of the steady-state partition of a searchable key (the space the search chose from).")
+      .def("to_json", [](const wl::Workload& workload) { return wl::workload_to_json(workload); });
 
   py::class_<Runtime>(module, "Runtime")
       .def(py::init([](const std::filesystem::path& plan, int rank, int tp, int cp, int pp, int dp, int gpu_index,

@@ -1,0 +1,165 @@
+#!/usr/bin/env python3
+"""Train a small Llama-shaped model following a kareus plan, with kareus.torch.
+
+    torchrun --standalone --nproc-per-node 4 examples/train_llama.py --model examples/tiny-llama.json \
+        --tp 2 --pp 2 --microbatches 4 --mbs 2 --seq 256 --steps 20 --plan PLAN --check --json OUT.json
+
+Random init and synthetic tokens from --seed. Each rank runs its stage under synchronous 1F1B;
+the layers run nanobatched, partition by partition, each collective launched at its planned
+slot through the process group of its planned CTA count (NCCL on GPUs; gloo on CPU, where the
+same code records the launch order). --check also trains the same model without kareus (no
+nanobatching, plain collectives) from the same seed and compares the loss curves and the
+recorded launch trace with the plan. Exits 2 for bad input (every rank, before any collective),
+1 when --check fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default="examples/tiny-llama.json", help="preset name or model .json")
+    parser.add_argument("--tp", type=int, default=2)
+    parser.add_argument("--pp", type=int, default=2)
+    parser.add_argument("--microbatches", type=int, default=4)
+    parser.add_argument("--mbs", type=int, default=2)
+    parser.add_argument("--seq", type=int, default=256)
+    parser.add_argument("--recompute", default="full", choices=["full", "none"])
+    parser.add_argument("--layers-per-stage", default="", help="e.g. 3,1 (default: even split)")
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--plan", required=True, help="kareus.plan/1 file made by `kareus plan` for this workload")
+    parser.add_argument("--switch-plan", default="", help="a second plan to switch to at --switch-at")
+    parser.add_argument("--switch-at", type=int, default=0, help="step at which --switch-plan takes over")
+    parser.add_argument("--gpu", default="a100-40gb", help="GPU preset or .json: SM count to check CTA counts "
+                        "against without a GPU, and the trail partitions' default CTA count")
+    parser.add_argument("--clock-backend", default="recorder", help="PipelineFrequencyOptimizer clock backend")
+    parser.add_argument("--lr", type=float, default=0.2, help="SGD learning rate")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--check", action="store_true", help="also train without kareus and compare")
+    parser.add_argument("--json", default="", help="write the result JSON here (rank 0)")
+    return parser.parse_args(argv)
+
+
+def main(argv) -> int:
+    args = parse_args(argv)
+    import torch
+    import torch.distributed as dist
+
+    import kareus
+    from kareus import _runtime
+    from kareus import torch as kt
+
+    rank = int(os.environ.get("RANK", "0"))
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    cuda = torch.cuda.is_available()
+    device = torch.device("cuda", local_rank) if cuda else torch.device("cpu")
+    # Everything a user can get wrong is checked here, on every rank, before any collective.
+    try:
+        if world != args.tp * args.pp:
+            raise kareus.InputError(f"--tp {args.tp} x --pp {args.pp} = {args.tp * args.pp} ranks, but torchrun "
+                                    f"started {world}")
+        layers = [int(v) for v in args.layers_per_stage.split(",")] if args.layers_per_stage else []
+        workload = _runtime.Workload(args.model, tp=args.tp, pp=args.pp, mbs=args.mbs, seq=args.seq,
+                                     microbatches=args.microbatches, nanobatches=2, recompute=args.recompute,
+                                     layers_per_stage=layers)
+        reason = kt.check_supported(workload.model, args.tp, 1, 1)
+        if reason:
+            raise kareus.InputError(reason)
+        gpu = _runtime.load_gpu(args.gpu)
+        sm_count = torch.cuda.get_device_properties(device).multi_processor_count if cuda else gpu["sm_count"]
+        plans = [kt.ExecutionPlan(args.plan, workload, sm_count, gpu["default_comm_ctas"])]
+        if args.switch_plan:
+            plans.append(kt.ExecutionPlan(args.switch_plan, workload, sm_count, gpu["default_comm_ctas"]))
+        pfo = kareus.PipelineFrequencyOptimizer(args.plan, rank=rank, tp=args.tp, pp=args.pp, device_id=local_rank,
+                                                clock_backend=args.clock_backend, install_signal_handlers=False)
+    except ValueError as error:  # kareus.InputError is a ValueError
+        print(f"error: rank {rank}: {error}", file=sys.stderr)
+        return 2
+
+    torch.manual_seed(args.seed)
+    if cuda:
+        torch.cuda.set_device(device)
+    backend = "nccl" if cuda else "gloo"
+    dist.init_process_group(backend, rank=rank, world_size=world)
+    stage, tp_rank = kt.ranks_of(rank, args.tp)
+    groups = kt.CommGroups(kt.stage_tp_ranks(args.tp, args.pp), stage, backend)
+    # Every CTA count of every plan this run may follow, ascending, the same on every rank.
+    groups.ensure(sorted(set().union(*(plan.distinct_ctas() for plan in plans))))
+    model = workload.model
+    recompute = args.recompute == "full"
+    stage_layers = list(workload.stage_layers)
+
+    def build():
+        return kt.LlamaStage(model, stage_layers, stage, args.tp, tp_rank, args.seed).to(device)
+
+    def batches(step):
+        return kt.synthetic_batch(model["vocab"], args.microbatches, args.mbs, args.seq, step, args.seed)
+
+    # The kareus run.
+    module = build()
+    trace = kt.LaunchTrace(enabled=args.check)
+    rope = kt.Rope(model["head_dim"], args.seq, device, torch.float32)
+    runner = kt.StageRunner(module.layers, rope, groups, args.tp, recompute, trace)
+    driver = kt.PipelineDriver(module, plans[0], groups, rank, args.tp, args.pp, args.mbs, args.seq,
+                               torch.optim.SGD(module.parameters(), lr=args.lr), pfo, runner, device)
+    losses, trace_ok, problems = [], True, []
+    start = time.perf_counter()
+    for step in range(args.steps):
+        if args.switch_plan and step == args.switch_at:
+            driver.switch_plan(plans[1])
+        tokens, labels = batches(step)
+        loss = driver.train_step(tokens, labels)
+        losses.append(kt.step_loss_everywhere(loss, args.pp, args.tp, device))
+        if args.check:
+            ok, found = kt.check_trace(trace.events, driver.plan, stage, recompute)
+            trace_ok &= ok
+            problems += [f"step {step}: {p}" for p in found]
+            trace.clear()
+    kareus_time_s = time.perf_counter() - start
+    pfo.flush()
+    clocks_mhz = [sample.requested_mhz for sample in pfo.timeline()]
+    pfo.close()
+
+    result = {"steps": args.steps, "loss": losses, "comm_groups": kt.describe_groups(groups),
+              "kareus_time_s": kareus_time_s, "backend": backend, "rank0_clocks_mhz": clocks_mhz}
+    status = 0
+    if args.check:
+        reference = build()
+        reference_driver = kt.PipelineDriver(reference, None, groups, rank, args.tp, args.pp, args.mbs, args.seq,
+                                             torch.optim.SGD(reference.parameters(), lr=args.lr), None, None, device)
+        reference_losses = []
+        for step in range(args.steps):
+            tokens, labels = batches(step)
+            loss = reference_driver.train_step(tokens, labels)
+            reference_losses.append(kt.step_loss_everywhere(loss, args.pp, args.tp, device))
+        flag = torch.tensor([1 if trace_ok else 0], device=device)
+        dist.all_reduce(flag, op=dist.ReduceOp.MIN)
+        trace_ok = bool(flag.item())
+        max_rel = max(abs(a - b) / abs(b) for a, b in zip(losses, reference_losses))
+        result.update({"reference_loss": reference_losses, "max_rel_loss_diff": max_rel,
+                       "trace_matches_plan": trace_ok, "trace_problems": problems[:5]})
+        if max_rel > 1e-4 or not trace_ok or not losses[-1] < losses[0]:
+            status = 1
+    if rank == 0:
+        text = json.dumps(result, indent=2)
+        if args.json:
+            with open(args.json + ".tmp", "w", encoding="utf-8") as handle:
+                handle.write(text + "\n")
+            os.replace(args.json + ".tmp", args.json)
+        summary = {k: result[k] for k in ("max_rel_loss_diff", "trace_matches_plan") if k in result}
+        print(f"loss {losses[0]:.4f} -> {losses[-1]:.4f} in {args.steps} steps ({kareus_time_s:.1f} s) {summary}")
+    if problems:
+        print(f"rank {rank}: trace does not match the plan: {problems[0]}", file=sys.stderr)
+    dist.destroy_process_group()
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,43 @@
+"""kareus.torch: execute the comm half of a kareus plan inside a PyTorch training step.
+
+A kareus plan chooses, per pipeline instruction, a GPU clock (applied by
+``kareus.PipelineFrequencyOptimizer``) and, per partition of the nanobatched layers, the CTA
+count and launch slot of the collective that overlaps the compute. This package runs the second
+half: ``ExecutionPlan`` checks a plan against the C++ partition builder's partitions,
+``StageRunner`` executes a tensor-parallel Llama stage partition by partition with each
+collective launched at its planned slot on a process group of its planned CTA count, and
+``PipelineDriver`` runs synchronous 1F1B over pipeline stages around them. Needs torch.
+"""
+
+from kareus.torch.comm import CommGroups, LaunchTrace, describe_groups, ranks_of, stage_tp_ranks
+from kareus.torch.engine import StageRunner
+from kareus.torch.layer import LayerShape, LayerShard, Rope, check_supported, reference_layer, reference_stack
+from kareus.torch.model import LlamaStage, synthetic_batch
+from kareus.torch.pipeline import PipelineDriver, step_loss_everywhere
+from kareus.torch.plan import SLOT_NONE, CommChoice, ExecutionPlan, InstructionPlan, PlannedPartition
+from kareus.torch.trace import check_trace
+
+__all__ = [
+    "SLOT_NONE",
+    "CommChoice",
+    "CommGroups",
+    "ExecutionPlan",
+    "InstructionPlan",
+    "LaunchTrace",
+    "LayerShape",
+    "LayerShard",
+    "LlamaStage",
+    "PipelineDriver",
+    "PlannedPartition",
+    "Rope",
+    "StageRunner",
+    "check_supported",
+    "check_trace",
+    "describe_groups",
+    "ranks_of",
+    "reference_layer",
+    "reference_stack",
+    "stage_tp_ranks",
+    "step_loss_everywhere",
+    "synthetic_batch",
+]

@@ -1,0 +1,237 @@
+"""The nanobatched executor of one pipeline stage's layers.
+
+``StageRunner`` runs a stage's layers for one microbatch either nanobatched (the plan's
+partitions, in the C++ builder's order, each enqueuing its collective just before its slot's
+first op and joining it at the partition end) or plain (the unsplit reference layer with
+blocking collectives), as the current instruction of the plan says. It plugs into autograd as
+one function over (stage input, parameters), like the artifact's block: the forward pass builds a
+small autograd graph per op (or none with full recompute), and the backward pass runs the
+backward partitions op by op, recomputing the forward partitions first under full recompute.
+Parameter gradients of both nanobatches are summed before they are returned.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import torch
+
+from kareus.torch.comm import CommGroups, LaunchTrace
+from kareus.torch.layer import COLLECTIVES, OPS, LayerShard, Rope, param_list, reference_stack
+from kareus.torch.plan import InstructionPlan, PlannedPartition
+
+TensorKey = Tuple[str, int]  # (tensor name, stage-local layer)
+
+
+class _Saved:
+    """What one microbatch's forward left for its backward."""
+
+    def __init__(self) -> None:
+        self.stage_input: Optional[torch.Tensor] = None
+        # Nanobatched, no recompute: per nanobatch, (op, layer) -> (input leaves, outputs).
+        self.op_graphs: Optional[List[Dict[TensorKey, tuple]]] = None
+        # Plain, no recompute: (input leaf, output) of the reference graph.
+        self.plain_graph: Optional[Tuple[torch.Tensor, torch.Tensor]] = None
+
+
+class StageRunner:
+    """Runs ``layers`` (this stage's, stage-local order) under a plan's current instruction."""
+
+    def __init__(
+        self,
+        layers: Sequence[LayerShard],
+        rope: Rope,
+        groups: CommGroups,
+        tp: int,
+        recompute: bool,
+        trace: Optional[LaunchTrace] = None,
+    ) -> None:
+        self.layers = list(layers)
+        self.rope = rope
+        self.groups = groups
+        self.tp = tp
+        self.recompute = recompute
+        self.trace = trace if trace is not None else LaunchTrace(enabled=False)
+        self.instruction: Optional[InstructionPlan] = None
+        self._saved: Dict[int, _Saved] = {}
+        self.params: List[torch.nn.Parameter] = [p for layer in self.layers for p in layer.parameters()]
+        self._param_index = {id(p): index for index, p in enumerate(self.params)}
+
+    def set_instruction(self, instruction: InstructionPlan) -> None:
+        self.instruction = instruction
+
+    # -- autograd entry ------------------------------------------------------------------------
+    def __call__(self, x: torch.Tensor, microbatch: int) -> torch.Tensor:
+        return _StageFunction.apply(self, microbatch, x, *self.params)
+
+    def forward(self, microbatch: int, x: torch.Tensor) -> torch.Tensor:
+        instruction = self._current("forward")
+        saved = _Saved()
+        saved.stage_input = x.detach()
+        self._saved[microbatch] = saved
+        if not instruction.nanobatched:
+            if self.recompute:
+                with torch.no_grad():
+                    return self._plain(x.detach())
+            leaf = x.detach().requires_grad_()
+            with torch.enable_grad():
+                out = self._plain(leaf)
+            saved.plain_graph = (leaf, out)
+            return out.detach()
+        self._mark("forward", instruction)
+        states = self._split(x.detach())
+        if self.recompute:
+            with torch.no_grad():
+                self._forward_pass(instruction.passes[0], states, None)
+        else:
+            saved.op_graphs = [{}, {}]
+            self._forward_pass(instruction.passes[0], states, saved.op_graphs)
+        last = len(self.layers)
+        return torch.cat([states[0][("h", last)], states[1][("h", last)]])
+
+    def backward(self, microbatch: int, grad: torch.Tensor) -> Tuple[torch.Tensor, List[torch.Tensor]]:
+        instruction = self._current("backward")
+        saved = self._saved.pop(microbatch)
+        if not instruction.nanobatched:
+            if saved.plain_graph is None:
+                leaf = saved.stage_input.requires_grad_()
+                with torch.enable_grad():
+                    out = self._plain(leaf)
+            else:
+                leaf, out = saved.plain_graph
+            grads = torch.autograd.grad(out, [leaf] + self.params, grad, allow_unused=True)
+            return grads[0], [g if g is not None else torch.zeros_like(p) for g, p in zip(grads[1:], self.params)]
+        graphs = saved.op_graphs
+        backward_pass = instruction.passes[-1]
+        if graphs is None:
+            # Full recompute (or a plain forward): rerun the forward partitions with this
+            # instruction's recompute configs, keeping each op's graph.
+            self._mark("recompute", instruction)
+            graphs = [{}, {}]
+            self._forward_pass(instruction.recompute_pass, self._split(saved.stage_input), graphs)
+        self._mark("backward", instruction)
+        last = len(self.layers)
+        grads = self._split_grads(grad, last)
+        param_grads: List[Optional[torch.Tensor]] = [None] * len(self.params)
+        self._backward_pass(backward_pass, grads, graphs, param_grads)
+        grad_input = torch.cat([grads[0].pop(("h", 0)), grads[1].pop(("h", 0))])
+        return grad_input, [g if g is not None else torch.zeros_like(p) for g, p in zip(param_grads, self.params)]
+
+    # -- partitions ----------------------------------------------------------------------------
+    def _forward_pass(self, partitions: Sequence[PlannedPartition], states, graphs) -> None:
+        events = self.trace.events if self.trace.enabled else None
+        for partition in partitions:
+            collective = partition.collective
+            work = None
+            launch_at = partition.launch_index
+            nanobatch = partition.nanobatch
+            state = states[nanobatch]
+            graph = graphs[nanobatch] if graphs is not None else None
+            for index, (op, layer) in enumerate(partition.ops):
+                if index == launch_at:
+                    work = self._launch(partition, states, events)
+                self._run_op(op, layer, state, graph)
+                if events is not None:
+                    events.append(("op", op, layer, nanobatch))
+            if collective is not None:
+                if work is None:
+                    work = self._launch(partition, states, events)
+                self.groups.wait(work)
+                if events is not None:
+                    events.append(("wait", partition.key, collective[0], collective[2], collective[1]))
+
+    def _backward_pass(self, partitions: Sequence[PlannedPartition], grads, graphs, param_grads) -> None:
+        events = self.trace.events if self.trace.enabled else None
+        for partition in partitions:
+            collective = partition.collective
+            work = None
+            launch_at = partition.launch_index
+            nanobatch = partition.nanobatch
+            for index, (op, layer) in enumerate(partition.ops):
+                if index == launch_at:
+                    work = self._launch(partition, grads, events)
+                self._run_op_backward(op, layer, grads[nanobatch], graphs[nanobatch], param_grads)
+                if events is not None:
+                    events.append(("op", op, layer, nanobatch))
+            if collective is not None:
+                if work is None:
+                    work = self._launch(partition, grads, events)
+                self.groups.wait(work)
+                if events is not None:
+                    events.append(("wait", partition.key, collective[0], collective[2], collective[1]))
+
+    def _launch(self, partition: PlannedPartition, tensors, events):
+        name, nanobatch, layer = partition.collective
+        tensor = tensors[nanobatch][(COLLECTIVES[name][0], layer)]
+        choice = partition.choice
+        if events is not None:
+            events.append(("enqueue", partition.key, name, layer, nanobatch, choice.slot, choice.ctas))
+        return self.groups.launch(tensor, choice.ctas)
+
+    # -- ops -----------------------------------------------------------------------------------
+    def _run_op(self, op: str, layer_index: int, state: Dict[TensorKey, torch.Tensor], graph) -> None:
+        spec = OPS[op]
+        layer = self.layers[layer_index]
+        inputs = [state[(name, layer_index)] for name in spec.inputs]
+        if graph is None:
+            outputs = spec.fn(layer, self.rope, *inputs)
+        else:
+            leaves = [t.detach().requires_grad_() for t in inputs]
+            with torch.enable_grad():
+                outputs = spec.fn(layer, self.rope, *leaves)
+            graph[(op, layer_index)] = (leaves, outputs)
+            outputs = [t.detach() for t in outputs]
+        for (name, offset), tensor in zip(spec.outputs, outputs):
+            state[(name, layer_index + offset)] = tensor
+
+    def _run_op_backward(self, op: str, layer_index: int, grads, graph, param_grads) -> None:
+        base = op[: -len("_bwd")]
+        spec = OPS[base]
+        leaves, outputs = graph.pop((base, layer_index))
+        grad_outputs = [grads.pop((name, layer_index + offset)) for name, offset in spec.outputs]
+        params = param_list(self.layers[layer_index], spec.params)
+        results = torch.autograd.grad(outputs, leaves + params, grad_outputs)
+        for name, value in zip(spec.inputs, results[: len(leaves)]):
+            key = (name, layer_index)
+            previous = grads.get(key)
+            grads[key] = value if previous is None else previous + value
+        for param, value in zip(params, results[len(leaves) :]):
+            index = self._param_index[id(param)]
+            previous = param_grads[index]
+            param_grads[index] = value if previous is None else previous + value
+
+    # -- helpers -------------------------------------------------------------------------------
+    def _plain(self, x: torch.Tensor) -> torch.Tensor:
+        return reference_stack(self.layers, self.rope, x, self.groups.plain, self.tp)
+
+    def _split(self, x: torch.Tensor) -> List[Dict[TensorKey, torch.Tensor]]:
+        half = x.shape[0] // 2
+        return [{("h", 0): x[:half]}, {("h", 0): x[half:]}]
+
+    @staticmethod
+    def _split_grads(grad: torch.Tensor, last: int) -> List[Dict[TensorKey, torch.Tensor]]:
+        half = grad.shape[0] // 2
+        return [{("h", last): grad[:half].contiguous()}, {("h", last): grad[half:].contiguous()}]
+
+    def _current(self, kind: str) -> InstructionPlan:
+        instruction = self.instruction
+        if instruction is None or instruction.type != kind:
+            raise RuntimeError(f"kareus.torch: a {kind} ran outside a planned {kind} instruction")
+        return instruction
+
+    def _mark(self, direction: str, instruction: InstructionPlan) -> None:
+        if self.trace.enabled:
+            self.trace.events.append(("pass", instruction.type, instruction.microbatch, direction))
+
+
+class _StageFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, runner: StageRunner, microbatch: int, x: torch.Tensor, *params):
+        ctx.runner = runner
+        ctx.microbatch = microbatch
+        return runner.forward(microbatch, x)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        grad_input, param_grads = ctx.runner.backward(ctx.microbatch, grad.contiguous())
+        return (None, None, grad_input, *param_grads)

@@ -1,0 +1,234 @@
+"""A tensor-parallel Llama layer: parameters, its compute ops by the C++ op names, and the plain
+(unsplit) reference.
+
+The C++ op graph (src/workload/op_graph.cpp) names a layer's forward compute ops input_norm, qkv,
+rope, attention, out_proj, attn_bda, mlp_norm, fc1, swiglu, fc2, mlp_bda (backward: the same
+with "_bwd", in reverse) and its collectives attn_all_reduce, mlp_all_reduce (forward,
+row-parallel outputs) and fc1_grad_all_reduce, qkv_grad_all_reduce (backward, input gradients of
+the column-parallel linears). ``OPS`` maps each forward op name to the named tensors it reads and
+writes, so the engine can run any contiguous run of ops of one nanobatch, and the backward of
+each op through a small per-op autograd graph. Shapes: [batch, seq, features]; fp32 on CPU.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+
+RMS_EPS = 1e-5
+ROPE_THETA = 10000.0
+
+
+@dataclass(frozen=True)
+class LayerShape:
+    """One layer's shape on one TP rank."""
+
+    hidden: int
+    heads: int
+    kv_groups: int
+    head_dim: int
+    ffn: int
+    tp: int
+
+    @property
+    def heads_local(self) -> int:
+        return self.heads // self.tp
+
+    @property
+    def kv_local(self) -> int:
+        return self.kv_groups // self.tp
+
+    @property
+    def ffn_local(self) -> int:
+        return self.ffn // self.tp
+
+
+class LayerShard(torch.nn.Module):
+    """The parameters of one layer on one TP rank: QKV and FC1 column-parallel (rows of this
+    rank's heads / MLP columns), out-proj and FC2 row-parallel, norms replicated.
+
+    The full weights are drawn from ``generator`` (the same on every rank) and sliced, so every
+    TP degree and stage split starts from the same model.
+    """
+
+    def __init__(self, shape: LayerShape, tp_rank: int, generator: torch.Generator, std: float = 0.02) -> None:
+        super().__init__()
+        self.shape = shape
+        s = shape
+
+        def full(rows: int, cols: int) -> torch.Tensor:
+            return torch.randn(rows, cols, generator=generator) * std
+
+        wq, wk, wv = full(s.heads * s.head_dim, s.hidden), full(s.kv_groups * s.head_dim, s.hidden), full(
+            s.kv_groups * s.head_dim, s.hidden
+        )
+        wo = full(s.hidden, s.heads * s.head_dim)
+        gate, up, down = full(s.ffn, s.hidden), full(s.ffn, s.hidden), full(s.hidden, s.ffn)
+        q_rows = slice(tp_rank * s.heads_local * s.head_dim, (tp_rank + 1) * s.heads_local * s.head_dim)
+        kv_rows = slice(tp_rank * s.kv_local * s.head_dim, (tp_rank + 1) * s.kv_local * s.head_dim)
+        ffn_rows = slice(tp_rank * s.ffn_local, (tp_rank + 1) * s.ffn_local)
+        self.input_norm = torch.nn.Parameter(torch.ones(s.hidden))
+        self.w_qkv = torch.nn.Parameter(torch.cat([wq[q_rows], wk[kv_rows], wv[kv_rows]]).contiguous())
+        self.w_out = torch.nn.Parameter(wo[:, q_rows].contiguous())
+        self.mlp_norm = torch.nn.Parameter(torch.ones(s.hidden))
+        self.w_fc1 = torch.nn.Parameter(torch.cat([gate[ffn_rows], up[ffn_rows]]).contiguous())
+        self.w_fc2 = torch.nn.Parameter(down[:, ffn_rows].contiguous())
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + RMS_EPS) * weight
+
+
+class Rope:
+    """Rotary tables for one sequence length (rotate-half form), cached per device."""
+
+    def __init__(self, head_dim: int, seq: int, device: torch.device, dtype: torch.dtype) -> None:
+        inv = 1.0 / (ROPE_THETA ** (torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim))
+        angles = torch.outer(torch.arange(seq, dtype=torch.float64), inv)
+        angles = torch.cat([angles, angles], dim=-1)
+        self.cos = angles.cos().to(device=device, dtype=dtype)[None, :, None, :]
+        self.sin = angles.sin().to(device=device, dtype=dtype)[None, :, None, :]
+
+    def apply(self, x: torch.Tensor) -> torch.Tensor:
+        half = x.shape[-1] // 2
+        rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
+        return x * self.cos + rotated * self.sin
+
+
+# Compute ops: name -> (inputs, outputs, parameter names, function(layer, rope, *inputs) -> outputs).
+# Tensor names are per layer; ("h", 1) in outputs means the next layer's "h" (mlp_bda's result
+# is the next layer's input).
+OpFn = Callable[..., Tuple[torch.Tensor, ...]]
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    inputs: Tuple[str, ...]
+    outputs: Tuple[Tuple[str, int], ...]
+    params: Tuple[str, ...]
+    fn: OpFn
+
+
+def _rope_op(layer: LayerShard, rope: Rope, qkv: torch.Tensor) -> Tuple[torch.Tensor, ...]:
+    s = layer.shape
+    batch, seq, _ = qkv.shape
+    q_width, kv_width = s.heads_local * s.head_dim, s.kv_local * s.head_dim
+    q, k, v = qkv.split([q_width, kv_width, kv_width], dim=-1)
+    q = rope.apply(q.reshape(batch, seq, s.heads_local, s.head_dim))
+    k = rope.apply(k.reshape(batch, seq, s.kv_local, s.head_dim))
+    v = v.reshape(batch, seq, s.kv_local, s.head_dim)
+    return q, k, v
+
+
+def _attention_op(layer: LayerShard, rope: Rope, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
+    s = layer.shape
+    batch, seq = q.shape[0], q.shape[1]
+    group = s.heads_local // s.kv_local
+    q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+    if group > 1:
+        k = k.repeat_interleave(group, dim=1)
+        v = v.repeat_interleave(group, dim=1)
+    context = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    return (context.transpose(1, 2).reshape(batch, seq, s.heads_local * s.head_dim),)
+
+
+def _swiglu_op(layer: LayerShard, rope: Rope, fc1: torch.Tensor):
+    gate, up = fc1.chunk(2, dim=-1)
+    return (F.silu(gate) * up,)
+
+
+OPS: Dict[str, OpSpec] = {
+    "input_norm": OpSpec(("h",), (("normed", 0),), ("input_norm",), lambda l, r, h: (rms_norm(h, l.input_norm),)),
+    "qkv": OpSpec(("normed",), (("qkv", 0),), ("w_qkv",), lambda l, r, x: (F.linear(x, l.w_qkv),)),
+    "rope": OpSpec(("qkv",), (("q", 0), ("k", 0), ("v", 0)), (), _rope_op),
+    "attention": OpSpec(("q", "k", "v"), (("context", 0),), (), _attention_op),
+    "out_proj": OpSpec(("context",), (("attn_out", 0),), ("w_out",), lambda l, r, x: (F.linear(x, l.w_out),)),
+    "attn_bda": OpSpec(("h", "attn_out"), (("h_mid", 0),), (), lambda l, r, h, a: (h + a,)),
+    "mlp_norm": OpSpec(("h_mid",), (("normed2", 0),), ("mlp_norm",), lambda l, r, h: (rms_norm(h, l.mlp_norm),)),
+    "fc1": OpSpec(("normed2",), (("fc1", 0),), ("w_fc1",), lambda l, r, x: (F.linear(x, l.w_fc1),)),
+    "swiglu": OpSpec(("fc1",), (("act", 0),), (), _swiglu_op),
+    "fc2": OpSpec(("act",), (("mlp_out", 0),), ("w_fc2",), lambda l, r, x: (F.linear(x, l.w_fc2),)),
+    "mlp_bda": OpSpec(("h_mid", "mlp_out"), (("h", 1),), (), lambda l, r, h, m: (h + m,)),
+}
+
+# Collectives: name -> (tensor name it reduces in place, whether it reduces the gradient).
+COLLECTIVES: Dict[str, Tuple[str, bool]] = {
+    "attn_all_reduce": ("attn_out", False),
+    "mlp_all_reduce": ("mlp_out", False),
+    "fc1_grad_all_reduce": ("normed2", True),
+    "qkv_grad_all_reduce": ("normed", True),
+}
+
+
+class _ReduceForward(torch.autograd.Function):
+    """Row-parallel output: all-reduce in forward, identity in backward."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, group) -> torch.Tensor:
+        x = x.clone()
+        dist.all_reduce(x, group=group)
+        return x
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        return grad, None
+
+
+class _ReduceBackward(torch.autograd.Function):
+    """Column-parallel input: identity in forward, all-reduce of the gradient in backward."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, group) -> torch.Tensor:
+        ctx.group = group
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        grad = grad.clone()
+        dist.all_reduce(grad, group=ctx.group)
+        return grad, None
+
+
+def reference_layer(layer: LayerShard, rope: Rope, h: torch.Tensor, group, tp: int) -> torch.Tensor:
+    """The plain layer: whole microbatch, ordinary autograd, blocking collectives on ``group``."""
+
+    def reduce_forward(x: torch.Tensor) -> torch.Tensor:
+        return _ReduceForward.apply(x, group) if tp > 1 else x
+
+    def reduce_backward(x: torch.Tensor) -> torch.Tensor:
+        return _ReduceBackward.apply(x, group) if tp > 1 else x
+
+    normed = reduce_backward(rms_norm(h, layer.input_norm))
+    q, k, v = _rope_op(layer, rope, F.linear(normed, layer.w_qkv))
+    (context,) = _attention_op(layer, rope, q, k, v)
+    h_mid = h + reduce_forward(F.linear(context, layer.w_out))
+    normed2 = reduce_backward(rms_norm(h_mid, layer.mlp_norm))
+    (act,) = _swiglu_op(layer, rope, F.linear(normed2, layer.w_fc1))
+    return h_mid + reduce_forward(F.linear(act, layer.w_fc2))
+
+
+def reference_stack(layers: Sequence[LayerShard], rope: Rope, h: torch.Tensor, group, tp: int) -> torch.Tensor:
+    for layer in layers:
+        h = reference_layer(layer, rope, h, group, tp)
+    return h
+
+
+def check_supported(model: dict, tp: int, cp: int, dp: int) -> Optional[str]:
+    """Why this engine cannot run the model, or None."""
+    if model.get("mlp") != "swiglu":
+        return f"model {model['name']}: kareus.torch runs SwiGLU MLPs only, found {model.get('mlp')}"
+    if model.get("qk_norm"):
+        return f"model {model['name']}: kareus.torch does not implement q/k RMSNorm (qk_norm)"
+    if cp != 1:
+        return f"--cp {cp}: kareus.torch runs without context parallelism (CP all-gather / reduce-scatter not built)"
+    if dp != 1:
+        return f"--dp {dp}: kareus.torch runs with --dp 1 only"
+    return None
+
+
+def param_list(layer: LayerShard, names: Sequence[str]) -> List[torch.nn.Parameter]:
+    return [getattr(layer, name) for name in names]

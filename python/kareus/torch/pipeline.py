@@ -1,0 +1,174 @@
+"""A synchronous 1F1B pipeline driver that follows a kareus plan.
+
+Each rank runs its stage's instructions in the plan's order (the plan is validated to be 1F1B),
+calls ``PipelineFrequencyOptimizer``'s ``on_step_begin/end`` and ``on_instruction_begin/end``
+around the step and every instruction (the GPU clock half of the plan), and hands the
+instruction's partition configs to the ``StageRunner`` (the comm half). Activations go forward
+and gradients backward between the same TP rank of neighbouring stages by P2P: sends are
+asynchronous and joined at the end of the step, receives block. ``switch_plan`` changes plans
+between steps (new CTA counts get their groups, made on every rank in the same order).
+"""
+
+from __future__ import annotations
+
+from typing import List, Optional
+
+import torch
+import torch.distributed as dist
+
+from kareus._runtime import InputError
+from kareus.torch.comm import CommGroups
+from kareus.torch.engine import StageRunner
+from kareus.torch.layer import Rope, reference_stack
+from kareus.torch.model import LlamaStage
+from kareus.torch.plan import ExecutionPlan
+
+
+class PipelineDriver:
+    """Trains one stage on one rank.
+
+    Args:
+        stage_module: this rank's ``LlamaStage``.
+        plan: the validated plan, or None for the reference run (plain layers, no kareus).
+        groups: this rank's process groups.
+        rank, tp, pp: global rank and degrees (cp = dp = 1).
+        mbs, seq: microbatch size and sequence length.
+        optimizer: steps the stage's parameters.
+        frequency_optimizer: a kareus.PipelineFrequencyOptimizer, or None.
+        runner: the StageRunner (built here if None and a plan is given).
+    """
+
+    def __init__(
+        self,
+        stage_module: LlamaStage,
+        plan: Optional[ExecutionPlan],
+        groups: CommGroups,
+        rank: int,
+        tp: int,
+        pp: int,
+        mbs: int,
+        seq: int,
+        optimizer: torch.optim.Optimizer,
+        frequency_optimizer=None,
+        runner: Optional[StageRunner] = None,
+        device: torch.device = torch.device("cpu"),
+    ) -> None:
+        self.module = stage_module
+        self.plan = plan
+        self.groups = groups
+        self.rank = rank
+        self.tp = tp
+        self.pp = pp
+        self.stage = stage_module.stage
+        self.mbs = mbs
+        self.seq = seq
+        self.optimizer = optimizer
+        self.pfo = frequency_optimizer
+        self.runner = runner
+        self.device = device
+        self.hidden = stage_module.shape.hidden
+        self._rope_cache: Optional[Rope] = None
+        if plan is not None:
+            groups.ensure(plan.distinct_ctas())
+
+    def switch_plan(self, plan: ExecutionPlan) -> None:
+        """Follows ``plan`` from the next step on (call on every rank between the same steps)."""
+        if self.plan is None:
+            raise InputError("switch_plan: the reference run follows no plan")
+        self.groups.ensure(plan.distinct_ctas())
+        if self.pfo is not None:
+            self.pfo.switch_plan(plan.path)
+        self.plan = plan
+
+    def schedule(self, microbatches: int) -> List[tuple]:
+        """(type, microbatch, InstructionPlan or None) of this stage, in execution order: the
+        plan's, or synchronous 1F1B for the reference run."""
+        if self.plan is not None:
+            return [(i.type, i.microbatch, i) for i in self.plan.stages[self.stage]]
+        warmup = min(self.pp - self.stage - 1, microbatches)
+        order = [("forward", m, None) for m in range(warmup)]
+        forward, backward = warmup, 0
+        while backward < microbatches:
+            if forward < microbatches:
+                order.append(("forward", forward, None))
+                forward += 1
+            order.append(("backward", backward, None))
+            backward += 1
+        return order
+
+    def train_step(self, tokens: torch.Tensor, labels: torch.Tensor) -> Optional[float]:
+        """One iteration over ``tokens``/``labels`` [microbatches, mbs, seq]; returns the loss
+        (mean over microbatches) on the last stage, else None."""
+        microbatches = tokens.shape[0]
+        if self.plan is not None and len(self.plan.stages[self.stage]) != 2 * microbatches:
+            raise InputError(f"the plan runs {len(self.plan.stages[self.stage]) // 2} microbatches per step, the data "
+                             f"has {microbatches}")
+        self.optimizer.zero_grad(set_to_none=True)
+        if self.pfo is not None:
+            self.pfo.on_step_begin()
+        inputs, outputs, sends = {}, {}, []
+        total = 0.0
+        for kind, microbatch, instruction in self.schedule(microbatches):
+            if self.pfo is not None:
+                self.pfo.on_instruction_begin(kind, microbatch)
+            if instruction is not None:
+                self.runner.set_instruction(instruction)
+            if kind == "forward":
+                x = self._stage_input(tokens[microbatch])
+                y = self._run_layers(x, microbatch)
+                inputs[microbatch] = x
+                if self.module.last:
+                    loss = self.module.loss(y, labels[microbatch].to(self.device)) / microbatches
+                    outputs[microbatch] = loss
+                    total += float(loss.detach())
+                else:
+                    outputs[microbatch] = y
+                    payload = y.detach().contiguous()
+                    sends.append((payload, dist.isend(payload, self.rank + self.tp)))
+            else:
+                out = outputs.pop(microbatch)
+                if self.module.last:
+                    out.backward()
+                else:
+                    grad = torch.empty(self.mbs, self.seq, self.hidden, device=self.device)
+                    dist.recv(grad, self.rank + self.tp)
+                    out.backward(grad)
+                x = inputs.pop(microbatch)
+                if not self.module.first:
+                    payload = x.grad.contiguous()
+                    sends.append((payload, dist.isend(payload, self.rank - self.tp)))
+            if self.pfo is not None:
+                self.pfo.on_instruction_end(kind)
+        for _, work in sends:
+            work.wait()
+        self.optimizer.step()
+        if self.pfo is not None:
+            self.pfo.on_step_end()
+        return total if self.module.last else None
+
+    def _stage_input(self, tokens: torch.Tensor) -> torch.Tensor:
+        if self.module.first:
+            return self.module.embed(tokens.to(self.device))
+        x = torch.empty(self.mbs, self.seq, self.hidden, device=self.device)
+        dist.recv(x, self.rank - self.tp)
+        return x.requires_grad_()
+
+    def _run_layers(self, x: torch.Tensor, microbatch: int) -> torch.Tensor:
+        if self.runner is not None:
+            return self.runner(x, microbatch)
+        return reference_stack(self.module.layers, self._rope(), x, self.groups.plain, self.tp)
+
+    def _rope(self) -> Rope:
+        if self._rope_cache is None:
+            self._rope_cache = Rope(self.module.shape.head_dim, self.seq, self.device, torch.float32)
+        return self._rope_cache
+
+
+def step_loss_everywhere(loss: Optional[float], pp: int, tp: int, device: torch.device) -> float:
+    """The step's loss on every rank: the last stage's first TP rank contributes it."""
+    rank = dist.get_rank()
+    value = torch.zeros(1, dtype=torch.float64, device=device)
+    if loss is not None and rank == (pp - 1) * tp:
+        value += loss
+    dist.all_reduce(value)
+    return float(value.item())

@@ -1,0 +1,80 @@
+"""Shared helpers of the kareus.torch tests: hand-made plans and a gloo process launcher."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import socket
+import sys
+from typing import Dict, List
+
+REPO = pathlib.Path(__file__).resolve().parents[3]
+TINY_MODEL = str(REPO / "examples" / "tiny-llama.json")
+
+
+def one_f_one_b(stage: int, stages: int, microbatches: int) -> List[tuple]:
+    """(type, microbatch) of one stage in synchronous 1F1B order."""
+    warmup = min(stages - stage - 1, microbatches)
+    order = [("forward", m) for m in range(warmup)]
+    forward = warmup
+    for backward in range(microbatches):
+        if forward < microbatches:
+            order.append(("forward", forward))
+            forward += 1
+        order.append(("backward", backward))
+    return order
+
+
+def write_plan(path, stages: int, microbatches: int, configs: Dict[str, Dict[str, dict]], recompute: bool,
+               workload: dict = None) -> str:
+    """A kareus.plan/1 file whose every forward gets configs["forward"] and every backward
+    configs["backward"] (plus the forward keys under full recompute)."""
+    document = {"schema": "kareus.plan/1", "predicted": {"time_s": 1.0, "energy_j": 1.0}, "stages": []}
+    if workload is not None:
+        document["workload"] = workload
+    for stage in range(stages):
+        instructions = []
+        for kind, microbatch in one_f_one_b(stage, stages, microbatches):
+            partitions = dict(configs.get(kind, {}))
+            if kind == "backward" and recompute:
+                partitions.update(configs.get("recompute", configs.get("forward", {})))
+            instructions.append({"type": kind, "microbatch": microbatch, "freq_mhz": 1200 + 30 * microbatch,
+                                 "partitions": partitions})
+        document["stages"].append({"stage": stage, "instructions": instructions})
+    pathlib.Path(path).write_text(json.dumps(document))
+    return str(path)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def spawn(fn, world: int, *args) -> None:
+    """Runs fn(rank, world, port, *args) on `world` gloo processes; raises if any fails."""
+    import torch.multiprocessing as mp
+
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    mp.spawn(fn, args=(world, free_port()) + args, nprocs=world, join=True)
+
+
+def init_gloo(rank: int, world: int, port: int) -> None:
+    import torch
+    import torch.distributed as dist
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+
+
+def kareus_binary() -> pathlib.Path:
+    build = pathlib.Path(os.environ.get("KAREUS_BUILD_DIR", REPO / "build"))
+    return build / "tools" / "kareus"
+
+
+def python_env() -> dict:
+    env = dict(os.environ)
+    env.setdefault("OMP_NUM_THREADS", "1")
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    return env

@@ -1,0 +1,123 @@
+"""examples/train_llama.py end to end: torchrun, 4 gloo ranks (TP 2 x PP 2), a plan from
+`kareus plan` for examples/tiny-llama.json, 20 steps with --check, switching plans at step 10; and
+a wrong plan failing on every rank without a hang."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import helpers  # noqa: E402
+
+WORKLOAD = ["--tp", "2", "--pp", "2", "--microbatches", "4", "--mbs", "2", "--seq", "256"]
+
+
+def _torchrun(args, timeout):
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "4",
+               str(helpers.REPO / "examples" / "train_llama.py"), "--model", helpers.TINY_MODEL] + WORKLOAD + args
+    return subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=helpers.python_env(),
+                          cwd=helpers.REPO)
+
+
+@pytest.fixture(scope="module")
+def plans(tmp_path_factory):
+    binary = helpers.kareus_binary()
+    if not binary.exists():
+        pytest.skip(f"{binary} is not built")
+    out = tmp_path_factory.mktemp("plan")
+    subprocess.run([str(binary), "plan", "--model", helpers.TINY_MODEL, *WORKLOAD, "--gpu", "a100-40gb",
+                    "--methods", "kareus", "--max-plans", "2", "--out", str(out)], check=True, capture_output=True,
+                   timeout=120)
+    first = sorted((out / "plans" / "kareus").glob("*.json"))[0]
+    # A second plan: every collective after the compute (slot none) on 9 CTAs.
+    document = json.loads(first.read_text())
+    for stage in document["stages"]:
+        for instruction in stage["instructions"]:
+            for config in instruction["partitions"].values():
+                config.update({"slot": "none", "ctas": 9})
+    second = out / "second.json"
+    second.write_text(json.dumps(document))
+    return first, second
+
+
+def test_without_recompute_on_an_uneven_split(tmp_path):
+    binary = helpers.kareus_binary()
+    if not binary.exists():
+        pytest.skip(f"{binary} is not built")
+    extra = ["--recompute", "none", "--layers-per-stage", "3,1"]
+    subprocess.run([str(binary), "plan", "--model", helpers.TINY_MODEL, *WORKLOAD, *extra, "--methods", "kareus",
+                    "--max-plans", "2", "--out", str(tmp_path / "plan")], check=True, capture_output=True, timeout=120)
+    plan = sorted((tmp_path / "plan" / "plans" / "kareus").glob("*.json"))[0]
+    out = tmp_path / "out.json"
+    run = _torchrun(["--steps", "3", "--plan", str(plan), "--check", "--json", str(out), *extra], timeout=180)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-4000:]
+    result = json.loads(out.read_text())
+    assert result["max_rel_loss_diff"] < 1e-4 and result["trace_matches_plan"] is True
+    assert len(result["loss"]) == 3 and result["loss"][2] < result["loss"][0]
+
+
+def _distinct_ctas(path):
+    document = json.loads(path.read_text())
+    return {c["ctas"] for s in document["stages"] for i in s["instructions"] for c in i["partitions"].values()}
+
+
+def test_training_follows_the_plan_and_matches_the_reference(plans, tmp_path):
+    first, second = plans
+    out = tmp_path / "out.json"
+    run = _torchrun(["--steps", "20", "--plan", str(first), "--switch-plan", str(second), "--switch-at", "10",
+                     "--check", "--json", str(out)], timeout=240)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-4000:]
+    result = json.loads(out.read_text())
+    assert result["steps"] == 20 and len(result["loss"]) == 20 and len(result["reference_loss"]) == 20
+    assert result["max_rel_loss_diff"] < 1e-4
+    assert result["max_rel_loss_diff"] == pytest.approx(
+        max(abs(a - b) / b for a, b in zip(result["loss"], result["reference_loss"])))
+    assert result["trace_matches_plan"] is True
+    # Random tokens over a 256-word vocabulary start near ln(256) = 5.545 and the loss falls.
+    assert abs(result["loss"][0] - 5.545) < 0.1
+    assert result["loss"][-1] < result["loss"][0] - 0.3
+    # One plain group, then one per distinct CTA count of both plans (and the trail partitions'
+    # default, the GPU's), ascending.
+    from kareus._runtime import load_gpu
+
+    counts = [g["ctas"] for g in result["comm_groups"]]
+    assert counts[0] is None
+    assert counts[1:] == sorted(_distinct_ctas(first) | {9, load_gpu("a100-40gb")["default_comm_ctas"]})
+    # The frequency optimizer applied stage 0's planned clocks in order (repeats are not re-sent).
+    freqs = [i["freq_mhz"] for i in json.loads(first.read_text())["stages"][0]["instructions"]] * 20
+    collapsed = [f for index, f in enumerate(freqs) if index == 0 or f != freqs[index - 1]]
+    assert [c for c in result["rank0_clocks_mhz"] if c != 0] == collapsed
+
+
+def _three_stages(document):
+    document["stages"].append(dict(document["stages"][-1], stage=2))
+    return "has 3 stages but --pp is 2"
+
+
+def _unknown_key(document):
+    document["stages"][1]["instructions"][0]["partitions"]["fwd_qkv_ag"] = {"slot": "norm_0", "ctas": 3}
+    return "stage 1 instruction 0 (forward microbatch 0): unknown partition key 'fwd_qkv_ag'"
+
+
+def _too_many_ctas(document):
+    document["stages"][0]["instructions"][-1]["partitions"]["bwd_mlp"]["ctas"] = 109
+    return "partition 'bwd_mlp': ctas 109 is not a CTA count this GPU has (1..108 SMs)"
+
+
+@pytest.mark.parametrize("edit", [_three_stages, _unknown_key, _too_many_ctas])
+def test_a_wrong_plan_fails_on_every_rank_at_start(plans, tmp_path, edit):
+    first, _ = plans
+    document = json.loads(first.read_text())
+    message = edit(document)
+    wrong = tmp_path / "wrong.json"
+    wrong.write_text(json.dumps(document))
+    run = _torchrun(["--steps", "1", "--plan", str(wrong)], timeout=120)
+    assert run.returncode != 0
+    for rank in range(4):
+        assert f"error: rank {rank}: plan {wrong}: " in run.stderr
+    assert run.stderr.count(message) == 4, run.stderr[-3000:]

@@ -1,0 +1,192 @@
+"""The nanobatched stage equals the unsplit reference layer, for every launch slot of every key.
+
+Two gloo ranks (TP 2, one stage of the 4-layer tiny model), fp32. For each partition key and each
+of its slots plus ``none``, with and without full recompute, one forward and one backward run
+through StageRunner under a hand-written plan; output, input gradient and every parameter
+gradient must match ordinary autograd through the plain layer within 1e-5 relative. The launch
+trace of one case is checked against hand-counted numbers.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import helpers  # noqa: E402
+
+TP = 2
+SEQ = 16
+MBS = 2
+TOLERANCE = 1e-5
+
+
+def _relative(a, b) -> float:
+    scale = b.abs().max().item()
+    return (a - b).abs().max().item() / (scale if scale > 0 else 1.0)
+
+
+def _cases(workload):
+    """(key, slot) for every slot of every key's partitions with a collective, and none."""
+    cases = []
+    for direction in ("forward", "backward"):
+        slots = {}
+        for partition in workload.partitions(0, direction):
+            if partition["collective"] is not None and partition["searchable"]:
+                names = slots.setdefault(partition["key"], [])
+                names += [s["name"] for s in partition["slots"] if s["name"] not in names]
+        for key, names in slots.items():
+            cases += [(key, slot) for slot in names + ["none"]]
+    return cases
+
+
+def _worker(rank, world, port, out_dir):
+    import torch.distributed as dist
+
+    from kareus import torch as kt
+    from kareus._runtime import Workload
+
+    helpers.init_gloo(rank, world, port)
+    results = {"cases": [], "trace": {}, "plain": []}
+    for recompute in (True, False):
+        workload = Workload(helpers.TINY_MODEL, tp=TP, pp=1, mbs=MBS, seq=SEQ, microbatches=1,
+                            recompute="full" if recompute else "none")
+        groups = kt.CommGroups([[0, 1]], 0, "gloo")
+        rope = kt.Rope(16, SEQ, torch.device("cpu"), torch.float32)
+        x = torch.randn(MBS, SEQ, 64, generator=torch.Generator().manual_seed(5))
+        grad = torch.randn(MBS, SEQ, 64, generator=torch.Generator().manual_seed(6))
+        reference = kt.LlamaStage(workload.model, list(workload.stage_layers), 0, TP, rank, 3)
+        x_ref = x.clone().requires_grad_()
+        y_ref = kt.reference_stack(reference.layers, rope, x_ref, groups.plain, TP)
+        y_ref.backward(grad)
+        first_slots = {}
+        for key, slot in _cases(workload):
+            first_slots.setdefault(key, slot)
+        for index, (key, slot) in enumerate(_cases(workload)):
+            configs = {"forward": {}, "backward": {}}
+            for other, first in first_slots.items():
+                direction = "forward" if other.startswith("fwd") else "backward"
+                configs[direction][other] = {"slot": first, "ctas": 3}
+            direction = "forward" if key.startswith("fwd") else "backward"
+            configs[direction][key] = {"slot": slot, "ctas": 3 + 3 * (index % 4)}
+            path = helpers.write_plan(f"{out_dir}/plan_{rank}.json", 1, 1, configs, recompute)
+            plan = kt.ExecutionPlan(path, workload, 108, 16)
+            groups.ensure(plan.distinct_ctas())
+            stage = kt.LlamaStage(workload.model, list(workload.stage_layers), 0, TP, rank, 3)
+            trace = kt.LaunchTrace()
+            runner = kt.StageRunner(stage.layers, rope, groups, TP, recompute, trace)
+            runner.set_instruction(plan.stages[0][0])
+            x_run = x.clone().requires_grad_()
+            y = runner(x_run, 0)
+            runner.set_instruction(plan.stages[0][1])
+            y.backward(grad)
+            errors = {"output": _relative(y, y_ref), "input_grad": _relative(x_run.grad, x_ref.grad)}
+            for (name, mine), (_, theirs) in zip(stage.layers.named_parameters(), reference.layers.named_parameters()):
+                errors[name] = _relative(mine.grad, theirs.grad)
+            ok, problems = kt.check_trace(trace.events, plan, 0, recompute)
+            results["cases"].append({"key": key, "slot": slot, "recompute": recompute, "errors": errors,
+                                     "trace_ok": ok, "problems": problems})
+            if recompute and key == "fwd_attn" and slot == "rope_0":
+                results["trace"]["fwd_attn_rope_0"] = trace.events
+            if not recompute and key == "bwd_mlp" and slot == "none":
+                results["trace"]["bwd_mlp_none"] = trace.events
+        # An instruction with overlap "none" runs the plain layer; its partner may be nanobatched.
+        for plain in ("forward", "backward"):
+            configs = {"forward": {k: {"slot": s, "ctas": 3} for k, s in first_slots.items() if k.startswith("fwd")},
+                       "backward": {k: {"slot": s, "ctas": 3} for k, s in first_slots.items() if k.startswith("bwd")}}
+            path = helpers.write_plan(f"{out_dir}/plan_{rank}.json", 1, 1, configs, recompute)
+            document = json.loads(open(path).read())
+            document["stages"][0]["instructions"][0 if plain == "forward" else 1]["overlap"] = "none"
+            open(path, "w").write(json.dumps(document))
+            plan = kt.ExecutionPlan(path, workload, 108, 16)
+            stage = kt.LlamaStage(workload.model, list(workload.stage_layers), 0, TP, rank, 3)
+            trace = kt.LaunchTrace()
+            runner = kt.StageRunner(stage.layers, rope, groups, TP, recompute, trace)
+            runner.set_instruction(plan.stages[0][0])
+            x_run = x.clone().requires_grad_()
+            y = runner(x_run, 0)
+            runner.set_instruction(plan.stages[0][1])
+            y.backward(grad)
+            errors = {"output": _relative(y, y_ref), "input_grad": _relative(x_run.grad, x_ref.grad)}
+            for (name, mine), (_, theirs) in zip(stage.layers.named_parameters(), reference.layers.named_parameters()):
+                errors[name] = _relative(mine.grad, theirs.grad)
+            markers = [e for e in trace.events if e[0] == "pass"]
+            results["plain"].append({"plain": plain, "recompute": recompute, "errors": errors, "markers": markers})
+    if rank == 0:
+        with open(f"{out_dir}/results.json", "w") as handle:
+            json.dump(results, handle)
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+@pytest.fixture(scope="module")
+def results(tmp_path_factory):
+    out = tmp_path_factory.mktemp("layer")
+    helpers.spawn(_worker, 2, str(out))
+    return json.loads((out / "results.json").read_text())
+
+
+def test_every_slot_of_every_key_matches_the_reference(results):
+    cases = results["cases"]
+    # fwd_attn: norm_0 linear_0 rope_0 attn_0 linear_1; fwd_mlp: norm_0 linear_0 activation_0 linear_1;
+    # bwd_mlp: elementwise_0 (last layer) linear_0 activation_0 linear_1 norm_0; bwd_attn: norm_0
+    # linear_0 attn_0 rope_0 linear_1; each + none: 6 + 5 + 6 + 6 = 23 per recompute setting.
+    assert len(cases) == 2 * 23
+    assert {(c["key"], c["slot"]) for c in cases} >= {("fwd_attn", "rope_0"), ("bwd_attn", "attn_0"),
+                                                      ("fwd_mlp", "none"), ("bwd_mlp", "elementwise_0")}
+    for case in cases:
+        worst = max(case["errors"], key=case["errors"].get)
+        assert case["errors"][worst] < TOLERANCE, (case["key"], case["slot"], case["recompute"], worst)
+        assert len(case["errors"]) == 2 + 4 * 6
+        assert case["trace_ok"], case["problems"]
+
+
+def test_trace_launches_at_the_slot_and_waits_at_the_partition_end(results):
+    events = [tuple(e) for e in results["trace"]["fwd_attn_rope_0"]]
+    markers = [e for e in events if e[0] == "pass"]
+    assert markers == [("pass", "forward", 0, "forward"), ("pass", "backward", 0, "recompute"),
+                       ("pass", "backward", 0, "backward")]
+    forward = events[1 : events.index(markers[1])]
+    # 4 layers x 2 collectives x 2 nanobatches; 11 compute ops per layer per nanobatch.
+    assert sum(e[0] == "enqueue" for e in forward) == 16
+    assert sum(e[0] == "wait" for e in forward) == 16
+    assert sum(e[0] == "op" for e in forward) == 88
+    for index, event in enumerate(forward):
+        if event[0] == "enqueue" and event[1] == "fwd_attn":
+            assert event[5] == "rope_0"
+            assert forward[index + 1][:2] == ("op", "rope")
+            # fwd_attn's collective is the other nanobatch's attention (first layer: NB0's, at NB1's
+            # partition) or MLP all-reduce; it is joined right after this partition's out_proj.
+            end = next(i for i in range(index + 1, len(forward)) if forward[i][0] != "op" or forward[i][1] == "out_proj")
+            assert forward[end][1] == "out_proj" and forward[end + 1][0] == "wait"
+            assert forward[end + 1][1:3] == event[1:3]
+    # The very first partition (NB0's first attention) has no collective: 5 ops, then NB1's run.
+    assert [e[1] for e in forward[:5]] == ["input_norm", "qkv", "rope", "attention", "out_proj"]
+    assert forward[5:7] == [("op", "input_norm", 0, 1), ("op", "qkv", 0, 1)]
+    assert forward[7][:6] == ("enqueue", "fwd_attn", "attn_all_reduce", 0, 0, "rope_0")
+
+
+def test_slot_none_launches_after_the_compute(results):
+    events = [tuple(e) for e in results["trace"]["bwd_mlp_none"]]
+    backward = events[events.index(("pass", "backward", 0, "backward")) + 1 :]
+    launches = [i for i, e in enumerate(backward) if e[0] == "enqueue" and e[1] == "bwd_mlp"]
+    # bwd_mlp carries a collective in 4 layers x 2 partitions, minus the stage's first (NB0, none).
+    assert len(launches) == 7
+    for index in launches:
+        assert backward[index - 1][:2] == ("op", "fc1_bwd")
+        assert backward[index + 1][0] == "wait" and backward[index + 1][1] == "bwd_mlp"
+
+
+def test_an_instruction_without_overlap_runs_the_plain_layer(results):
+    assert len(results["plain"]) == 4
+    for case in results["plain"]:
+        worst = max(case["errors"], key=case["errors"].get)
+        assert case["errors"][worst] < TOLERANCE, (case, worst)
+        kinds = [tuple(m[1:]) for m in case["markers"]]
+        if case["plain"] == "forward":
+            # Only the backward is nanobatched: it recomputes the forward partitions from the input.
+            assert kinds == [("backward", 0, "recompute"), ("backward", 0, "backward")]
+        else:
+            assert kinds == [("forward", 0, "forward")]
