@@ -33,7 +33,8 @@ struct PlanOptions {
   bool exhaustive = false;
   double unit_time_s = 0;
   int max_plans = 10;
-  int front_repeats = 3;
+  int front_repeats = 2;
+  bool always_nanobatch = false;
   std::vector<std::string> measurements;
   std::string backend = "emulator";
   std::string log;
@@ -113,6 +114,7 @@ void run_plan(const PlanOptions& options) {
   job.search_budget_fraction = options.exhaustive ? 0 : options.search_budget;
   job.max_plans = options.max_plans;
   job.front_repeats = options.front_repeats;
+  job.overlap_per_instruction = !options.always_nanobatch;
   job.progress = [](const std::string& line) { fmt::print(stderr, "kareus plan: {}\n", line); };
   job.recost_compositions = options.backend != "cuda";
   planner::check_plan_job(gpu, workload, job);
@@ -163,6 +165,9 @@ void add_plan_command(CLI::App& app) {
                    "measurements of each config on a partition's front before composing (1 = no repeats)")
       ->capture_default_str()
       ->check(CLI::Range(1, 100));
+  command->add_flag("--always-nanobatch", options->always_nanobatch,
+                    "kareus nanobatches every instruction (the artifact's method) instead of choosing per "
+                    "instruction whether to");
   command->add_option("--measurements", options->measurements,
                       "plan from these `kareus profile --all` logs alone (no new measurement)");
   command->add_option("--backend", options->backend, "emulator, or cuda: search the partitions live on the GPU")

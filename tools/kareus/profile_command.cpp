@@ -32,7 +32,7 @@ struct ProfileOptions {
   std::string kernel_ctas = "4:32:4";
   std::size_t budget = 16;
   double search_budget = 0.1;
-  int front_repeats = 3;
+  int front_repeats = 2;
   int fixed_repeats = 5;
   std::string strategy = "search";
   std::uint64_t seed = 0;

@@ -62,7 +62,7 @@ struct PlanJobOptions {
   /// Measurements of each config on a key's reported front before composing (1 = none
   /// repeated): real measurements are noisy, and a front picked from single noisy
   /// measurements favours configs that were measured lucky. Compose uses the means.
-  int front_repeats = 3;
+  int front_repeats = 2;
   /// kareus may run any instruction without nanobatching, or nanobatched with the default comm
   /// configs, where the solver finds that better (false: always its searched compositions).
   bool overlap_per_instruction = true;

@@ -31,7 +31,7 @@ def plans(tmp_path_factory):
         pytest.skip(f"{binary} is not built")
     out = tmp_path_factory.mktemp("plan")
     subprocess.run([str(binary), "plan", "--model", helpers.TINY_MODEL, *WORKLOAD, "--gpu", "a100-40gb",
-                    "--methods", "kareus", "--max-plans", "2", "--out", str(out)], check=True, capture_output=True,
+                    "--methods", "kareus", "--always-nanobatch", "--max-plans", "2", "--out", str(out)], check=True, capture_output=True,
                    timeout=120)
     first = sorted((out / "plans" / "kareus").glob("*.json"))[0]
     # A second plan: every collective after the compute (slot none) on 9 CTAs.
@@ -51,7 +51,7 @@ def test_without_recompute_on_an_uneven_split(tmp_path):
         pytest.skip(f"{binary} is not built")
     extra = ["--recompute", "none", "--layers-per-stage", "3,1"]
     subprocess.run([str(binary), "plan", "--model", helpers.TINY_MODEL, *WORKLOAD, *extra, "--methods", "kareus",
-                    "--max-plans", "2", "--out", str(tmp_path / "plan")], check=True, capture_output=True, timeout=120)
+                    "--always-nanobatch", "--max-plans", "2", "--out", str(tmp_path / "plan")], check=True, capture_output=True, timeout=120)
     plan = sorted((tmp_path / "plan" / "plans" / "kareus").glob("*.json"))[0]
     out = tmp_path / "out.json"
     run = _torchrun(["--steps", "3", "--plan", str(plan), "--check", "--json", str(out), *extra], timeout=180)
