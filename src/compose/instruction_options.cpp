@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kareus/common/pareto.h"
 #include "kareus/partition/partition.h"
 
 namespace kareus::compose {
@@ -18,19 +19,9 @@ struct SumPoint {
 
 /// Keeps points not dominated in (time, effective energy), time ascending.
 std::vector<SumPoint> pareto(std::vector<SumPoint> points, double static_power_w) {
-  std::sort(points.begin(), points.end(), [](const SumPoint& a, const SumPoint& b) {
-    return a.time_s != b.time_s ? a.time_s < b.time_s : a.energy_j < b.energy_j;
-  });
-  std::vector<SumPoint> front;
-  double best_effective = INFINITY;
-  for (SumPoint& point : points) {
-    const double effective = point.energy_j - static_power_w * point.time_s;
-    if (effective < best_effective) {
-      best_effective = effective;
-      front.push_back(std::move(point));
-    }
-  }
-  return front;
+  return pareto_filter(
+      std::move(points), [](const SumPoint& point) { return point.time_s; },
+      [static_power_w](const SumPoint& point) { return point.energy_j - static_power_w * point.time_s; });
 }
 
 /// Bounds a front to `limit` points spread evenly in time (first and last kept).

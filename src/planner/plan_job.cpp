@@ -10,6 +10,7 @@
 #include "kareus/common/error.h"
 #include "kareus/common/evenly_spread.h"
 #include "kareus/common/file_io.h"
+#include "kareus/common/pareto.h"
 #include "kareus/device/caching_device.h"
 #include "kareus/partition/partition.h"
 #include "kareus/pipeline/phillips_dessouky.h"
@@ -54,14 +55,9 @@ MethodPoint evaluate(device::Device& device, const workload::Workload& workload,
 }
 
 std::vector<MethodPoint> pareto_points(std::vector<MethodPoint> points) {
-  std::sort(points.begin(), points.end(), [](const MethodPoint& a, const MethodPoint& b) {
-    return a.time_s != b.time_s ? a.time_s < b.time_s : a.energy_j < b.energy_j;
-  });
-  std::vector<MethodPoint> front;
-  for (MethodPoint& point : points) {
-    if (front.empty() || point.energy_j < front.back().energy_j) front.push_back(std::move(point));
-  }
-  return front;
+  return pareto_filter(
+      std::move(points), [](const MethodPoint& point) { return point.time_s; },
+      [](const MethodPoint& point) { return point.energy_j; });
 }
 
 /// 1 ms, or coarser so that slowest-to-fastest takes at most kMaxSolverSteps units: the

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cassert>
 
+#include "kareus/common/pareto.h"
+
 namespace kareus::search {
 
 std::string_view to_string(Objective objective) {
@@ -16,28 +18,9 @@ ObjectivePoint objective_point(const Evaluation& evaluation, double static_power
 }
 
 std::vector<Evaluation> pareto_front(std::vector<Evaluation> evaluations, double static_power_w, Objective objective) {
-  std::vector<std::pair<ObjectivePoint, std::size_t>> points;
-  points.reserve(evaluations.size());
-  for (std::size_t index = 0; index < evaluations.size(); ++index) {
-    points.emplace_back(objective_point(evaluations[index], static_power_w, objective), index);
-  }
-  // Sorting by (t, objective, original position) keeps the first of equal points.
-  std::sort(points.begin(), points.end(), [](const auto& a, const auto& b) {
-    if (a.first.time_s != b.first.time_s) return a.first.time_s < b.first.time_s;
-    if (a.first.energy_j != b.first.energy_j) return a.first.energy_j < b.first.energy_j;
-    return a.second < b.second;
-  });
-  std::vector<Evaluation> front;
-  bool first = true;
-  double best_energy_j = 0;
-  for (const auto& [point, index] : points) {
-    if (first || point.energy_j < best_energy_j) {
-      front.push_back(std::move(evaluations[index]));
-      best_energy_j = point.energy_j;
-      first = false;
-    }
-  }
-  return front;
+  return pareto_filter(
+      std::move(evaluations), [](const Evaluation& one) { return one.time_s; },
+      [&](const Evaluation& one) { return objective_point(one, static_power_w, objective).energy_j; });
 }
 
 double hypervolume(std::vector<ObjectivePoint> points, ObjectivePoint reference) {
