@@ -8,10 +8,13 @@
 #include <csignal>
 #include <functional>
 
+#include "../common/input_error.h"
 #include "kareus/common/error.h"
 
 namespace kareus::device {
 namespace {
+
+using test_common::error_of;
 
 // The test opens the same fake library the loader opens (dlopen returns the same handle), so it
 // can read and steer the fake's state.
@@ -23,15 +26,6 @@ struct FakeControl {
   }
   ~FakeControl() { ::dlclose(handle); }
 };
-
-std::string message_of(const std::function<void()>& call) {
-  try {
-    call();
-  } catch (const Error& error) {
-    return error.what();
-  }
-  return "(no error)";
-}
 
 TEST(Nvml, SetReadResetAndEnergyGoThroughTheLibrary) {
   FakeControl control;
@@ -86,7 +80,7 @@ TEST(Nvml, UnsupportedEnergyCounterSaysWhatToDo) {
   auto set_supported = control.get<void(unsigned int, int)>("fake_nvml_set_energy_supported");
   NvmlLibrary library(KAREUS_FAKE_NVML_PATH);
   set_supported(1, 0);
-  const std::string message = message_of([&] { (void)library.total_energy_mj(1); });
+  const std::string message = error_of<Error>([&] { (void)library.total_energy_mj(1); });
   set_supported(1, 1);
   EXPECT_NE(message.find("nvmlDeviceGetTotalEnergyConsumption(gpu 1) failed: Not Supported (NVML error 3)"),
             std::string::npos)
@@ -107,7 +101,7 @@ TEST(Nvml, InitAndShutdownArePaired) {
 }
 
 TEST(Nvml, MissingLibrarySaysNoDriver) {
-  const std::string message = message_of([] { NvmlLibrary library("/nonexistent/libnvidia-ml.so.1"); });
+  const std::string message = error_of<Error>([] { NvmlLibrary library("/nonexistent/libnvidia-ml.so.1"); });
   EXPECT_NE(message.find("no NVIDIA driver found: /nonexistent/libnvidia-ml.so.1 could not be loaded"),
             std::string::npos)
       << message;
@@ -117,7 +111,7 @@ TEST(Nvml, MissingLibrarySaysNoDriver) {
 
 TEST(Nvml, LibraryWithoutEntryPointsIsNamed) {
   // libm loads fine but has no NVML symbols.
-  const std::string message = message_of([] { NvmlLibrary library("libm.so.6"); });
+  const std::string message = error_of<Error>([] { NvmlLibrary library("libm.so.6"); });
   EXPECT_NE(message.find("libm.so.6 has no entry point nvmlInit_v2"), std::string::npos) << message;
 }
 
@@ -126,7 +120,7 @@ TEST(Nvml, PermissionErrorPointsToRootOrKareusd) {
   auto deny = control.get<void(int)>("fake_nvml_deny_permission");
   NvmlLibrary library(KAREUS_FAKE_NVML_PATH);
   deny(1);
-  const std::string message = message_of([&] { library.set_locked_clock(0, 1200); });
+  const std::string message = error_of<Error>([&] { library.set_locked_clock(0, 1200); });
   deny(0);
   EXPECT_NE(
       message.find("nvmlDeviceSetGpuLockedClocks(gpu 0, 1200 MHz) failed: Insufficient Permissions (NVML error 4)"),
