@@ -5,19 +5,14 @@
 #   bash bench/serve_load.sh [clients] [requests]
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source tests/interop/serve_helpers.sh
 build=${KAREUS_BUILD_DIR:-build}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 "$build/tools/kareus" plan --out "$tmp/out" --methods kareus >/dev/null 2>&1
 "$build/tools/kareus" serve --frontier "$tmp/out" --port 0 >"$tmp/serve.log" 2>&1 &
 server=$!
-port=
-for _ in $(seq 100); do
-  port=$(sed -n 's|.*listening on http://127.0.0.1:\([0-9]*\).*|\1|p' "$tmp/serve.log")
-  [[ -n $port ]] && break
-  sleep 0.1
-done
-[[ -n $port ]] || { cat "$tmp/serve.log"; kill "$server"; exit 1; }
+port=$(serve_port "$tmp/serve.log") || { cat "$tmp/serve.log"; kill "$server"; exit 1; }
 status=0
 "$build/bench/serve_load_bench" "http://127.0.0.1:$port" "${1:-64}" "${2:-100}" || status=$?
 kill -TERM "$server"

@@ -63,7 +63,7 @@ std::string line_column(std::string_view text, std::size_t offset) {
 
 }  // namespace
 
-void check_json_depth(std::string_view text, std::string_view origin) {
+std::size_t json_nesting_past(std::string_view text, int max_depth) {
   int depth = 0;
   bool in_string = false;
   bool escaped = false;
@@ -80,13 +80,18 @@ void check_json_depth(std::string_view text, std::string_view origin) {
     } else if (c == '"') {
       in_string = true;
     } else if (c == '[' || c == '{') {
-      if (++depth > kMaxJsonDepth) {
-        throw InputError(
-            fmt::format("{}:{}: JSON nested deeper than {} levels", origin, line_column(text, pos), kMaxJsonDepth));
-      }
+      if (++depth > max_depth) return pos;
     } else if ((c == ']' || c == '}') && depth > 0) {
       --depth;
     }
+  }
+  return std::string_view::npos;
+}
+
+void check_json_depth(std::string_view text, std::string_view origin) {
+  if (const std::size_t pos = json_nesting_past(text, kMaxJsonDepth); pos != std::string_view::npos) {
+    throw InputError(
+        fmt::format("{}:{}: JSON nested deeper than {} levels", origin, line_column(text, pos), kMaxJsonDepth));
   }
 }
 

@@ -171,12 +171,7 @@ GpuSpec parse_gpu(std::string_view json_text, std::string_view origin_view) {
 }
 
 GpuSpec load_gpu(std::string_view name_or_path) {
-  if (name_or_path.ends_with(".json")) {
-    const std::string path(name_or_path);
-    return parse_gpu(read_text_file(path), path);
-  }
-  const std::string path = fmt::format("gpus/{}.json", name_or_path);
-  if (auto content = find_embedded_file(path)) return parse_gpu(*content, path);
+  if (auto preset = read_preset(name_or_path, "gpus")) return parse_gpu(preset->text, preset->origin);
   throw InputError(fmt::format("--gpu {}: unknown GPU (presets: {}; or a path to a preset .json file)", name_or_path,
                                fmt::join(gpu_preset_names(), ", ")));
 }

@@ -145,6 +145,16 @@ void* NvmlLibrary::handle_for(int gpu_index) {
   return device;
 }
 
+template <typename Value, typename Get>
+Value NvmlLibrary::read(int gpu_index, std::string_view call, std::string_view detail, Get get) {
+  const auto device = static_cast<nvmlDevice_t>(handle_for(gpu_index));
+  Value value = 0;
+  if (const nvmlReturn_t code = get(device, &value); code != kNvmlSuccess) {
+    fail(code, fmt::format("{}(gpu {}{})", call, gpu_index, detail));
+  }
+  return value;
+}
+
 void NvmlLibrary::set_locked_clock(int gpu_index, int freq_mhz) {
   const auto device = static_cast<nvmlDevice_t>(handle_for(gpu_index));
   const auto clock = static_cast<unsigned int>(freq_mhz);
@@ -161,12 +171,9 @@ void NvmlLibrary::reset_locked_clock(int gpu_index) {
 }
 
 int NvmlLibrary::sm_clock_mhz(int gpu_index) {
-  const auto device = static_cast<nvmlDevice_t>(handle_for(gpu_index));
-  unsigned int clock = 0;
-  if (const nvmlReturn_t code = api_->clock_info(device, kNvmlClockSm, &clock); code != kNvmlSuccess) {
-    fail(code, fmt::format("nvmlDeviceGetClockInfo(gpu {}, NVML_CLOCK_SM)", gpu_index));
-  }
-  return static_cast<int>(clock);
+  return static_cast<int>(read<unsigned int>(
+      gpu_index, "nvmlDeviceGetClockInfo", ", NVML_CLOCK_SM",
+      [&](nvmlDevice_t device, unsigned int* clock) { return api_->clock_info(device, kNvmlClockSm, clock); }));
 }
 
 std::vector<int> NvmlLibrary::supported_clocks_mhz(int gpu_index) {
@@ -196,39 +203,22 @@ std::vector<int> NvmlLibrary::supported_clocks_mhz(int gpu_index) {
 }
 
 std::uint64_t NvmlLibrary::total_energy_mj(int gpu_index) {
-  const auto device = static_cast<nvmlDevice_t>(handle_for(gpu_index));
-  unsigned long long energy_mj = 0;
-  if (const nvmlReturn_t code = api_->total_energy(device, &energy_mj); code != kNvmlSuccess) {
-    fail(code, fmt::format("nvmlDeviceGetTotalEnergyConsumption(gpu {})", gpu_index));
-  }
-  return energy_mj;
+  return read<unsigned long long>(gpu_index, "nvmlDeviceGetTotalEnergyConsumption", "", api_->total_energy);
 }
 
 unsigned int NvmlLibrary::power_mw(int gpu_index) {
-  const auto device = static_cast<nvmlDevice_t>(handle_for(gpu_index));
-  unsigned int power = 0;
-  if (const nvmlReturn_t code = api_->power_usage(device, &power); code != kNvmlSuccess) {
-    fail(code, fmt::format("nvmlDeviceGetPowerUsage(gpu {})", gpu_index));
-  }
-  return power;
+  return read<unsigned int>(gpu_index, "nvmlDeviceGetPowerUsage", "", api_->power_usage);
 }
 
 unsigned int NvmlLibrary::temperature_c(int gpu_index) {
-  const auto device = static_cast<nvmlDevice_t>(handle_for(gpu_index));
-  unsigned int celsius = 0;
-  if (const nvmlReturn_t code = api_->temperature(device, kNvmlTemperatureGpu, &celsius); code != kNvmlSuccess) {
-    fail(code, fmt::format("nvmlDeviceGetTemperature(gpu {}, NVML_TEMPERATURE_GPU)", gpu_index));
-  }
-  return celsius;
+  return read<unsigned int>(gpu_index, "nvmlDeviceGetTemperature", ", NVML_TEMPERATURE_GPU",
+                            [&](nvmlDevice_t device, unsigned int* celsius) {
+                              return api_->temperature(device, kNvmlTemperatureGpu, celsius);
+                            });
 }
 
 std::uint64_t NvmlLibrary::clock_event_reasons(int gpu_index) {
-  const auto device = static_cast<nvmlDevice_t>(handle_for(gpu_index));
-  unsigned long long reasons = 0;
-  if (const nvmlReturn_t code = api_->clock_event_reasons(device, &reasons); code != kNvmlSuccess) {
-    fail(code, fmt::format("nvmlDeviceGetCurrentClocksEventReasons(gpu {})", gpu_index));
-  }
-  return reasons;
+  return read<unsigned long long>(gpu_index, "nvmlDeviceGetCurrentClocksEventReasons", "", api_->clock_event_reasons);
 }
 
 std::string NvmlLibrary::name(int gpu_index) {

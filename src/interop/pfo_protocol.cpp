@@ -6,6 +6,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "kareus/common/file_io.h"
+
 namespace kareus::interop {
 namespace {
 
@@ -15,25 +17,8 @@ constexpr std::size_t kMaxListLength = 1u << 16;
 
 /// Rejects bodies nested deeper than kMaxRequestJsonDepth before nlohmann-json recurses into them.
 void check_nesting(std::string_view body) {
-  int depth = 0;
-  bool in_string = false;
-  for (std::size_t index = 0; index < body.size(); ++index) {
-    const char c = body[index];
-    if (in_string) {
-      if (c == '\\') {
-        ++index;
-      } else if (c == '"') {
-        in_string = false;
-      }
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      if (++depth > kMaxRequestJsonDepth) {
-        throw RequestError("", fmt::format("request body nests deeper than {} levels", kMaxRequestJsonDepth));
-      }
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
+  if (json_nesting_past(body, kMaxRequestJsonDepth) != std::string_view::npos) {
+    throw RequestError("", fmt::format("request body nests deeper than {} levels", kMaxRequestJsonDepth));
   }
 }
 

@@ -38,7 +38,10 @@ void MaxFlow::finalize() {
   queue_.resize(nodes_);
 }
 
-bool MaxFlow::infinite_path(int source, int sink) {
+// Breadth-first levels from `source` over the arcs `usable` accepts (-1: unreached); stops once
+// the sink's level is complete, as nodes at or beyond it cannot lie on a shortest path to it.
+template <typename Usable>
+bool MaxFlow::levels_from(int source, int sink, Usable usable) {
   std::fill(level_.begin(), level_.end(), -1);
   int read = 0;
   int write = 0;
@@ -46,38 +49,26 @@ bool MaxFlow::infinite_path(int source, int sink) {
   level_[source] = 0;
   while (read < write) {
     const int node = queue_[read++];
-    if (node == sink) return true;
-    for (int position = first_[node]; position < first_[node + 1]; ++position) {
-      const int edge = edges_of_[position];
-      if (level_[head_[edge]] < 0 && residual_[edge] == std::numeric_limits<double>::infinity()) {
-        level_[head_[edge]] = 0;
-        queue_[write++] = head_[edge];
-      }
-    }
-  }
-  return false;
-}
-
-bool MaxFlow::build_levels(int source, int sink) {
-  std::fill(level_.begin(), level_.end(), -1);
-  int read = 0;
-  int write = 0;
-  queue_[write++] = source;
-  level_[source] = 0;
-  while (read < write) {
-    const int node = queue_[read++];
-    // Nodes at the sink's level or beyond cannot lie on a shortest augmenting path.
     if (level_[sink] >= 0 && level_[node] >= level_[sink]) break;
     for (int position = first_[node]; position < first_[node + 1]; ++position) {
       const int edge = edges_of_[position];
       const int next = head_[edge];
-      if (level_[next] < 0 && residual_[edge] > epsilon_) {
+      if (level_[next] < 0 && usable(edge)) {
         level_[next] = level_[node] + 1;
         queue_[write++] = next;
       }
     }
   }
   return level_[sink] >= 0;
+}
+
+bool MaxFlow::infinite_path(int source, int sink) {
+  return levels_from(source, sink,
+                     [&](int edge) { return residual_[edge] == std::numeric_limits<double>::infinity(); });
+}
+
+bool MaxFlow::build_levels(int source, int sink) {
+  return levels_from(source, sink, [&](int edge) { return residual_[edge] > epsilon_; });
 }
 
 // Pushes up to `limit` from `node` towards the sink along the level graph, through as many

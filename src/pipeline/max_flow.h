@@ -49,6 +49,8 @@ class MaxFlow {
   [[nodiscard]] bool source_side(int node) const { return level_[node] >= 0; }
 
  private:
+  template <typename Usable>
+  bool levels_from(int source, int sink, Usable usable);
   bool build_levels(int source, int sink);
   double push(int node, int sink, double limit);
 

@@ -24,6 +24,16 @@ int require_int(const json& object, const char* key, long long minimum) {
   return static_cast<int>(found->get<long long>());
 }
 
+// One JSON line; InputError "<what>: invalid JSON (...)", or on nesting past kMaxJsonDepth.
+json parse_line(std::string_view line, std::string_view what) {
+  try {
+    check_json_depth(line, what);
+    return json::parse(line);
+  } catch (const json::exception& error) {
+    throw InputError(fmt::format("{}: invalid JSON ({})", what, error.what()));
+  }
+}
+
 }  // namespace
 
 std::string_view to_string(DaemonOp op) {
@@ -43,13 +53,7 @@ std::string_view to_string(DaemonOp op) {
 }
 
 DaemonRequest parse_daemon_request(std::string_view line) {
-  json document;
-  try {
-    check_json_depth(line, "request");
-    document = json::parse(line);
-  } catch (const json::exception& error) {
-    throw InputError(fmt::format("request: invalid JSON ({})", error.what()));
-  }
+  json document = parse_line(line, "request");
   if (!document.is_object()) throw InputError("request: expected a JSON object");
   DaemonRequest request;
   auto op = document.find("op");
@@ -96,12 +100,9 @@ std::string format_daemon_request(const DaemonRequest& request) {
 DaemonReply parse_daemon_reply(std::string_view line) {
   json document;
   try {
-    check_json_depth(line, "kareusd reply");
-    document = json::parse(line);
-  } catch (const json::exception& error) {
-    throw Error(fmt::format("kareusd reply: invalid JSON ({})", error.what()));
+    document = parse_line(line, "kareusd reply");
   } catch (const InputError& error) {
-    throw Error(error.what());  // a reply nested too deep is the daemon's fault, not the user's
+    throw Error(error.what());  // a bad reply is the daemon's fault, not the user's
   }
   try {
     DaemonReply reply;

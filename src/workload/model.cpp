@@ -85,12 +85,7 @@ ModelSpec parse_model(std::string_view json_text, std::string_view origin) {
 }
 
 ModelSpec load_model(std::string_view name_or_path) {
-  if (name_or_path.ends_with(".json")) {
-    const std::string path(name_or_path);
-    return parse_model(read_text_file(path), path);
-  }
-  const std::string path = fmt::format("models/{}.json", name_or_path);
-  if (auto content = find_embedded_file(path)) return parse_model(*content, path);
+  if (auto preset = read_preset(name_or_path, "models")) return parse_model(preset->text, preset->origin);
   throw InputError(fmt::format("--model {}: unknown model (presets: {}; or a path to a model .json file)", name_or_path,
                                fmt::join(model_preset_names(), ", ")));
 }

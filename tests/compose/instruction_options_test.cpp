@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "../common/workloads.h"
 #include "kareus/device/emulator.h"
 #include "kareus/partition/partition.h"
 #include "kareus/workload/model.h"
@@ -11,15 +12,8 @@
 namespace kareus::compose {
 namespace {
 
+using test_common::llama_3b_15_13;
 using workload::Direction;
-
-workload::Workload small_workload(int cp, int tp) {
-  workload::Parallelism parallel;
-  parallel.cp = cp;
-  parallel.tp = tp;
-  parallel.layers_per_stage = {15, 13};
-  return workload::make_workload(workload::load_model("llama3.2-3b"), parallel);
-}
 
 /// Every config of every searchable key at `clocks`, noise-free (exhaustive ground truth).
 PartitionMeasurements exhaustive(const device::GpuSpec& gpu, const workload::Workload& workload,
@@ -40,7 +34,7 @@ PartitionMeasurements exhaustive(const device::GpuSpec& gpu, const workload::Wor
 }
 
 TEST(ComposeInstruction, CountsEveryKeyInstanceOfTheStage) {
-  const workload::Workload workload = small_workload(1, 8);
+  const workload::Workload workload = llama_3b_15_13(1, 8);
   // 15 layers x 2 nanobatches per key; layer 0's first partition has no collective.
   const auto forward = key_instance_counts(workload, 0, Direction::kForward);
   EXPECT_EQ(forward.at("fwd_attn"), 29);
@@ -55,7 +49,7 @@ TEST(ComposeInstruction, PredictionMatchesTheSimulatedInstruction) {
   const device::GpuSpec gpu = device::load_gpu("a100-40gb");
   device::EmulatedDevice exact = device::exact_emulator(gpu);
   for (const auto& [cp, tp] : {std::pair{1, 8}, std::pair{2, 4}}) {
-    const workload::Workload workload = small_workload(cp, tp);
+    const workload::Workload workload = llama_3b_15_13(cp, tp);
     const std::vector<int> clocks = {1110, 1410};
     const PartitionMeasurements measurements = exhaustive(gpu, workload, clocks);
     for (Direction direction : {Direction::kForward, Direction::kBackward}) {
@@ -83,7 +77,7 @@ TEST(ComposeInstruction, ExactParetoSumMatchesBruteForceOverAllChoices) {
   // CP1: two forward keys; brute force every (fwd_attn, fwd_mlp) config pair at one clock.
   const device::GpuSpec gpu = device::load_gpu("a100-40gb");
   device::EmulatedDevice exact = device::exact_emulator(gpu);
-  const workload::Workload workload = small_workload(1, 8);
+  const workload::Workload workload = llama_3b_15_13(1, 8);
   const std::vector<int> clocks = {1260};
   const PartitionMeasurements measurements = exhaustive(gpu, workload, clocks);
   const InstructionComposition composition =
@@ -127,7 +121,7 @@ TEST(ComposeInstruction, ExactParetoSumMatchesBruteForceOverAllChoices) {
 TEST(ComposeInstruction, PruningBoundsOptionsPerClockAndCountsWhatItDropped) {
   const device::GpuSpec gpu = device::load_gpu("a100-40gb");
   device::EmulatedDevice exact = device::exact_emulator(gpu);
-  const workload::Workload workload = small_workload(1, 8);
+  const workload::Workload workload = llama_3b_15_13(1, 8);
   const std::vector<int> clocks = {1410};
   const PartitionMeasurements measurements = exhaustive(gpu, workload, clocks);
   const InstructionComposition unpruned =
@@ -143,7 +137,7 @@ TEST(ComposeInstruction, PruningBoundsOptionsPerClockAndCountsWhatItDropped) {
 TEST(ComposeInstruction, ClockWithoutMeasurementsIsSkippedAndReported) {
   const device::GpuSpec gpu = device::load_gpu("a100-40gb");
   device::EmulatedDevice exact = device::exact_emulator(gpu);
-  const workload::Workload workload = small_workload(1, 8);
+  const workload::Workload workload = llama_3b_15_13(1, 8);
   const PartitionMeasurements measurements = exhaustive(gpu, workload, {1410});
   const InstructionComposition composition =
       compose_instruction(exact, workload, 0, Direction::kForward, measurements, {1200, 1410});

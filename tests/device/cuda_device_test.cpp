@@ -2,6 +2,8 @@
 // measurement of a GEMM and of the collective proxy (needs root or CAP_SYS_ADMIN for clocks).
 #include "kareus/device/cuda_device.h"
 
+#include <stdexcept>
+
 #include <gtest/gtest.h>
 
 #include "common/workloads.h"
@@ -60,6 +62,14 @@ GpuUnderTest open_gpu() {
   }
 }
 
+/// The kernel or collective partition `key` of the test workload's layer (profile.h).
+partition::Partition kernel_partition(const std::string& key) {
+  for (partition::Partition& kernel : kernel_partitions(llama_3b_15_13())) {
+    if (kernel.key == key) return kernel;
+  }
+  throw std::logic_error("no kernel partition " + key);
+}
+
 TEST(CudaDevice, WithoutDriverSaysSoOrThatItIsNotCompiledIn) {
   CudaDeviceOptions options;
   options.nvml_library = "/nonexistent/libnvidia-ml.so.1";
@@ -111,34 +121,30 @@ TEST(CudaDeviceGpu, GemmMeasurementIsPlausible) {
   GpuUnderTest gpu = open_gpu();
   if (!gpu.device) GTEST_SKIP() << gpu.skip;
   const GpuSpec& spec = gpu.device->gpu();
-  for (const partition::Partition& kernel : kernel_partitions(llama_3b_15_13())) {
-    if (kernel.key != "kernel:fc1") continue;
-    const Measurement measurement = gpu.device->measure(kernel, {spec.clock_max_mhz, 0, ""});
-    const MeasurementDetails details = gpu.device->last_details();
-    const double flops = kernel.compute_ops[0].flops;
-    // Between 20% and 100% of the peak at the locked clock.
-    EXPECT_GT(flops / measurement.time_s, 0.2 * spec.peak_flops(spec.clock_max_mhz, spec.sm_count));
-    EXPECT_LT(flops / measurement.time_s, spec.peak_flops(spec.clock_max_mhz, spec.sm_count));
-    EXPECT_GT(measurement.energy_j, spec.idle_power_w * 0.5 * measurement.time_s);
-    EXPECT_GT(details.repetitions, 0);
-    EXPECT_GT(details.clock_mean_mhz, 0);
-  }
+  const partition::Partition kernel = kernel_partition("kernel:fc1");
+  const Measurement measurement = gpu.device->measure(kernel, {spec.clock_max_mhz, 0, ""});
+  const MeasurementDetails details = gpu.device->last_details();
+  const double flops = kernel.compute_ops[0].flops;
+  // Between 20% and 100% of the peak at the locked clock.
+  EXPECT_GT(flops / measurement.time_s, 0.2 * spec.peak_flops(spec.clock_max_mhz, spec.sm_count));
+  EXPECT_LT(flops / measurement.time_s, spec.peak_flops(spec.clock_max_mhz, spec.sm_count));
+  EXPECT_GT(measurement.energy_j, spec.idle_power_w * 0.5 * measurement.time_s);
+  EXPECT_GT(details.repetitions, 0);
+  EXPECT_GT(details.clock_mean_mhz, 0);
 }
 
 TEST(CudaDeviceGpu, CollectiveProxyNeverBeatsTheLinkAndSlowsWithFewCtas) {
   GpuUnderTest gpu = open_gpu();
   if (!gpu.device) GTEST_SKIP() << gpu.skip;
   const GpuSpec& spec = gpu.device->gpu();
-  for (const partition::Partition& collective : kernel_partitions(llama_3b_15_13())) {
-    if (collective.key != "collective:attn_all_reduce") continue;
-    const workload::Collective& c = *collective.collective->collective;
-    const double bus_bytes = 2.0 * (c.group_size - 1) / c.group_size * c.bytes;
-    const double link_s = bus_bytes / (spec.link_bandwidth_gbps * 1e9 * spec.link_efficiency);
-    const Measurement many = gpu.device->measure(collective, {spec.clock_max_mhz, 32, "start"});
-    const Measurement few = gpu.device->measure(collective, {spec.clock_max_mhz, 1, "start"});
-    EXPECT_GT(many.time_s, 0.95 * link_s);
-    EXPECT_GT(few.time_s, 1.5 * many.time_s);
-  }
+  const partition::Partition collective = kernel_partition("collective:attn_all_reduce");
+  const workload::Collective& c = *collective.collective->collective;
+  const double bus_bytes = 2.0 * (c.group_size - 1) / c.group_size * c.bytes;
+  const double link_s = bus_bytes / (spec.link_bandwidth_gbps * 1e9 * spec.link_efficiency);
+  const Measurement many = gpu.device->measure(collective, {spec.clock_max_mhz, 32, "start"});
+  const Measurement few = gpu.device->measure(collective, {spec.clock_max_mhz, 1, "start"});
+  EXPECT_GT(many.time_s, 0.95 * link_s);
+  EXPECT_GT(few.time_s, 1.5 * many.time_s);
 }
 
 TEST(CudaDeviceGpu, ClockSwitchSettles) {

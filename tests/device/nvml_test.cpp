@@ -3,15 +3,20 @@
 #include "kareus/device/nvml.h"
 
 #include <dlfcn.h>
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <csignal>
 #include <functional>
 
+#include "../common/input_error.h"
 #include "kareus/common/error.h"
 
 namespace kareus::device {
 namespace {
+
+using test_common::error_of;
+using ::testing::HasSubstr;
 
 // The test opens the same fake library the loader opens (dlopen returns the same handle), so it
 // can read and steer the fake's state.
@@ -23,15 +28,6 @@ struct FakeControl {
   }
   ~FakeControl() { ::dlclose(handle); }
 };
-
-std::string message_of(const std::function<void()>& call) {
-  try {
-    call();
-  } catch (const Error& error) {
-    return error.what();
-  }
-  return "(no error)";
-}
 
 TEST(Nvml, SetReadResetAndEnergyGoThroughTheLibrary) {
   FakeControl control;
@@ -86,13 +82,11 @@ TEST(Nvml, UnsupportedEnergyCounterSaysWhatToDo) {
   auto set_supported = control.get<void(unsigned int, int)>("fake_nvml_set_energy_supported");
   NvmlLibrary library(KAREUS_FAKE_NVML_PATH);
   set_supported(1, 0);
-  const std::string message = message_of([&] { (void)library.total_energy_mj(1); });
+  const std::string message = error_of<Error>([&] { (void)library.total_energy_mj(1); });
   set_supported(1, 1);
-  EXPECT_NE(message.find("nvmlDeviceGetTotalEnergyConsumption(gpu 1) failed: Not Supported (NVML error 3)"),
-            std::string::npos)
-      << message;
-  EXPECT_NE(message.find("Volta or newer"), std::string::npos) << message;
-  EXPECT_NE(message.find("emulator"), std::string::npos) << message;
+  EXPECT_THAT(message, HasSubstr("nvmlDeviceGetTotalEnergyConsumption(gpu 1) failed: Not Supported (NVML error 3)"));
+  EXPECT_THAT(message, HasSubstr("Volta or newer"));
+  EXPECT_THAT(message, HasSubstr("emulator"));
 }
 
 TEST(Nvml, InitAndShutdownArePaired) {
@@ -107,18 +101,16 @@ TEST(Nvml, InitAndShutdownArePaired) {
 }
 
 TEST(Nvml, MissingLibrarySaysNoDriver) {
-  const std::string message = message_of([] { NvmlLibrary library("/nonexistent/libnvidia-ml.so.1"); });
-  EXPECT_NE(message.find("no NVIDIA driver found: /nonexistent/libnvidia-ml.so.1 could not be loaded"),
-            std::string::npos)
-      << message;
-  EXPECT_NE(message.find("--backend emulator"), std::string::npos) << message;
-  EXPECT_NE(message.find("recorder"), std::string::npos) << message;
+  const std::string message = error_of<Error>([] { NvmlLibrary library("/nonexistent/libnvidia-ml.so.1"); });
+  EXPECT_THAT(message, HasSubstr("no NVIDIA driver found: /nonexistent/libnvidia-ml.so.1 could not be loaded"));
+  EXPECT_THAT(message, HasSubstr("--backend emulator"));
+  EXPECT_THAT(message, HasSubstr("recorder"));
 }
 
 TEST(Nvml, LibraryWithoutEntryPointsIsNamed) {
   // libm loads fine but has no NVML symbols.
-  const std::string message = message_of([] { NvmlLibrary library("libm.so.6"); });
-  EXPECT_NE(message.find("libm.so.6 has no entry point nvmlInit_v2"), std::string::npos) << message;
+  const std::string message = error_of<Error>([] { NvmlLibrary library("libm.so.6"); });
+  EXPECT_THAT(message, HasSubstr("libm.so.6 has no entry point nvmlInit_v2"));
 }
 
 TEST(Nvml, PermissionErrorPointsToRootOrKareusd) {
@@ -126,14 +118,13 @@ TEST(Nvml, PermissionErrorPointsToRootOrKareusd) {
   auto deny = control.get<void(int)>("fake_nvml_deny_permission");
   NvmlLibrary library(KAREUS_FAKE_NVML_PATH);
   deny(1);
-  const std::string message = message_of([&] { library.set_locked_clock(0, 1200); });
+  const std::string message = error_of<Error>([&] { library.set_locked_clock(0, 1200); });
   deny(0);
-  EXPECT_NE(
-      message.find("nvmlDeviceSetGpuLockedClocks(gpu 0, 1200 MHz) failed: Insufficient Permissions (NVML error 4)"),
-      std::string::npos)
-      << message;
-  EXPECT_NE(message.find("root or CAP_SYS_ADMIN"), std::string::npos) << message;
-  EXPECT_NE(message.find("kareusd"), std::string::npos) << message;
+  EXPECT_THAT(
+      message,
+      HasSubstr("nvmlDeviceSetGpuLockedClocks(gpu 0, 1200 MHz) failed: Insufficient Permissions (NVML error 4)"));
+  EXPECT_THAT(message, HasSubstr("root or CAP_SYS_ADMIN"));
+  EXPECT_THAT(message, HasSubstr("kareusd"));
 }
 
 TEST(Nvml, UnknownGpuIndexIsAnInputError) {

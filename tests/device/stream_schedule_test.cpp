@@ -4,22 +4,17 @@
 
 #include <gtest/gtest.h>
 
+#include "../common/workloads.h"
 #include "kareus/common/error.h"
 #include "kareus/workload/model.h"
 
 namespace kareus::device {
 namespace {
 
-workload::Workload llama(int cp, int tp) {
-  workload::Parallelism parallel;
-  parallel.cp = cp;
-  parallel.tp = tp;
-  parallel.layers_per_stage = {15, 13};
-  return workload::make_workload(workload::load_model("llama3.2-3b"), parallel);
-}
+using test_common::llama_3b_15_13;
 
 TEST(StreamSchedule, FwdAttnLaunchesBeforeEachSlotsFirstOp) {
-  const partition::Partition fwd_attn = partition::representative_partition(llama(1, 8), "fwd_attn");
+  const partition::Partition fwd_attn = partition::representative_partition(llama_3b_15_13(1, 8), "fwd_attn");
   ASSERT_TRUE(fwd_attn.collective);
   const std::size_t ops = fwd_attn.compute_ops.size();
   for (const partition::Slot& slot : fwd_attn.slots) {
@@ -44,7 +39,7 @@ TEST(StreamSchedule, FwdAttnLaunchesBeforeEachSlotsFirstOp) {
 TEST(StreamSchedule, NamedSlotsOfFwdAttnGiveHandCheckedOrder) {
   // fwd_attn (CP 1): bda, norm, qkv, rope, attention, out_proj; the builder names the memory-bound
   // run at the start norm_0, the QKV linear linear_0, then rope_0 and attn_0.
-  const partition::Partition fwd_attn = partition::representative_partition(llama(1, 8), "fwd_attn");
+  const partition::Partition fwd_attn = partition::representative_partition(llama_3b_15_13(1, 8), "fwd_attn");
   const std::size_t linear_0 = fwd_attn.slots[*fwd_attn.find_slot("linear_0")].first_op;
   EXPECT_EQ(fwd_attn.compute_ops[linear_0].kind, workload::OpKind::kGemm);
   const StreamSchedule at_start = schedule_partition(fwd_attn, {1410, 12, "norm_0"});
@@ -57,7 +52,7 @@ TEST(StreamSchedule, NamedSlotsOfFwdAttnGiveHandCheckedOrder) {
 }
 
 TEST(StreamSchedule, EveryPartitionOfACpWorkloadSchedulesEverySlot) {
-  const workload::Workload workload = llama(2, 4);
+  const workload::Workload workload = llama_3b_15_13(2, 4);
   for (const workload::Direction direction : {workload::Direction::kForward, workload::Direction::kBackward}) {
     for (const partition::Partition& partition : partition::layer_partitions(workload, direction)) {
       SCOPED_TRACE(partition.key);
@@ -89,7 +84,7 @@ TEST(StreamSchedule, CollectiveOnlyPartitionLaunchesThenJoins) {
 }
 
 TEST(StreamSchedule, UnknownSlotNamesTheSlots) {
-  const partition::Partition fwd_mlp = partition::representative_partition(llama(1, 8), "fwd_mlp");
+  const partition::Partition fwd_mlp = partition::representative_partition(llama_3b_15_13(1, 8), "fwd_mlp");
   try {
     (void)schedule_partition(fwd_mlp, {1410, 12, "attn_0"});
     FAIL() << "expected InputError";

@@ -4,6 +4,7 @@
 # literals of REFERENCE.md section 10's shapes; `kareus simulate` runs an imported plan; and
 # `kareus serve` answers over HTTP and exits 0 on SIGTERM and on SIGINT.
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/serve_helpers.sh"
 KAREUS=${KAREUS:?set KAREUS to the kareus binary}
 tmp=$(mktemp -d)
 server_pid=
@@ -92,13 +93,7 @@ grep -qE "scheds_pipeline_[0-9]{5}\.py:2: stage 0 entry 0 \(fwd_attn\): bad comm
 for signal in TERM INT; do
   "$KAREUS" serve --frontier "$tmp/out/plans/kareus" --port 0 --results "$tmp/results.jsonl" >"$tmp/serve.log" 2>&1 &
   server_pid=$!
-  port=
-  for _ in $(seq 100); do
-    port=$(sed -n 's|.*listening on http://127.0.0.1:\([0-9]*\).*|\1|p' "$tmp/serve.log")
-    [[ -n $port ]] && break
-    sleep 0.1
-  done
-  [[ -n $port ]] || { echo "kareus serve did not start:"; cat "$tmp/serve.log"; exit 1; }
+  port=$(serve_port "$tmp/serve.log") || { echo "kareus serve did not start:"; cat "$tmp/serve.log"; exit 1; }
   python3 - "$port" "$tmp/out/summary.json" <<'PY'
 import json, sys, urllib.request, urllib.error
 base = f"http://127.0.0.1:{sys.argv[1]}"

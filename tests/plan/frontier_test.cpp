@@ -18,13 +18,19 @@ std::filesystem::path fresh_dir(const std::string& name) {
   return dir;
 }
 
-TEST(SolvePerseusProfile, WritesSortedFrontierWithValidPlans) {
+/// Two stages x four microbatches of tests/data/plan/perseus_csv/valid.csv, into a fresh folder.
+SolveRequest valid_request(const std::string& out_name) {
   SolveRequest request;
   request.profile = std::string(KAREUS_TEST_DATA_DIR) + "/plan/perseus_csv/valid.csv";
   request.stages = 2;
   request.microbatches = 4;
+  request.out = fresh_dir(out_name);
+  return request;
+}
+
+TEST(SolvePerseusProfile, WritesSortedFrontierWithValidPlans) {
+  SolveRequest request = valid_request("valid");
   request.static_power_w = 30;
-  request.out = fresh_dir("valid");
   const SolveSummary summary = solve_perseus_profile(request);
   const nlohmann::json frontier = read_json_file(request.out / "frontier.json");
   EXPECT_EQ(frontier["schema"], "kareus.frontier/1");
@@ -58,13 +64,9 @@ TEST(SolvePerseusProfile, WritesSortedFrontierWithValidPlans) {
 }
 
 TEST(SolvePerseusProfile, BoundIsBelowEveryPointAndTightAtTheFastest) {
-  SolveRequest request;
-  request.profile = std::string(KAREUS_TEST_DATA_DIR) + "/plan/perseus_csv/valid.csv";
-  request.stages = 2;
-  request.microbatches = 4;
+  SolveRequest request = valid_request("bound");
   request.static_power_w = 30;
   request.bound = true;
-  request.out = fresh_dir("bound");
   const SolveSummary summary = solve_perseus_profile(request);
   for (const FrontierPoint& point : summary.points) {
     EXPECT_GT(point.lower_bound_energy_j, 0);
@@ -81,12 +83,8 @@ TEST(SolvePerseusProfile, BoundIsBelowEveryPointAndTightAtTheFastest) {
 }
 
 TEST(SolvePerseusProfile, MaxPointsKeepsEnds) {
-  SolveRequest request;
-  request.profile = std::string(KAREUS_TEST_DATA_DIR) + "/plan/perseus_csv/valid.csv";
-  request.stages = 2;
-  request.microbatches = 4;
+  SolveRequest request = valid_request("max_points");
   request.max_points = 2;
-  request.out = fresh_dir("max_points");
   const SolveSummary summary = solve_perseus_profile(request);
   ASSERT_EQ(summary.points.size(), 2U);
   EXPECT_NEAR(summary.points.front().time_s, 0.162, 1e-12);

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "common/bad_edits.h"
 #include "kareus/common/error.h"
 #include "kareus/workload/workload.h"
 
@@ -48,26 +49,14 @@ TEST(Plan, OutOfOrderInstructionNamesStageAndExpected) {
 
 TEST(Plan, RejectsWrongSchemaAndBadFields) {
   const std::string good = plan_to_json(two_stage_plan(2));
-  struct Case {
-    std::string from, to, message;
-  };
-  const Case cases[] = {
+  const std::vector<test_common::BadEdit> edits = {
       {"kareus.plan/1", "kareus.plan/9", "schema must be"},
       {"\"freq_mhz\": 1200", "\"freq_mhz\": -5", "'freq_mhz' must be an integer >= 1"},
       {"\"ctas\": 12", "\"ctas\": \"x\"", "'ctas' must be an integer"},
       {"\"type\": \"forward\"", "\"type\": \"fwd\"", "must be \"forward\" or \"backward\""},
   };
-  for (const Case& row : cases) {
-    SCOPED_TRACE(row.to);
-    std::string text = good;
-    text.replace(text.find(row.from), row.from.size(), row.to);
-    try {
-      (void)parse_plan(text, "p.json");
-      FAIL() << "expected InputError";
-    } catch (const InputError& error) {
-      EXPECT_NE(std::string(error.what()).find(row.message), std::string::npos) << error.what();
-    }
-  }
+  test_common::expect_each_edit_rejected(good, edits,
+                                         [](const std::string& text) { (void)parse_plan(text, "p.json"); });
 }
 
 TEST(Plan, AWorkloadBlockThatDiffersFromTheFlagsNamesTheField) {

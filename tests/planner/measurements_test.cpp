@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "../common/input_error.h"
+#include "../common/plan_methods.h"
 #include "kareus/device/caching_device.h"
 #include "kareus/device/emulator.h"
 #include "kareus/device/profile.h"
@@ -19,6 +20,7 @@ namespace kareus::planner {
 namespace {
 
 using test_common::error_of;
+using test_common::method;
 
 workload::Workload llama(int tp = 8, int cp = 1) {
   workload::Parallelism parallel;
@@ -59,13 +61,6 @@ std::filesystem::path profile_all(const device::GpuSpec& gpu, const workload::Wo
   device::RecordingDevice recording(emulator, sink, 0);
   measure_plan_inputs(recording, workload, options, 5);  // kareus profile --all's default
   return path;
-}
-
-const MethodResult& method(const PlanJobResult& result, const std::string& name) {
-  for (const MethodResult& candidate : result.methods) {
-    if (to_string(candidate.method) == name) return candidate;
-  }
-  throw std::logic_error("no method " + name);
 }
 
 TEST(ReplayDevice, AnswersTheMeanOfRepeatsAndNamesWhatIsUnmeasured) {

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include "../common/plan_methods.h"
 #include "kareus/common/error.h"
 #include "kareus/planner/emulator_devices.h"
 #include "kareus/planner/plan_simulator.h"
@@ -14,6 +15,7 @@
 namespace kareus::planner {
 
 using plan::Plan;
+using test_common::method;
 namespace {
 
 workload::Workload llama(int cp, int tp, int mbs, int seq) {
@@ -38,13 +40,6 @@ PlanJobOptions quick_options(const device::GpuSpec& gpu) {
   options.space.tp_ctas = {6, 30, 6};
   options.space.cp_ctas = {2, 20, 6};
   return options;
-}
-
-const MethodResult& method(const PlanJobResult& result, const std::string& name) {
-  for (const MethodResult& candidate : result.methods) {
-    if (to_string(candidate.method) == name) return candidate;
-  }
-  throw std::logic_error("no method " + name);
 }
 
 TEST(PlanJob, PredictedMatchesAchievedAcrossTheFrontier) {

@@ -16,6 +16,7 @@
 #include <unistd.h>
 #include <nlohmann/json.hpp>
 
+#include "../common/input_error.h"
 #include "kareus/common/error.h"
 #include "kareus/runtime/daemon_protocol.h"
 #include "kareus/runtime/kareusd_client.h"
@@ -26,6 +27,7 @@ namespace kareus::runtime {
 namespace {
 
 using nlohmann::json;
+using test_common::error_of;
 
 const std::vector<int> kClocks = {1980, 1410, 1200, 1005, 810};
 
@@ -467,15 +469,6 @@ TEST(DaemonServerSetup, StaleSocketIsReplacedOtherFilesAreNot) {
 
 // --- hostile clients and a second daemon (docs/limits.md) --------------------------------------
 
-std::string input_error_of(const std::function<void()>& action) {
-  try {
-    action();
-  } catch (const InputError& error) {
-    return error.what();
-  }
-  return "<no InputError>";
-}
-
 TEST_F(DaemonServerTest, PipelinedRequestsAreAllAnsweredAndTheConnectionStays) {
   // 1000 requests in one write, read only afterwards: the replies outgrow the socket buffer, so
   // the daemon must keep them rather than drop the client; over the 500/s limit each gets an
@@ -510,7 +503,7 @@ TEST_F(DaemonServerTest, PipelinedRequestsAreAllAnsweredAndTheConnectionStays) {
 
 TEST_F(DaemonServerTest, ASecondDaemonOnTheSocketIsRefusedAndTheFirstKeepsServing) {
   FakeGpus other;
-  EXPECT_EQ(input_error_of([&] { DaemonServer second(config_, other.make(1)); }),
+  EXPECT_EQ(error_of([&] { DaemonServer second(config_, other.make(1)); }),
             fmt::format("socket_path {}: in use by another kareus process (pid {}, lock {}.lock)", config_.socket_path,
                         ::getpid(), config_.socket_path));
   KareusdClockBackend gpu0(config_.socket_path, 0);
@@ -533,7 +526,7 @@ TEST(DaemonServer, RefusesALiveSocketAndReplacesAStaleOne) {
   config.socket_path = path;
   config.allowed_uids = {::getuid()};
   FakeGpus fake;
-  EXPECT_EQ(input_error_of([&] { DaemonServer server(config, fake.make(1)); }),
+  EXPECT_EQ(error_of([&] { DaemonServer server(config, fake.make(1)); }),
             fmt::format("socket_path {}: a running kareusd answers there; stop it first (only a stale socket is "
                         "replaced)",
                         path));

@@ -142,12 +142,18 @@ TEST(FrequencyController, ResetNowDropsQueuedRequests) {
 std::atomic<int> previous_handler_calls{0};
 extern "C" void count_previous(int) { previous_handler_calls.fetch_add(1); }
 
-TEST(SignalResetGuard, ResetsThenRunsThePreviousHandler) {
+// Makes count_previous SIGUSR1's handler; returns the one it replaced.
+struct sigaction install_count_previous() {
   struct sigaction action {};
   action.sa_handler = count_previous;
   sigemptyset(&action.sa_mask);
   struct sigaction saved {};
   ::sigaction(SIGUSR1, &action, &saved);
+  return saved;
+}
+
+TEST(SignalResetGuard, ResetsThenRunsThePreviousHandler) {
+  const struct sigaction saved = install_count_previous();
   std::atomic<int> resets{0};
   std::atomic<int> previous_seen_at_reset{-1};
   {
@@ -179,11 +185,7 @@ TEST(SignalResetGuard, ResetsThenRunsThePreviousHandler) {
 }
 
 TEST(SignalResetGuard, ForkedChildStepsAside) {
-  struct sigaction action {};
-  action.sa_handler = count_previous;
-  sigemptyset(&action.sa_mask);
-  struct sigaction saved {};
-  ::sigaction(SIGUSR1, &action, &saved);
+  const struct sigaction saved = install_count_previous();
   auto recorder = std::make_shared<RecorderClockBackend>();
   auto controller = std::make_unique<FrequencyController>(std::make_unique<testing::ForwardingBackend>(recorder));
   controller->request_clock(1200);

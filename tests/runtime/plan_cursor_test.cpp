@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "../common/input_error.h"
 #include "kareus/common/error.h"
 #include "test_plans.h"
 
@@ -9,17 +10,9 @@ namespace kareus::runtime {
 namespace {
 
 using pipeline::InstructionType;
+using test_common::error_of;
 constexpr auto kForward = InstructionType::kForward;
 constexpr auto kBackward = InstructionType::kBackward;
-
-std::string input_error_of(const std::function<void()>& call) {
-  try {
-    call();
-  } catch (const InputError& error) {
-    return error.what();
-  }
-  return "(no error)";
-}
 
 TEST(PlanCursor, WalksEveryStageOfAWholePlanTwice) {
   auto plan = std::make_shared<const plan::Plan>(testing::make_plan(3, 5));
@@ -69,7 +62,7 @@ TEST(PlanCursor, OutOfOrderInstructionSaysWhatWasExpected) {
   cursor.on_step_begin();
   (void)cursor.on_instruction_begin(kForward, 0);
   cursor.on_instruction_end();
-  EXPECT_EQ(input_error_of([&] { (void)cursor.on_instruction_begin(kForward, 1); }),
+  EXPECT_EQ(error_of([&] { (void)cursor.on_instruction_begin(kForward, 1); }),
             "stage 1: expected backward microbatch 0, got forward microbatch 1");
   // The failed call changed nothing: the right instruction still goes through.
   EXPECT_EQ(cursor.on_instruction_begin(kBackward, 0).microbatch, 0);
@@ -78,24 +71,24 @@ TEST(PlanCursor, OutOfOrderInstructionSaysWhatWasExpected) {
 TEST(PlanCursor, MisuseIsNamed) {
   auto plan = std::make_shared<const plan::Plan>(testing::make_plan(2, 2));
   PlanCursor cursor(plan, 0);
-  EXPECT_EQ(input_error_of([&] { (void)cursor.on_instruction_begin(kForward, 0); }),
+  EXPECT_EQ(error_of([&] { (void)cursor.on_instruction_begin(kForward, 0); }),
             "stage 0: forward microbatch 0 began outside a step (call on_step_begin first)");
-  EXPECT_EQ(input_error_of([&] { cursor.on_step_end(); }), "stage 0: on_step_end without a running step");
+  EXPECT_EQ(error_of([&] { cursor.on_step_end(); }), "stage 0: on_step_end without a running step");
   cursor.on_step_begin();
-  EXPECT_EQ(input_error_of([&] { cursor.on_step_begin(); }), "stage 0: step 0 began before the previous step ended");
-  EXPECT_EQ(input_error_of([&] { (void)cursor.comm_config("fwd_attn"); }),
+  EXPECT_EQ(error_of([&] { cursor.on_step_begin(); }), "stage 0: step 0 began before the previous step ended");
+  EXPECT_EQ(error_of([&] { (void)cursor.comm_config("fwd_attn"); }),
             "stage 0: comm_config('fwd_attn') asked outside an instruction");
   (void)cursor.on_instruction_begin(kForward, 0);
-  EXPECT_EQ(input_error_of([&] { (void)cursor.on_instruction_begin(kForward, 1); }),
+  EXPECT_EQ(error_of([&] { (void)cursor.on_instruction_begin(kForward, 1); }),
             "stage 0: forward microbatch 1 began while forward microbatch 0 is still running (call on_instruction_end "
             "first)");
-  EXPECT_EQ(input_error_of([&] { (void)cursor.comm_config("bwd_mlp"); }),
+  EXPECT_EQ(error_of([&] { (void)cursor.comm_config("bwd_mlp"); }),
             "stage 0: forward microbatch 0 has no comm config for partition 'bwd_mlp' (planned: fwd_attn)");
   cursor.on_instruction_end();
-  EXPECT_EQ(input_error_of([&] { cursor.on_instruction_end(); }),
+  EXPECT_EQ(error_of([&] { cursor.on_instruction_end(); }),
             "stage 0: on_instruction_end without a running instruction");
   // Stage 0 of 2 stages, 2 microbatches: F0 F1 B0 B1; ending after F0 is early.
-  EXPECT_EQ(input_error_of([&] { cursor.on_step_end(); }),
+  EXPECT_EQ(error_of([&] { cursor.on_step_end(); }),
             "stage 0: step ended after 1 of 4 instructions, expected forward microbatch 1 next");
 }
 
@@ -107,14 +100,13 @@ TEST(PlanCursor, InstructionPastTheEndOfTheStep) {
   cursor.on_instruction_end();
   (void)cursor.on_instruction_begin(kBackward, 0);
   cursor.on_instruction_end();
-  EXPECT_EQ(input_error_of([&] { (void)cursor.on_instruction_begin(kForward, 1); }),
+  EXPECT_EQ(error_of([&] { (void)cursor.on_instruction_begin(kForward, 1); }),
             "stage 0: expected the step to end after 2 instructions, got forward microbatch 1");
 }
 
 TEST(PlanCursor, StageOutOfRange) {
   auto plan = std::make_shared<const plan::Plan>(testing::make_plan(2, 2));
-  EXPECT_EQ(input_error_of([&] { PlanCursor cursor(plan, 2); }),
-            "stage 2 is out of range: the plan has 2 stages (0..1)");
+  EXPECT_EQ(error_of([&] { PlanCursor cursor(plan, 2); }), "stage 2 is out of range: the plan has 2 stages (0..1)");
 }
 
 TEST(PlanCursor, SwitchPlanOnlyBetweenSteps) {
@@ -125,7 +117,7 @@ TEST(PlanCursor, SwitchPlanOnlyBetweenSteps) {
   auto fast = std::make_shared<const plan::Plan>(fast_plan);
   PlanCursor cursor(slow, 0);
   cursor.on_step_begin();
-  EXPECT_EQ(input_error_of([&] { cursor.switch_plan(fast); }),
+  EXPECT_EQ(error_of([&] { cursor.switch_plan(fast); }),
             "stage 0: switch_plan called mid-step (after 0 instructions); switch between steps");
   for (const auto& instruction : pipeline::one_f_one_b(0, 2, 2)) {
     (void)cursor.on_instruction_begin(instruction.type, instruction.microbatch);

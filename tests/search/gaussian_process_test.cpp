@@ -10,6 +10,12 @@ namespace {
 
 double known_function(const std::vector<double>& x) { return std::sin(3 * x[0]) + 0.5 * x[1] * x[1]; }
 
+std::vector<double> known_targets(const FeatureRows& rows) {
+  std::vector<double> targets;
+  for (const std::vector<double>& row : rows) targets.push_back(known_function(row));
+  return targets;
+}
+
 FeatureRows random_rows(std::size_t count, std::uint64_t seed) {
   std::mt19937_64 random(seed);
   std::uniform_real_distribution<double> uniform(0, 1);
@@ -20,8 +26,7 @@ FeatureRows random_rows(std::size_t count, std::uint64_t seed) {
 
 TEST(GaussianProcess, LearnsASmoothFunctionAndIgnoresAnIrrelevantFeature) {
   const FeatureRows train = random_rows(40, 1);
-  std::vector<double> targets;
-  for (const std::vector<double>& row : train) targets.push_back(known_function(row));
+  const std::vector<double> targets = known_targets(train);
   GaussianProcess model;
   model.fit(train, targets);
 
@@ -46,8 +51,7 @@ TEST(GaussianProcess, LearnsASmoothFunctionAndIgnoresAnIrrelevantFeature) {
 
 TEST(GaussianProcess, VarianceIsSmallAtDataAndGrowsAway) {
   const FeatureRows train = {{0.0, 0.5, 0.5}, {0.2, 0.5, 0.5}, {0.4, 0.5, 0.5}, {0.6, 0.5, 0.5}};
-  std::vector<double> targets;
-  for (const std::vector<double>& row : train) targets.push_back(known_function(row));
+  const std::vector<double> targets = known_targets(train);
   GaussianProcess model;
   model.fit(train, targets);
   const std::vector<Prediction> near = model.predict({{0.2, 0.5, 0.5}});
@@ -58,8 +62,7 @@ TEST(GaussianProcess, VarianceIsSmallAtDataAndGrowsAway) {
 
 TEST(GaussianProcess, ConditionKeepsHyperparametersAndPassesThroughABelievedPoint) {
   const FeatureRows train = random_rows(20, 3);
-  std::vector<double> targets;
-  for (const std::vector<double>& row : train) targets.push_back(known_function(row));
+  const std::vector<double> targets = known_targets(train);
   GaussianProcess model;
   model.fit(train, targets);
   const GaussianProcessHyperparameters before = model.hyperparameters();
@@ -74,8 +77,7 @@ TEST(GaussianProcess, ConditionKeepsHyperparametersAndPassesThroughABelievedPoin
 
 TEST(GaussianProcess, SameDataGivesTheSameModel) {
   const FeatureRows train = random_rows(25, 4);
-  std::vector<double> targets;
-  for (const std::vector<double>& row : train) targets.push_back(known_function(row));
+  const std::vector<double> targets = known_targets(train);
   GaussianProcess first(GaussianProcessOptions{3, 200, 9});
   GaussianProcess second(GaussianProcessOptions{3, 200, 9});
   first.fit(train, targets);

@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include "common/bad_edits.h"
 #include "common/input_error.h"
 
 #include "kareus/common/error.h"
@@ -107,10 +108,7 @@ TEST(LoadModel, ReadsUserModelFromJsonFile) {
 TEST(ParseModel, BadDocumentNamesOriginAndField) {
   const std::string good = R"({"name": "m", "hidden": 256, "heads": 4, "kv_groups": 2, "head_dim": 64,
  "ffn": 512, "layers": 2, "vocab": 1000})";
-  struct Row {
-    std::string from, to, message;
-  };
-  const Row rows[] = {
+  const std::vector<test_common::BadEdit> edits = {
       {"\"hidden\": 256, ", "", "m.json: missing field 'hidden'"},
       {"\"heads\": 4", "\"heads\": -4", "m.json: field 'heads' must be a positive integer, found -4"},
       {"\"ffn\": 512", "\"ffn\": 512.5", "field 'ffn' must be a positive integer"},
@@ -121,14 +119,8 @@ TEST(ParseModel, BadDocumentNamesOriginAndField) {
       {"\"layers\": 2,", "\"layers\": 2,,", "m.json:2:"},
   };
   (void)parse_model(good, "m.json");
-  for (const Row& row : rows) {
-    SCOPED_TRACE(row.to);
-    std::string text = good;
-    ASSERT_NE(text.find(row.from), std::string::npos);
-    text.replace(text.find(row.from), row.from.size(), row.to);
-    const std::string message = error_of([&] { (void)parse_model(text, "m.json"); });
-    EXPECT_NE(message.find(row.message), std::string::npos) << message;
-  }
+  test_common::expect_each_edit_rejected(good, edits,
+                                         [](const std::string& text) { (void)parse_model(text, "m.json"); });
 }
 
 }  // namespace

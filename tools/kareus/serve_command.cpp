@@ -3,14 +3,13 @@
 #include <csignal>
 #include <cstdio>
 #include <memory>
-#include <thread>
 
 #include <fmt/core.h>
-#include <pthread.h>
 #include <CLI/CLI.hpp>
 
 #include "commands.h"
 #include "kareus/common/error.h"
+#include "kareus/common/signal_wait.h"
 #include "kareus/interop/pfo_http_server.h"
 #include "kareus/interop/pfo_service.h"
 
@@ -32,29 +31,12 @@ void run_serve(const ServeOptions& options) {
   const std::size_t stages = frontier.front().plan.stages.size();
   interop::PfoService service(std::move(frontier), results.get());
 
-  // Signals go to one sigwait thread (blocked here, so every server thread inherits the mask).
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  const SignalWait signals({SIGINT});  // before the server starts its threads
   interop::PfoHttpServer server(service, options.http);
   const int port = server.bind();
   fmt::print("kareus serve: listening on http://{}:{} ({} plans, {} stages)\n", options.http.host, port, plans, stages);
   std::fflush(stdout);
-  std::thread waiter([&] {
-    int signal_number = 0;
-    sigwait(&signals, &signal_number);
-    if (signal_number == SIGINT || signal_number == SIGTERM) server.stop();
-  });
-  try {
-    server.run();
-  } catch (...) {
-    ::kill(::getpid(), SIGTERM);  // wakes the waiter
-    waiter.join();
-    throw;
-  }
-  waiter.join();
+  signals.run([&] { server.run(); }, [&](int) { server.stop(); });
   fmt::print("kareus serve: stopped\n");
 }
 

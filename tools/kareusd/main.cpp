@@ -4,14 +4,13 @@
 #include <csignal>
 #include <cstdio>
 #include <exception>
-#include <thread>
 #include <vector>
 
 #include <fmt/core.h>
-#include <pthread.h>
 #include <CLI/CLI.hpp>
 
 #include "kareus/common/error.h"
+#include "kareus/common/signal_wait.h"
 #include "kareus/runtime/daemon.h"
 #include "kareus/runtime/daemon_protocol.h"
 #include "kareus/runtime/kareusd_client.h"
@@ -22,28 +21,14 @@ int serve(const std::string& config_path) {
   using namespace kareus::runtime;
   const DaemonConfig config = read_daemon_config(config_path);
   // Signals are taken by one thread with sigwait, so the server needs no handler at all.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGHUP);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  const kareus::SignalWait signals({SIGINT, SIGHUP});
   DaemonServer server(config, make_daemon_gpus(config),
                       [](std::string_view message) { fmt::print(stderr, "kareusd: {}\n", message); });
-  std::thread waiter([&] {
-    int signal_number = 0;
-    sigwait(&signals, &signal_number);
-    fmt::print(stderr, "kareusd: signal {}, shutting down\n", signal_number);
-    server.stop();
-  });
-  try {
-    server.run();
-  } catch (...) {
-    ::kill(::getpid(), SIGTERM);  // wakes the waiter
-    waiter.join();
-    throw;
-  }
-  waiter.join();
+  signals.run([&] { server.run(); },
+              [&](int signal_number) {
+                fmt::print(stderr, "kareusd: signal {}, shutting down\n", signal_number);
+                server.stop();
+              });
   return 0;
 }
 

@@ -24,6 +24,10 @@ std::string read_text_file(const std::filesystem::path& path);
 /// documents are refused before parsing, so nothing downstream recurses without bound.
 inline constexpr int kMaxJsonDepth = 64;
 
+/// The byte offset of the first bracket in `text` that opens more than `max_depth` arrays or
+/// objects inside one another (brackets inside strings do not count), or npos when none does.
+std::size_t json_nesting_past(std::string_view text, int max_depth);
+
 /// Throws InputError "<origin>:LINE:COLUMN: JSON nested deeper than 64 levels" if `text` opens more
 /// than kMaxJsonDepth arrays or objects inside one another (brackets inside strings do not count).
 void check_json_depth(std::string_view text, std::string_view origin);

@@ -82,6 +82,9 @@ class NvmlLibrary {
   struct Api;
   void* handle_for(int gpu_index);
   [[noreturn]] void fail(int code, const std::string& call) const;
+  // One NVML getter for a GPU: `get(device, &value)`; an error names "<call>(gpu N<detail>)".
+  template <typename Value, typename Get>
+  Value read(int gpu_index, std::string_view call, std::string_view detail, Get get);
 
   std::string library_path_;
   void* library_ = nullptr;

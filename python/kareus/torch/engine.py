@@ -119,28 +119,21 @@ class StageRunner:
 
     # -- partitions ----------------------------------------------------------------------------
     def _forward_pass(self, partitions: Sequence[PlannedPartition], states, graphs) -> None:
-        events = self.trace.events if self.trace.enabled else None
-        for partition in partitions:
-            collective = partition.collective
-            work = None
-            launch_at = partition.launch_index
-            nanobatch = partition.nanobatch
-            state = states[nanobatch]
-            graph = graphs[nanobatch] if graphs is not None else None
-            for index, (op, layer) in enumerate(partition.ops):
-                if index == launch_at:
-                    work = self._launch(partition, states, events)
-                self._run_op(op, layer, state, graph)
-                if events is not None:
-                    events.append(("op", op, layer, nanobatch))
-            if collective is not None:
-                if work is None:
-                    work = self._launch(partition, states, events)
-                self.groups.wait(work)
-                if events is not None:
-                    events.append(("wait", partition.key, collective[0], collective[2], collective[1]))
+        def run_op(op, layer, nanobatch):
+            self._run_op(op, layer, states[nanobatch], graphs[nanobatch] if graphs is not None else None)
+
+        self._run_partitions(partitions, states, run_op)
 
     def _backward_pass(self, partitions: Sequence[PlannedPartition], grads, graphs, param_grads) -> None:
+        def run_op(op, layer, nanobatch):
+            self._run_op_backward(op, layer, grads[nanobatch], graphs[nanobatch], param_grads)
+
+        self._run_partitions(partitions, grads, run_op)
+
+    def _run_partitions(self, partitions: Sequence[PlannedPartition], tensors, run_op) -> None:
+        """Runs each partition's ops in order with run_op(op, layer, nanobatch), launching its
+        collective on `tensors` before the op at its launch index (or after the last op) and
+        waiting for it at the partition's end."""
         events = self.trace.events if self.trace.enabled else None
         for partition in partitions:
             collective = partition.collective
@@ -149,13 +142,13 @@ class StageRunner:
             nanobatch = partition.nanobatch
             for index, (op, layer) in enumerate(partition.ops):
                 if index == launch_at:
-                    work = self._launch(partition, grads, events)
-                self._run_op_backward(op, layer, grads[nanobatch], graphs[nanobatch], param_grads)
+                    work = self._launch(partition, tensors, events)
+                run_op(op, layer, nanobatch)
                 if events is not None:
                     events.append(("op", op, layer, nanobatch))
             if collective is not None:
                 if work is None:
-                    work = self._launch(partition, grads, events)
+                    work = self._launch(partition, tensors, events)
                 self.groups.wait(work)
                 if events is not None:
                     events.append(("wait", partition.key, collective[0], collective[2], collective[1]))

@@ -61,6 +61,22 @@ def _worker(rank, world, port, out_dir):
         x_ref = x.clone().requires_grad_()
         y_ref = kt.reference_stack(reference.layers, rope, x_ref, groups.plain, TP)
         y_ref.backward(grad)
+
+        def run_plan(plan):
+            """One forward and backward through StageRunner under plan: its trace and relative errors."""
+            stage = kt.LlamaStage(workload.model, list(workload.stage_layers), 0, TP, rank, 3)
+            trace = kt.LaunchTrace()
+            runner = kt.StageRunner(stage.layers, rope, groups, TP, recompute, trace)
+            runner.set_instruction(plan.stages[0][0])
+            x_run = x.clone().requires_grad_()
+            y = runner(x_run, 0)
+            runner.set_instruction(plan.stages[0][1])
+            y.backward(grad)
+            errors = {"output": _relative(y, y_ref), "input_grad": _relative(x_run.grad, x_ref.grad)}
+            for (name, mine), (_, theirs) in zip(stage.layers.named_parameters(), reference.layers.named_parameters()):
+                errors[name] = _relative(mine.grad, theirs.grad)
+            return trace, errors
+
         first_slots = {}
         for key, slot in _cases(workload):
             first_slots.setdefault(key, slot)
@@ -74,17 +90,7 @@ def _worker(rank, world, port, out_dir):
             path = helpers.write_plan(f"{out_dir}/plan_{rank}.json", 1, 1, configs, recompute)
             plan = kt.ExecutionPlan(path, workload, 108, 16)
             groups.ensure(plan.distinct_ctas())
-            stage = kt.LlamaStage(workload.model, list(workload.stage_layers), 0, TP, rank, 3)
-            trace = kt.LaunchTrace()
-            runner = kt.StageRunner(stage.layers, rope, groups, TP, recompute, trace)
-            runner.set_instruction(plan.stages[0][0])
-            x_run = x.clone().requires_grad_()
-            y = runner(x_run, 0)
-            runner.set_instruction(plan.stages[0][1])
-            y.backward(grad)
-            errors = {"output": _relative(y, y_ref), "input_grad": _relative(x_run.grad, x_ref.grad)}
-            for (name, mine), (_, theirs) in zip(stage.layers.named_parameters(), reference.layers.named_parameters()):
-                errors[name] = _relative(mine.grad, theirs.grad)
+            trace, errors = run_plan(plan)
             ok, problems = kt.check_trace(trace.events, plan, 0, recompute)
             results["cases"].append({"key": key, "slot": slot, "recompute": recompute, "errors": errors,
                                      "trace_ok": ok, "problems": problems})
@@ -101,17 +107,7 @@ def _worker(rank, world, port, out_dir):
             document["stages"][0]["instructions"][0 if plain == "forward" else 1]["overlap"] = "none"
             open(path, "w").write(json.dumps(document))
             plan = kt.ExecutionPlan(path, workload, 108, 16)
-            stage = kt.LlamaStage(workload.model, list(workload.stage_layers), 0, TP, rank, 3)
-            trace = kt.LaunchTrace()
-            runner = kt.StageRunner(stage.layers, rope, groups, TP, recompute, trace)
-            runner.set_instruction(plan.stages[0][0])
-            x_run = x.clone().requires_grad_()
-            y = runner(x_run, 0)
-            runner.set_instruction(plan.stages[0][1])
-            y.backward(grad)
-            errors = {"output": _relative(y, y_ref), "input_grad": _relative(x_run.grad, x_ref.grad)}
-            for (name, mine), (_, theirs) in zip(stage.layers.named_parameters(), reference.layers.named_parameters()):
-                errors[name] = _relative(mine.grad, theirs.grad)
+            trace, errors = run_plan(plan)
             markers = [e for e in trace.events if e[0] == "pass"]
             results["plain"].append({"plain": plain, "recompute": recompute, "errors": errors, "markers": markers})
     if rank == 0:

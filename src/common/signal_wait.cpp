@@ -1,0 +1,33 @@
+#include "kareus/common/signal_wait.h"
+
+#include <pthread.h>
+#include <unistd.h>
+
+#include <thread>
+
+namespace kareus {
+
+SignalWait::SignalWait(std::initializer_list<int> extra) {
+  sigemptyset(&signals_);
+  sigaddset(&signals_, SIGTERM);
+  for (const int signal_number : extra) sigaddset(&signals_, signal_number);
+  pthread_sigmask(SIG_BLOCK, &signals_, nullptr);
+}
+
+void SignalWait::run(const std::function<void()>& run, const std::function<void(int)>& on_signal) const {
+  std::thread waiter([&] {
+    int signal_number = 0;
+    sigwait(&signals_, &signal_number);
+    on_signal(signal_number);
+  });
+  try {
+    run();
+  } catch (...) {
+    ::kill(::getpid(), SIGTERM);  // wakes the waiter
+    waiter.join();
+    throw;
+  }
+  waiter.join();
+}
+
+}  // namespace kareus
