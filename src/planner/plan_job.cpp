@@ -290,8 +290,9 @@ PlanJobResult run_plan_job(const PlanDevices& devices, const workload::Workload&
   result.sources = devices.sources;
   for (const Method name : options.methods) {
     if (name == Method::kMegatron) {
-      // Megatron has no choice to make: its plan is the default clock everywhere, and its
-      // prediction is what that clock costs per instruction on the pipeline (no solver).
+      // Megatron has no choice to make: its plan is the default clock everywhere. No solver
+      // predicts it, so its "prediction" is its simulation (tests of predicted vs achieved
+      // leave it out).
       progress("megatron: default clock, no overlap");
       MethodResult megatron;
       megatron.method = name;

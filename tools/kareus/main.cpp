@@ -7,11 +7,12 @@
 
 #include "commands.h"
 #include "kareus/common/error.h"
+#include "kareus/common/version.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"kareus: cut the energy of large-model training (clocks x overlap), on the emulator or real GPUs"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "kareus 0.1.0");
+  app.set_version_flag("--version", fmt::format("kareus {}", kareus::kKareusVersion));
   kareus::cli::add_models_command(app);
   kareus::cli::add_gpus_command(app);
   kareus::cli::add_partitions_command(app);

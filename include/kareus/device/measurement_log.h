@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "kareus/common/version.h"
 #include "kareus/partition/partition.h"
 #include "kareus/partition/search_space.h"
 
@@ -23,8 +24,6 @@ namespace kareus::device {
 inline constexpr std::string_view kMeasurementSchema = "kareus.measurement/1";
 /// The first line of a `kareus profile --all` log: what the measurements are of.
 inline constexpr std::string_view kProfileHeaderSchema = "kareus.profile/1";
-/// The kareus version written into profile headers (and printed by --version).
-inline constexpr std::string_view kKareusVersion = "0.1.0";
 
 /// How a measurement window went on real hardware (all zero for the emulator).
 struct MeasurementDetails {
