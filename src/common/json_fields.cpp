@@ -59,6 +59,37 @@ std::string excerpt(const nlohmann::json& value, std::size_t max_chars) {
   return short_text(out, max_chars);
 }
 
+namespace {
+
+std::optional<JsonDifference> difference_at(const nlohmann::json& left, const nlohmann::json& right,
+                                            const std::string& path, bool shared_keys_only) {
+  if (!left.is_object() || !right.is_object()) {
+    if (left == right) return std::nullopt;
+    return JsonDifference{path.empty() ? "(document)" : path, excerpt(left), excerpt(right)};
+  }
+  auto child = [&path](const std::string& key) { return path.empty() ? key : path + "." + key; };
+  for (const auto& [key, value] : left.items()) {
+    const auto found = right.find(key);
+    if (found == right.end()) {
+      if (shared_keys_only) continue;
+      return JsonDifference{child(key), excerpt(value), "(missing)"};
+    }
+    if (auto difference = difference_at(value, *found, child(key), shared_keys_only)) return difference;
+  }
+  if (shared_keys_only) return std::nullopt;
+  for (const auto& [key, value] : right.items()) {
+    if (!left.contains(key)) return JsonDifference{child(key), "(missing)", excerpt(value)};
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<JsonDifference> first_difference(const nlohmann::json& left, const nlohmann::json& right,
+                                               bool shared_keys_only) {
+  return difference_at(left, right, "", shared_keys_only);
+}
+
 const nlohmann::json& require(const nlohmann::json& object, std::string_view key, std::string_view origin) {
   if (!object.is_object()) throw InputError(fmt::format("{}: expected a JSON object", origin));
   auto found = object.find(std::string(key));

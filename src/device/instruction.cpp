@@ -40,12 +40,18 @@ SerialWork nonpartition_work(const GpuSpec& gpu, const workload::Workload& workl
           direction == Direction::kForward ? work.forward : work.backward, gpu.default_comm_ctas};
 }
 
-InstructionRun run_overlapped(Device& device, const workload::Workload& workload, int stage, Direction direction,
-                              int freq_mhz, const CommChoices& choices) {
+/// Which partitions of a nanobatched instruction to run.
+enum class PartitionSet { kAll, kFixedOnly };
+
+/// The instruction's partitions (all, or only those without a searchable collective) with
+/// `choices`, then the nonpartition work of every nanobatch.
+InstructionRun run_nanobatched(Device& device, const workload::Workload& workload, int stage, Direction direction,
+                               int freq_mhz, const CommChoices& choices, PartitionSet set) {
   const GpuSpec& gpu = device.gpu();
   InstructionRun total;
   for (Direction pass : passes_of(workload, direction)) {
     for (const partition::Partition& partition : partition::build_partitions(workload, stage, pass)) {
+      if (set == PartitionSet::kFixedOnly && partition.searchable()) continue;
       add(total, device.measure(partition, config_for(gpu, partition, freq_mhz, choices)));
     }
   }
@@ -83,23 +89,13 @@ InstructionRun run_instruction(Device& device, const workload::Workload& workloa
                                int freq_mhz, OverlapMode overlap, const CommChoices& choices) {
   require_supported_clock(device.gpu(), freq_mhz, "--clock");
   if (overlap == OverlapMode::kNone) return run_sequential(device, workload, stage, direction, freq_mhz);
-  return run_overlapped(device, workload, stage, direction, freq_mhz, choices);
+  return run_nanobatched(device, workload, stage, direction, freq_mhz, choices, PartitionSet::kAll);
 }
 
 InstructionRun run_fixed_work(Device& device, const workload::Workload& workload, int stage, Direction direction,
                               int freq_mhz) {
   require_supported_clock(device.gpu(), freq_mhz, "--clock");
-  InstructionRun total;
-  for (Direction pass : passes_of(workload, direction)) {
-    for (const partition::Partition& partition : partition::build_partitions(workload, stage, pass)) {
-      if (!partition.searchable())
-        add(total, device.measure(partition, config_for(device.gpu(), partition, freq_mhz, {})));
-    }
-  }
-  const Measurement nonpartition =
-      device.measure_serial(nonpartition_work(device.gpu(), workload, stage, direction), freq_mhz);
-  for (int nanobatch = 0; nanobatch < workload.parallel.nanobatches; ++nanobatch) add(total, nonpartition);
-  return total;
+  return run_nanobatched(device, workload, stage, direction, freq_mhz, {}, PartitionSet::kFixedOnly);
 }
 
 std::vector<Direction> passes_of(const workload::Workload& workload, Direction direction) {

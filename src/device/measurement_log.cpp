@@ -293,7 +293,7 @@ void for_each_line(const std::filesystem::path& path, OnLine on_line) {
 /// The header of `line` if it is one (a cheap test first: records far outnumber headers).
 std::optional<ProfileHeader> header_of(std::string_view line, std::string_view origin) {
   if (line.find(kProfileHeaderSchema) == std::string_view::npos) return std::nullopt;
-  const json value = json::parse(line, nullptr, false);
+  const json value = parse_json(line, origin);  // depth-bounded, like every record
   if (!value.is_object() || value.value("schema", std::string()) != kProfileHeaderSchema) return std::nullopt;
   return parse_header(value, origin);
 }

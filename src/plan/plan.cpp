@@ -112,27 +112,13 @@ Plan parse_plan(std::string_view text, std::string_view origin_view) {
 
 Plan read_plan(const std::filesystem::path& path) { return parse_plan(read_text_file(path), path.string()); }
 
-namespace {
-
-// Throws naming the first field of `flags` that `planned` also has with another value.
-void compare_workload(const json& planned, const json& flags, const std::string& prefix, std::string_view origin) {
-  for (const auto& [key, wanted] : flags.items()) {
-    const auto found = planned.find(key);
-    if (found == planned.end()) continue;
-    const std::string field = prefix.empty() ? key : prefix + "." + key;
-    if (wanted.is_object() && found->is_object()) {
-      compare_workload(*found, wanted, field, origin);
-    } else if (*found != wanted) {
-      throw InputError(fmt::format("{}: the plan's workload has {} {}, the flags give {} (plan for another workload?)",
-                                   origin, field, jf::excerpt(*found), jf::excerpt(wanted)));
-    }
-  }
-}
-
-}  // namespace
-
 void check_plan_workload(const Plan& plan, std::string_view workload_json, std::string_view origin) {
-  compare_workload(parse_json(plan.workload_json, origin), parse_json(workload_json, "workload"), "", origin);
+  const auto difference =
+      jf::first_difference(parse_json(plan.workload_json, origin), parse_json(workload_json, "workload"), true);
+  if (difference) {
+    throw InputError(fmt::format("{}: the plan's workload has {} {}, the flags give {} (plan for another workload?)",
+                                 origin, difference->path, difference->left, difference->right));
+  }
 }
 
 std::string plan_to_json(const Plan& plan) {

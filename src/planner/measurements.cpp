@@ -4,41 +4,14 @@
 #include <nlohmann/json.hpp>
 
 #include "kareus/common/error.h"
+#include "kareus/common/json_fields.h"
 
 namespace kareus::planner {
-namespace {
-
-using nlohmann::json;
-
-/// A short rendering of a value for messages (never a whole nested document).
-std::string brief(const json& value) {
-  std::string text = value.dump();
-  if (text.size() > 60) text = text.substr(0, 57) + "...";
-  return text;
-}
-
-std::string difference(const json& left, const json& right, const std::string& path) {
-  if (left.is_object() && right.is_object()) {
-    for (const auto& [key, value] : left.items()) {
-      const std::string child = path.empty() ? key : path + "." + key;
-      if (!right.contains(key)) return fmt::format("{}: {} vs (missing)", child, brief(value));
-      if (std::string found = difference(value, right.at(key), child); !found.empty()) return found;
-    }
-    for (const auto& [key, value] : right.items()) {
-      if (!left.contains(key))
-        return fmt::format("{}: (missing) vs {}", path.empty() ? key : path + "." + key, brief(value));
-    }
-    return "";
-  }
-  if (left.is_number() && right.is_number() && left.get<double>() == right.get<double>()) return "";
-  return left == right ? ""
-                       : fmt::format("{}: {} vs {}", path.empty() ? "(document)" : path, brief(left), brief(right));
-}
-
-}  // namespace
 
 std::string first_json_difference(std::string_view left_json, std::string_view right_json) {
-  return difference(json::parse(left_json), json::parse(right_json), "");
+  const auto difference =
+      json_fields::first_difference(nlohmann::json::parse(left_json), nlohmann::json::parse(right_json), false);
+  return difference ? fmt::format("{}: {} vs {}", difference->path, difference->left, difference->right) : "";
 }
 
 device::ReplayDevice load_measurements(const std::vector<std::filesystem::path>& logs, const device::GpuSpec& gpu,

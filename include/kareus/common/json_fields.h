@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -28,6 +29,20 @@ bool optional_bool(const nlohmann::json& object, std::string_view key, bool fall
 /// characters ("..." marks a cut), built without recursing more than a few levels, so a huge or
 /// deeply nested value never makes a huge message or a deep recursion.
 std::string excerpt(const nlohmann::json& value, std::size_t max_chars = 60);
+
+/// Where two documents first differ: the dotted path of the field and excerpts of both values
+/// ("(missing)" for a key one side lacks).
+struct JsonDifference {
+  std::string path;
+  std::string left;
+  std::string right;
+};
+
+/// The first field at which `left` and `right` differ, objects compared key by key (left's keys
+/// first, recursively; numbers by value); nullopt when equal. With `shared_keys_only`, a key only
+/// one side has is not a difference (an older document may lack newer fields).
+std::optional<JsonDifference> first_difference(const nlohmann::json& left, const nlohmann::json& right,
+                                               bool shared_keys_only);
 
 /// `text` cut to about `max_chars` characters ("..." marks a cut), for quoting a user's string
 /// (a field value, a CSV cell) in an error message.
