@@ -388,12 +388,15 @@ TEST_F(DaemonServerTest, ClientKilledWithSigkillHasItsClocksReset) {
   EXPECT_EQ(fake_.recorders[0]->calls().back(), (RecordedClockCall{RecordedClockCall::Kind::kReset, 0}));
   ::close(ready[0]);
   ::close(ready[1]);
-  std::lock_guard lock(log_mutex_);
-  bool logged = false;
-  for (const auto& line : log_)
-    logged |= line.find("pid " + std::to_string(child)) != std::string::npos &&
-              line.find("reset gpus 0") != std::string::npos;
-  EXPECT_TRUE(logged);
+  // The daemon resets first and logs after, so the line may trail the reset.
+  EXPECT_TRUE(eventually([&] {
+    std::lock_guard lock(log_mutex_);
+    for (const auto& line : log_)
+      if (line.find("pid " + std::to_string(child)) != std::string::npos &&
+          line.find("reset gpus 0") != std::string::npos)
+        return true;
+    return false;
+  }));
 }
 
 TEST_F(DaemonServerTest, ShutdownResetsClocksStillHeld) {
