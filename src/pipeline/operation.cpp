@@ -26,22 +26,23 @@ CandidateExecutionOptions::CandidateExecutionOptions(std::vector<ExecutionOption
     if (a.time_s != b.time_s) return a.time_s < b.time_s;
     return a.effective_energy_j < b.effective_energy_j;
   });
-  std::vector<ExecutionOption> pareto;
   for (const ExecutionOption& option : options) {
-    if (pareto.empty() || option.effective_energy_j < pareto.back().effective_energy_j) pareto.push_back(option);
+    if (options_.empty() || option.effective_energy_j < options_.back().effective_energy_j) options_.push_back(option);
   }
-  // One option per quantized time: the fastest (lowtime's rule). Quantization floors, so the
-  // fastest option of a quantum is the one whose real time the plan underestimates least, and
-  // the fastest quantum keeps the truly fastest option (the minimum makespan stays reachable).
-  for (const ExecutionOption& option : pareto) {
-    if (options_.empty() || option.quant_time > options_.back().quant_time) {
-      options_.push_back(option);
+  // One representative per quantized time: the fastest (lowtime's rule). Quantization floors,
+  // so the fastest option of a quantum is the one whose real time the plan underestimates
+  // least, and the fastest quantum keeps the truly fastest option (the minimum makespan stays
+  // reachable).
+  for (int index = 0; index < static_cast<int>(options_.size()); ++index) {
+    if (representatives_.empty() || options_[index].quant_time > options_[representatives_.back()].quant_time) {
+      representatives_.push_back(index);
     } else if (rule == QuantumRule::kCheapest) {
-      options_.back() = option;  // slower within the quantum, hence cheaper (Pareto order)
+      representatives_.back() = index;  // slower within the quantum, hence cheaper (Pareto order)
     }
   }
-  // Lower convex hull (Andrew's monotone chain, lower half); costs are decreasing in time.
-  for (int index = 0; index < static_cast<int>(options_.size()); ++index) {
+  // Lower convex hull of the representatives (Andrew's monotone chain, lower half); costs are
+  // decreasing in time.
+  for (const int index : representatives_) {
     while (hull_.size() >= 2) {
       const ExecutionOption& a = options_[hull_[hull_.size() - 2]];
       const ExecutionOption& b = options_[hull_.back()];
@@ -62,14 +63,14 @@ CandidateExecutionOptions::CandidateExecutionOptions(std::vector<ExecutionOption
 
 int CandidateExecutionOptions::option_index_for(std::int64_t quant_time) const {
   const auto after =
-      std::upper_bound(options_.begin(), options_.end(), quant_time,
-                       [](std::int64_t time, const ExecutionOption& option) { return time < option.quant_time; });
-  return std::max(0, static_cast<int>(after - options_.begin()) - 1);
+      std::upper_bound(representatives_.begin(), representatives_.end(), quant_time,
+                       [this](std::int64_t time, int index) { return time < options_[index].quant_time; });
+  return after == representatives_.begin() ? representatives_.front() : *(after - 1);
 }
 
 double CandidateExecutionOptions::hull_cost(std::int64_t quant_time) const {
-  if (quant_time <= min_quant_time()) return options_.front().effective_energy_j;
-  if (quant_time >= max_quant_time()) return options_.back().effective_energy_j;
+  if (quant_time <= min_quant_time()) return options_[hull_.front()].effective_energy_j;
+  if (quant_time >= max_quant_time()) return options_[hull_.back()].effective_energy_j;
   const auto after = std::upper_bound(hull_.begin(), hull_.end(), quant_time, [this](std::int64_t time, int index) {
     return time < options_[index].quant_time;
   });

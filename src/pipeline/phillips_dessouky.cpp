@@ -113,20 +113,31 @@ PlanEvaluation evaluate(const PipelineDag& dag, const Topology& topology, std::s
 // order, each one takes the cheapest option that still finishes by the latest start of its
 // successors, starting no earlier than its predecessors allow. One O(V+E) pass; the makespan
 // never grows and no operation gets costlier, since its current option always fits.
-void reclaim_slack(const PipelineDag& dag, const Topology& topology, std::vector<int>& option_indices,
-                   std::vector<double>& start, std::vector<double>& latest_finish) {
-  auto options_of = [&](int op) -> const std::vector<ExecutionOption>& {
-    return dag.specs[dag.operations[op].spec].options();
-  };
-  auto time_s = [&](int op) { return options_of(op)[option_indices[op]].time_s; };
+void reclaim_slack_once(const PipelineDag& dag, const Topology& topology, std::vector<int>& option_indices,
+                        std::vector<double>& start, std::vector<double>& latest_finish, bool representatives_only) {
+  auto spec_of = [&](int op) -> const CandidateExecutionOptions& { return dag.specs[dag.operations[op].spec]; };
+  auto time_s = [&](int op) { return spec_of(op).options()[option_indices[op]].time_s; };
   const double makespan = forward_pass<double>(topology, start, time_s);
   latest_finish_pass(topology, latest_finish, makespan, time_s, [&](int op) {
-    const std::vector<ExecutionOption>& options = options_of(op);
+    const CandidateExecutionOptions& spec = spec_of(op);
     const double window = latest_finish[op] - start[op];
     int chosen = option_indices[op];
-    while (chosen + 1 < static_cast<int>(options.size()) && options[chosen + 1].time_s <= window) ++chosen;
+    while (true) {
+      const int next = representatives_only ? spec.slower_representative(chosen) : chosen + 1;
+      if (next >= static_cast<int>(spec.options().size()) || spec.options()[next].time_s > window) break;
+      chosen = next;
+    }
     option_indices[op] = chosen;
   });
+}
+
+// The walk in reverse order is greedy: an operation late in the order may spend on a small
+// step the float an earlier one needed for a large one. Over the representatives first, then
+// over every option, so the finer options only ever add to what the coarse pass saved.
+void reclaim_slack(const PipelineDag& dag, const Topology& topology, std::vector<int>& option_indices,
+                   std::vector<double>& start, std::vector<double>& latest_finish) {
+  reclaim_slack_once(dag, topology, option_indices, start, latest_finish, true);
+  reclaim_slack_once(dag, topology, option_indices, start, latest_finish, false);
 }
 
 }  // namespace
@@ -227,7 +238,8 @@ class Solver {
 
   PhillipsDessoukyResult run() {
     makespan_ = makespan_now();
-    record(0, makespan_);
+    record_slowest();
+    record(static_cast<int>(result_.iterations.size()), makespan_);
     for (int iteration = 1;; ++iteration) {
       if (options_.max_iterations > 0 && iteration > options_.max_iterations) {
         result_.stop_reason = StopReason::kIterationLimit;
@@ -254,7 +266,7 @@ class Solver {
     }
     if (result_.stop_reason == StopReason::kMinimumTime) {
       repair_to_minimum_time();
-      if (options_.reclaim_slack) slow_down_from_minimum_time();
+      if (options_.reclaim_slack) walk_slower_from_frontier();
     }
     result_.frontier = pareto_frontier(result_.iterations);
     return std::move(result_);
@@ -271,10 +283,12 @@ class Solver {
   static constexpr int kSource = 0;
   static constexpr int kSink = 1;
   static int start_node(int k) { return 2 + 2 * k; }
-  // Walking up from the minimum time, how many of the best predicted moves each step makes.
+  // Walking slower on real times, how many of the best predicted moves each step makes; how
+  // many steps the walk from the minimum time takes at most, per operation; and how many the
+  // walk from each other frontier plan takes.
   static constexpr std::size_t kTriedMoves = 4;
-  // ... and how many steps it takes at most, per operation.
   static constexpr int kWalkStepsPerOperation = 4;
+  static constexpr int kWalkStepsFromEachPlan = 8;
   static int end_node(int k) { return 3 + 2 * k; }
 
   struct TightEdge {
@@ -306,6 +320,18 @@ class Solver {
     point.option_indices = option_indices_;
     result_.iterations.push_back(std::move(point));
     if (options_.progress) options_.progress(result_.iterations.back());
+  }
+
+  // Every operation at its slowest (cheapest) option, when that is not the first planned
+  // point already: a representative is the fastest of its quantized time, so with a unit
+  // coarser than the gaps between options the planned slow end is not the cheapest plan.
+  void record_slowest() {
+    bool differs = false;
+    for (int op = 0; op < count_; ++op) {
+      option_indices_[op] = static_cast<int>(spec(op).options().size()) - 1;
+      differs |= option_indices_[op] != spec(op).option_index_for(duration_[op]);
+    }
+    if (differs) record(0, makespan_, true);
   }
 
   // Latest finish times at the current makespan; an operation is critical when it has no float.
@@ -421,8 +447,9 @@ class Solver {
   // so the last PD plan need not reach the true minimum makespan (every operation at its
   // fastest option). Repair it greedily on real times: while the real makespan is above
   // that minimum, move the operation on a real critical path with the least effective
-  // energy per second saved one option faster; then reclaim slack. Each round lowers one
-  // option index, so this ends, at worst at all-fastest.
+  // energy per second saved one representative faster (the finer options are left to slack
+  // reclamation, which then spends the float on them); then reclaim slack. Each round lowers
+  // one option index, so this ends, at worst at all-fastest.
   void repair_to_minimum_time() {
     std::vector<int> fastest(count_, 0);
     const double minimum_s = evaluate(dag_, topology_, fastest, gpus_, real_start_).time_s;
@@ -436,7 +463,7 @@ class Solver {
         std::fill(option_indices_.begin(), option_indices_.end(), 0);
         break;
       }
-      --option_indices_[best];
+      option_indices_[best] = spec(best).faster_representative(option_indices_[best]);
     }
     for (int op = 0; op < count_; ++op) duration_[op] = spec(op).options()[option_indices_[op]].quant_time;
     if (option_indices_ != result_.iterations.back().option_indices) {
@@ -444,54 +471,65 @@ class Solver {
     }
   }
 
-  // The plans next to the minimum time. PD plans on quantized durations; each option's real
+  // Walks on real times, slower one option at a time, from the minimum-time plan and from
+  // every plan on the frontier so far. PD plans on quantized durations; each option's real
   // time exceeds its quantized one by up to a unit, so near the fast end, where most
   // operations are critical, the real makespans of the last PD plans run several units above
   // their planned ones and above the repaired minimum-time plan, which is often cheaper than
-  // they are: the frontier then jumps from the minimum time to the first PD plan that is
-  // cheaper, skipping every time in between. Fill that gap on real times: from the
-  // minimum-time plan, move one operation one option slower at a time. The moves are ranked
-  // by energy saved (effective energy plus static power x makespan x GPUs) per second of
+  // they are: without the walk the frontier jumps from the minimum time to the first PD plan
+  // that is cheaper, skipping every time in between. Elsewhere PD's plans are the hull's, and
+  // a few real-time steps from each find the options between its quantized ones.
+  void walk_slower_from_frontier() {
+    for (const int index : pareto_frontier(result_.iterations)) {
+      frontier_.emplace_back(result_.iterations[index].time_s, result_.iterations[index].energy_j);
+    }
+    std::vector<std::vector<int>> seeds;
+    for (const int index : pareto_frontier(result_.iterations))
+      seeds.push_back(result_.iterations[index].option_indices);
+    walk_slower(result_.iterations.back().option_indices, kWalkStepsPerOperation * count_);
+    for (const std::vector<int>& seed : seeds) walk_slower(seed, kWalkStepsFromEachPlan);
+  }
+
+  // True when a plan found so far is at least as fast and as cheap.
+  bool dominated(double time_s, double energy_j) const {
+    const auto after =
+        std::upper_bound(frontier_.begin(), frontier_.end(), time_s * (1 + 1e-12),
+                         [](double time, const std::pair<double, double>& point) { return time < point.first; });
+    return after != frontier_.begin() && std::prev(after)->second <= energy_j * (1 + 1e-12);
+  }
+
+  // Reclaims the slack of the plan in option_indices_ and records it when it is not
+  // dominated; returns its evaluation.
+  PlanEvaluation keep_if_new() {
+    reclaim_slack(dag_, topology_, option_indices_, real_start_, real_latest_finish_);
+    const PlanEvaluation real = evaluate(dag_, topology_, option_indices_, gpus_, real_start_);
+    if (dominated(real.time_s, real.energy_j)) return real;
+    for (int op = 0; op < count_; ++op) duration_[op] = spec(op).options()[option_indices_[op]].quant_time;
+    record(static_cast<int>(result_.iterations.size()), makespan_now(), true);
+    const IterationResult& kept = result_.iterations.back();
+    auto position = std::upper_bound(frontier_.begin(), frontier_.end(), std::make_pair(kept.time_s, kept.energy_j));
+    position = std::next(frontier_.insert(position, {kept.time_s, kept.energy_j}));
+    auto last = position;
+    while (last != frontier_.end() && last->second >= kept.energy_j) ++last;
+    frontier_.erase(position, last);
+    return real;
+  }
+
+  // From `seed`, moves one operation one option slower at a time. The moves are ranked by
+  // energy saved (effective energy plus static power x makespan x GPUs) per second of
   // makespan added, which one forward and one backward pass give exactly for every operation
   // (lengthening one by d adds max(0, d - its total float)); the best kTriedMoves are made,
-  // their slack reclaimed, their plans kept when no plan found so far is as fast and as cheap,
-  // and the walk goes on from the one with the best real rate. Ends when no move saves energy,
-  // or after kWalkStepsPerOperation steps per operation.
-  void slow_down_from_minimum_time() {
-    std::vector<std::pair<double, double>> frontier;  // (time_s, energy_j), time ascending, energy descending
-    for (const int index : pareto_frontier(result_.iterations)) {
-      frontier.emplace_back(result_.iterations[index].time_s, result_.iterations[index].energy_j);
-    }
-    auto dominated = [&](double time_s, double energy_j) {
-      const auto after =
-          std::upper_bound(frontier.begin(), frontier.end(), time_s * (1 + 1e-12),
-                           [](double time, const std::pair<double, double>& point) { return time < point.first; });
-      return after != frontier.begin() && std::prev(after)->second <= energy_j * (1 + 1e-12);
-    };
-    // Keeps the plan in option_indices_ (slack reclaimed) when nothing found so far is as fast
-    // and as cheap; returns its evaluation.
-    auto keep_if_new = [&]() {
-      reclaim_slack(dag_, topology_, option_indices_, real_start_, real_latest_finish_);
-      const PlanEvaluation real = evaluate(dag_, topology_, option_indices_, gpus_, real_start_);
-      if (dominated(real.time_s, real.energy_j)) return real;
-      for (int op = 0; op < count_; ++op) duration_[op] = spec(op).options()[option_indices_[op]].quant_time;
-      record(static_cast<int>(result_.iterations.size()), makespan_now(), true);
-      const IterationResult& kept = result_.iterations.back();
-      auto position = std::upper_bound(frontier.begin(), frontier.end(), std::make_pair(kept.time_s, kept.energy_j));
-      position = std::next(frontier.insert(position, {kept.time_s, kept.energy_j}));
-      auto last = position;
-      while (last != frontier.end() && last->second >= kept.energy_j) ++last;
-      frontier.erase(position, last);
-      return real;
-    };
+  // their slack reclaimed and their plans kept when new, and the walk goes on from the one
+  // with the best real rate. Ends when no move saves energy, or after `max_steps` steps.
+  void walk_slower(const std::vector<int>& seed, int max_steps) {
     struct Move {
       double rate;  // predicted energy saved per second added, before slack reclamation
       int op;
     };
     std::vector<Move> moves;
-    option_indices_ = result_.iterations.back().option_indices;
+    option_indices_ = seed;
     auto real_time = [&](int op) { return spec(op).options()[option_indices_[op]].time_s; };
-    for (int step = 0; step < kWalkStepsPerOperation * count_; ++step) {
+    for (int step = 0; step < max_steps; ++step) {
       const PlanEvaluation now_plan = evaluate(dag_, topology_, option_indices_, gpus_, real_start_);
       const double now_s = now_plan.time_s;
       latest_finish_pass(topology_, real_latest_finish_, now_s, real_time);
@@ -509,9 +547,6 @@ class Solver {
         moves.push_back({saved_j / std::max(added_s, 1e-15), op});
       }
       if (moves.empty()) break;
-      // The best few moves by predicted rate are each made, their slack reclaimed and their
-      // plan kept when new; the walk goes on from the one whose real rate (energy saved per
-      // second added, after reclamation) is best.
       const std::size_t tried = std::min<std::size_t>(moves.size(), kTriedMoves);
       std::partial_sort(
           moves.begin(), moves.begin() + static_cast<std::ptrdiff_t>(tried), moves.end(),
@@ -548,7 +583,7 @@ class Solver {
       if (option_indices_[op] == 0 || real_start_[op] + real_time(op) < real_latest_finish_[op] - tolerance) continue;
       const std::vector<ExecutionOption>& options = spec(op).options();
       const ExecutionOption& now = options[option_indices_[op]];
-      const ExecutionOption& faster = options[option_indices_[op] - 1];
+      const ExecutionOption& faster = options[spec(op).faster_representative(option_indices_[op])];
       const double rate =
           (faster.effective_energy_j - now.effective_energy_j) / std::max(now.time_s - faster.time_s, 1e-15);
       if (rate < best_rate) {
@@ -578,6 +613,7 @@ class Solver {
   std::vector<double> real_start_, real_latest_finish_;  // of the realized plan, seconds
   std::vector<int> option_indices_;
   std::vector<int> shortened_, lengthened_;
+  std::vector<std::pair<double, double>> frontier_;  // (time_s, energy_j) of the walks: time up, energy down
 
   PhillipsDessoukyResult result_;
 };

@@ -1,5 +1,7 @@
 #include "kareus/pipeline/operation.h"
 
+#include <vector>
+
 #include <gtest/gtest.h>
 
 namespace kareus::pipeline {
@@ -22,20 +24,32 @@ TEST(ExecutionOption, QuantizeFloorsRobustly) {
   EXPECT_EQ(quantize_time(12.3456, 0.01), 1234);
 }
 
-TEST(CandidateExecutionOptions, FiltersDominatedAndDuplicateQuantTimes) {
+TEST(CandidateExecutionOptions, FiltersDominatedAndPicksARepresentativePerQuantTime) {
   // quant times with unit 1: 2, 3, 3, 4, 5, 6
-  const CandidateExecutionOptions candidates({option(4.2, 6, 40), option(2.0, 10, 20), option(3.1, 9, 31),
-                                              option(3.7, 7, 37), option(5.5, 6.5, 55), option(6.0, 5, 60)},
-                                             1.0);
-  // Quantum 3 holds 3.1 (cost 9) and 3.7 (cost 7), both Pareto-optimal: the faster is kept;
-  // 5.5 (6.5) is dominated by 4.2 (6).
-  ASSERT_EQ(candidates.options().size(), 4U);
-  EXPECT_EQ(candidates.options()[0].knob, 20);
-  EXPECT_EQ(candidates.options()[1].knob, 31);
-  EXPECT_EQ(candidates.options()[2].knob, 40);
-  EXPECT_EQ(candidates.options()[3].knob, 60);
-  EXPECT_EQ(candidates.min_quant_time(), 2);
-  EXPECT_EQ(candidates.max_quant_time(), 6);
+  const std::vector<ExecutionOption> raw = {option(4.2, 6, 40), option(2.0, 10, 20),  option(3.1, 9, 31),
+                                            option(3.7, 7, 37), option(5.5, 6.5, 55), option(6.0, 5, 60)};
+  const CandidateExecutionOptions fastest(raw, 1.0);
+  // 5.5 (6.5) is dominated by 4.2 (6); every other option is Pareto-optimal and kept.
+  std::vector<int> knobs;
+  for (const ExecutionOption& kept : fastest.options()) knobs.push_back(kept.knob);
+  EXPECT_EQ(knobs, (std::vector<int>{20, 31, 37, 40, 60}));
+  // Quantum 3 holds 3.1 (cost 9) and 3.7 (cost 7): the faster represents it, or the cheaper.
+  EXPECT_EQ(fastest.representatives(), (std::vector<int>{0, 1, 3, 4}));
+  EXPECT_EQ(CandidateExecutionOptions(raw, 1.0, QuantumRule::kCheapest).representatives(),
+            (std::vector<int>{0, 2, 3, 4}));
+  EXPECT_EQ(fastest.min_quant_time(), 2);
+  EXPECT_EQ(fastest.max_quant_time(), 6);
+  // Steps between representatives, from a representative or from the option between them.
+  EXPECT_EQ(fastest.slower_representative(1), 3);
+  EXPECT_EQ(fastest.slower_representative(2), 3);
+  EXPECT_EQ(fastest.slower_representative(4), 5);  // none: options().size()
+  EXPECT_EQ(fastest.faster_representative(3), 1);
+  EXPECT_EQ(fastest.faster_representative(2), 1);
+  // kCheapest's first representative is not the fastest option: below it, one option faster.
+  EXPECT_EQ(
+      CandidateExecutionOptions({option(1.2, 10, 1), option(1.6, 9, 2), option(2.5, 8, 3)}, 1.0, QuantumRule::kCheapest)
+          .faster_representative(1),
+      0);
 }
 
 TEST(CandidateExecutionOptions, SlowestOptionThatFits) {

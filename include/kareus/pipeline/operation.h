@@ -4,12 +4,16 @@
 // energy, and its effective energy (energy minus static power x time, the cost the
 // Phillips-Dessouky solver minimizes; lowtime's `cost`). CandidateExecutionOptions quantizes
 // times to integer multiples of `unit_time_s` (floor, as lowtime), drops options dominated in
-// (real time, effective energy), keeps the fastest option per quantized time (lowtime's rule:
-// its real time is the closest to the quantized one), and exposes the exact lower convex hull of what is
-// left: the piecewise-linear cost(duration) the solver works on (lowtime instead fits
-// a*exp(b*d)+c). Units: seconds, joules, watts; `quant_time` counts `unit_time_s`.
+// (real time, effective energy), picks one representative per quantized time (the fastest,
+// lowtime's rule: its real time is the closest to the quantized one), and exposes the exact
+// lower convex hull of the representatives: the piecewise-linear cost(duration) the solver
+// plans on (lowtime instead fits a*exp(b*d)+c). Every Pareto option stays available to the
+// passes that work on real times (slack reclamation, the walks near the fast end), so a unit
+// coarser than the gaps between options does not hide the slower, cheaper ones from plans.
+// Units: seconds, joules, watts; `quant_time` counts `unit_time_s`.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -29,7 +33,7 @@ struct ExecutionOption {
 /// floor(time_s / unit_time_s), robust to the representation error of e.g. 0.003 / 0.001.
 [[nodiscard]] std::int64_t quantize_time(double time_s, double unit_time_s);
 
-/// Which option of a quantized time survives. kFastest (default, lowtime's rule) plans with
+/// Which option represents a quantized time. kFastest (default, lowtime's rule) plans with
 /// options whose real times the quantization underestimates least. kCheapest makes the hull
 /// a lower bound of every option's effective energy at its quantized time, which
 /// relaxation_lower_bound (phillips_dessouky.h) needs.
@@ -37,22 +41,36 @@ enum class QuantumRule { kFastest, kCheapest };
 
 class CandidateExecutionOptions {
  public:
-  /// Quantizes, Pareto-filters (on time_s and effective_energy_j) and keeps one option per
-  /// quant_time (by `rule`). Preconditions: `options` non-empty, `unit_time_s` > 0, times >= 0.
+  /// Quantizes, Pareto-filters (on time_s and effective_energy_j) and picks one representative
+  /// per quant_time (by `rule`). Preconditions: `options` non-empty, `unit_time_s` > 0, times >= 0.
   CandidateExecutionOptions(std::vector<ExecutionOption> options, double unit_time_s,
                             QuantumRule rule = QuantumRule::kFastest);
 
-  /// The candidates, quant_time strictly increasing, effective_energy_j strictly decreasing.
+  /// The Pareto-optimal options: time_s strictly increasing (quant_time non-decreasing),
+  /// effective_energy_j strictly decreasing.
   [[nodiscard]] const std::vector<ExecutionOption>& options() const { return options_; }
+  /// Indices (into options()) of the representatives, quant_time strictly increasing.
+  [[nodiscard]] const std::vector<int>& representatives() const { return representatives_; }
+  /// The next representative faster than options()[index], or the next faster option when no
+  /// representative is (index - 1; precondition index > 0); the next representative slower
+  /// than it, options().size() when none is.
+  [[nodiscard]] int faster_representative(int index) const {
+    const auto at = std::lower_bound(representatives_.begin(), representatives_.end(), index);
+    return at == representatives_.begin() ? index - 1 : *(at - 1);
+  }
+  [[nodiscard]] int slower_representative(int index) const {
+    const auto at = std::upper_bound(representatives_.begin(), representatives_.end(), index);
+    return at == representatives_.end() ? static_cast<int>(options_.size()) : *at;
+  }
   [[nodiscard]] std::int64_t min_quant_time() const { return options_.front().quant_time; }
   [[nodiscard]] std::int64_t max_quant_time() const { return options_.back().quant_time; }
 
-  /// Index (into options()) of the slowest option that fits in `quant_time`, i.e. the
-  /// cheapest one that does; the fastest option when none fits.
+  /// Index (into options()) of the representative of the slowest quantized time that fits in
+  /// `quant_time`, i.e. the cheapest representative that does; the fastest option when none fits.
   [[nodiscard]] int option_index_for(std::int64_t quant_time) const;
   [[nodiscard]] int knob_for(std::int64_t quant_time) const { return options_[option_index_for(quant_time)].knob; }
 
-  /// The lower convex hull of the candidates' (quant_time, effective_energy_j), evaluated at
+  /// The lower convex hull of the representatives' (quant_time, effective_energy_j), evaluated at
   /// `quant_time` (clamped to [min_quant_time, max_quant_time]). Convex and non-increasing.
   [[nodiscard]] double hull_cost(std::int64_t quant_time) const;
 
@@ -61,6 +79,7 @@ class CandidateExecutionOptions {
 
  private:
   std::vector<ExecutionOption> options_;
+  std::vector<int> representatives_;
   std::vector<int> hull_;
 };
 
