@@ -28,18 +28,8 @@ using namespace kareus::runtime;
 
 namespace {
 
-kareus::pipeline::InstructionType parse_type(const std::string& name) {
-  return kareus::pipeline::parse_instruction_type(name, "instruction name");
-}
-
 namespace wl = kareus::workload;
 namespace part = kareus::partition;
-
-wl::Direction parse_direction(const std::string& name) {
-  if (name == "forward") return wl::Direction::kForward;
-  if (name == "backward") return wl::Direction::kBackward;
-  throw kareus::InputError("direction '" + name + "' must be \"forward\" or \"backward\"");
-}
 
 py::dict model_dict(const wl::ModelSpec& model) {
   py::dict result;
@@ -69,19 +59,19 @@ py::dict op_dict(const wl::Op& op, int layer) {
 /// executor needs beyond partition.h: the layer of each compute op (partitions span a layer
 /// boundary) and the layer and nanobatch of the collective (the NB0 partition runs NB1's
 /// collective of the previous segment).
-py::list partitions_of(const wl::Workload& workload, int stage, wl::Direction direction) {
+py::list partitions_of(const wl::Workload& workload, int stage, kareus::Direction direction) {
   if (stage < 0 || stage >= workload.parallel.pp) {
     throw kareus::InputError("stage " + std::to_string(stage) + " is outside 0.." +
                              std::to_string(workload.parallel.pp - 1));
   }
   const wl::LayerGraph graph = wl::build_layer_graph(workload);
-  const auto& layer_ops = direction == wl::Direction::kForward ? graph.forward : graph.backward;
+  const auto& layer_ops = direction == kareus::Direction::kForward ? graph.forward : graph.backward;
   const auto compute_per_layer =
       std::count_if(layer_ops.begin(), layer_ops.end(), [](const wl::Op& op) { return !op.is_collective(); });
   const int layers = workload.stage_layers[static_cast<std::size_t>(stage)];
   auto layer_of = [&](std::size_t flat_index) {
     const int step = static_cast<int>(flat_index / static_cast<std::size_t>(compute_per_layer));
-    return direction == wl::Direction::kForward ? step : layers - 1 - step;
+    return direction == kareus::Direction::kForward ? step : layers - 1 - step;
   };
 
   py::list result;
@@ -90,7 +80,7 @@ py::list partitions_of(const wl::Workload& workload, int stage, wl::Direction di
   for (const part::Partition& partition : part::build_partitions(workload, stage, direction)) {
     py::dict entry;
     entry["key"] = partition.key;
-    entry["direction"] = direction == wl::Direction::kForward ? "forward" : "backward";
+    entry["direction"] = std::string(kareus::to_string(direction));
     entry["layer"] = partition.layer;
     entry["nanobatch"] = partition.nanobatch;
     entry["searchable"] = partition.searchable();
@@ -242,7 +232,7 @@ PYBIND11_MODULE(_runtime, module) {
       .def(
           "partitions",
           [](const wl::Workload& workload, int stage, const std::string& direction) {
-            return partitions_of(workload, stage, parse_direction(direction));
+            return partitions_of(workload, stage, kareus::parse_direction(direction, "direction"));
           },
           py::arg("stage"), py::arg("direction"),
           "The partitions of one instruction of `stage` (\"forward\" or \"backward\") in execution order: dicts "
@@ -280,7 +270,7 @@ PYBIND11_MODULE(_runtime, module) {
       .def(
           "on_instruction_begin",
           [](Runtime& runtime, const std::string& name, std::optional<int> microbatch) {
-            runtime.on_instruction_begin(parse_type(name), microbatch);
+            runtime.on_instruction_begin(kareus::parse_direction(name, "instruction type"), microbatch);
           },
           py::arg("name"), py::arg("microbatch") = py::none())
       .def("on_instruction_end", &Runtime::on_instruction_end)

@@ -9,8 +9,6 @@
 namespace kareus::compose {
 namespace {
 
-using workload::Direction;
-
 struct SumPoint {
   double time_s = 0;
   double energy_j = 0;

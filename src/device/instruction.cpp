@@ -8,8 +8,6 @@
 namespace kareus::device {
 namespace {
 
-using workload::Direction;
-
 void add(InstructionRun& total, const Measurement& run) {
   total.time_s += run.time_s;
   total.energy_j += run.energy_j;
@@ -29,13 +27,11 @@ partition::KnobConfig config_for(const GpuSpec& gpu, const partition::Partition&
   return {freq_mhz, gpu.default_comm_ctas, partition.slots.front().name};
 }
 
-std::string_view name_of(Direction direction) { return direction == Direction::kForward ? "forward" : "backward"; }
-
 /// The nonpartition ops of `direction` on `stage`, per nanobatch (or per microbatch when the
 /// workload has one nanobatch), as serial work.
 SerialWork nonpartition_work(const GpuSpec& gpu, const workload::Workload& workload, int stage, Direction direction) {
   const workload::NonpartitionWork work = workload::build_nonpartition_work(workload, stage);
-  return {fmt::format("serial:nonpartition_{}:stage{}:{}", name_of(direction), stage,
+  return {fmt::format("serial:nonpartition_{}:stage{}:{}", to_string(direction), stage,
                       workload.parallel.nanobatches == 1 ? "microbatch" : "nanobatch"),
           direction == Direction::kForward ? work.forward : work.backward, gpu.default_comm_ctas};
 }
@@ -74,7 +70,7 @@ InstructionRun run_sequential(Device& device, const workload::Workload& workload
   const auto& pass = direction == Direction::kForward ? graph.forward : graph.backward;
   layer_ops.insert(layer_ops.end(), pass.begin(), pass.end());
   InstructionRun total;
-  const SerialWork layer_work{fmt::format("serial:layer_{}", name_of(direction)), std::move(layer_ops),
+  const SerialWork layer_work{fmt::format("serial:layer_{}", to_string(direction)), std::move(layer_ops),
                               gpu.default_comm_ctas};
   const Measurement layer = device.measure_serial(layer_work, freq_mhz);
   total.time_s = layer.time_s * workload.stage_layers[stage];

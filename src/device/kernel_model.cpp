@@ -58,8 +58,8 @@ KernelRun compute_kernel(const GpuSpec& gpu, const workload::Op& op, double freq
     compute_time =
         waves * std::floor(sms) * (op.flops / tiles) / (gpu.peak_flops(freq_mhz, std::floor(sms)) * efficiency);
   } else if (op.kind == OpKind::kAttention) {
-    const double efficiency = op.direction == workload::Direction::kForward ? gpu.attention_forward_efficiency
-                                                                            : gpu.attention_backward_efficiency;
+    const double efficiency =
+        op.direction == Direction::kForward ? gpu.attention_forward_efficiency : gpu.attention_backward_efficiency;
     compute_time = op.flops / (gpu.peak_flops(freq_mhz, sms) * efficiency);
   } else {
     // Memory-bound ops: a few FLOPs per element on CUDA cores, not tensor cores.

@@ -41,12 +41,8 @@ constexpr CollectiveKind kCollectiveKinds[] = {CollectiveKind::kAllReduce, Colle
 using ordered = nlohmann::ordered_json;
 
 ordered op_to_json(const workload::Op& op) {
-  ordered value = {{"name", op.name},
-                   {"kind", workload::to_string(op.kind)},
-                   {"direction", op.direction == workload::Direction::kForward ? "forward" : "backward"},
-                   {"flops", op.flops},
-                   {"bytes_read", op.bytes_read},
-                   {"bytes_written", op.bytes_written}};
+  ordered value = {{"name", op.name},   {"kind", workload::to_string(op.kind)}, {"direction", to_string(op.direction)},
+                   {"flops", op.flops}, {"bytes_read", op.bytes_read},          {"bytes_written", op.bytes_written}};
   if (op.kind == OpKind::kGemm) value["gemm"] = {{"m", op.gemm.m}, {"n", op.gemm.n}, {"k", op.gemm.k}};
   if (op.collective) {
     value["collective"] = {{"kind", workload::to_string(op.collective->kind)},
@@ -81,11 +77,7 @@ workload::Op op_from_json(const json& value) {
   workload::Op op;
   op.name = value.at("name").get<std::string>();
   op.kind = parse_enum(value.at("kind").get<std::string>(), kOpKinds, "op kind");
-  const std::string direction = value.at("direction").get<std::string>();
-  if (direction != "forward" && direction != "backward") {
-    throw InputError(fmt::format("op direction must be \"forward\" or \"backward\", found \"{}\"", direction));
-  }
-  op.direction = direction == "forward" ? workload::Direction::kForward : workload::Direction::kBackward;
+  op.direction = parse_direction(value.at("direction").get<std::string>(), "op direction");
   op.flops = get_bounded(value, "flops", kMaxOpCount);
   op.bytes_read = get_bounded(value, "bytes_read", kMaxOpCount);
   op.bytes_written = get_bounded(value, "bytes_written", kMaxOpCount);
@@ -136,7 +128,7 @@ std::string to_json_line(const MeasurementRecord& record) {
       {"workload", record.workload_json.empty() ? ordered(nullptr) : ordered::parse(record.workload_json)},
       {"partition", record.partition.key},
       {"kernel_class", record.kernel_class()},
-      {"direction", record.partition.direction == workload::Direction::kForward ? "forward" : "backward"},
+      {"direction", to_string(record.partition.direction)},
       {"nanobatch", record.partition.nanobatch},
       {"ops", ops},
       {"collective", record.partition.collective ? op_to_json(*record.partition.collective) : ordered(nullptr)},
@@ -174,9 +166,7 @@ MeasurementRecord parse_measurement_line(std::string_view line, std::string_view
     }
     partition::Partition& partition = record.partition;
     partition.key = value.at("partition").get<std::string>();
-    partition.direction = value.value("direction", std::string("forward")) == "backward"
-                              ? workload::Direction::kBackward
-                              : workload::Direction::kForward;
+    partition.direction = parse_direction(value.value("direction", std::string("forward")), "partition direction");
     partition.nanobatch = value.contains("nanobatch") ? get_int(value, "nanobatch", 0, 1 << 16) : 0;
     for (const json& op : value.at("ops")) partition.compute_ops.push_back(op_from_json(op));
     if (!value.at("collective").is_null()) partition.collective = op_from_json(value.at("collective"));

@@ -19,7 +19,6 @@ namespace kareus::interop {
 namespace {
 
 using detail::PyValue;
-using pipeline::InstructionType;
 
 constexpr int kThreadsPerCta = 1024;
 constexpr int kMaxCtas = 1024;
@@ -55,8 +54,8 @@ class SlotTable {
   std::map<std::string, std::set<std::string>> slots_;
 };
 
-std::vector<std::string> keys_of(const ArtifactKeyLayout& layout, InstructionType type) {
-  if (type == InstructionType::kForward) return layout.forward_keys;
+std::vector<std::string> keys_of(const ArtifactKeyLayout& layout, Direction type) {
+  if (type == Direction::kForward) return layout.forward_keys;
   std::vector<std::string> keys = layout.recompute_keys;
   keys.insert(keys.end(), layout.backward_keys.begin(), layout.backward_keys.end());
   return keys;
@@ -74,10 +73,10 @@ std::string config_string(const plan::CommConfig& config) {
 /// microbatch, with nothing overlapped).
 constexpr std::string_view kNotOverlappedConfig = "none-none-20-1024";
 
-std::string entry_text(InstructionType type, const std::vector<std::string>& keys,
+std::string entry_text(Direction type, const std::vector<std::string>& keys,
                        const plan::PlannedInstruction& instruction) {
   const bool nanobatched = plan::effective_overlap(instruction) == workload::OverlapMode::kNanobatch;
-  std::string text = "(" + py_quoted(pipeline::to_string(type));
+  std::string text = "(" + py_quoted(kareus::to_string(type));
   for (const std::string& key : keys) {
     text += ", " + py_quoted(nanobatched ? config_string(instruction.partitions.at(key)) : kNotOverlappedConfig);
   }
@@ -101,10 +100,10 @@ const PyValue& expect(const Origin& origin, const PyValue& value, PyValue::Kind 
   return value;
 }
 
-InstructionType instruction_type(const Origin& origin, const PyValue& value, std::string_view where) {
+Direction instruction_type(const Origin& origin, const PyValue& value, std::string_view where) {
   expect(origin, value, PyValue::Kind::kString, where);
-  if (value.string_value == "forward") return InstructionType::kForward;
-  if (value.string_value == "backward") return InstructionType::kBackward;
+  if (value.string_value == "forward") return Direction::kForward;
+  if (value.string_value == "backward") return Direction::kBackward;
   origin.fail(value,
               fmt::format("{}: instruction must be 'forward' or 'backward', found '{}'", where, value.string_value));
 }
@@ -258,8 +257,7 @@ ArtifactFiles export_artifact(const plan::Plan& plan, const workload::Workload& 
   for (const plan::StagePlan& stage : plan.stages) {
     std::vector<std::string> entries;
     for (const plan::PlannedInstruction& instruction : stage.instructions) {
-      entries.push_back(
-          fmt::format("({}, {})", py_quoted(pipeline::to_string(instruction.type)), instruction.freq_mhz));
+      entries.push_back(fmt::format("({}, {})", py_quoted(kareus::to_string(instruction.type)), instruction.freq_mhz));
     }
     files.freqs_py += "[" + join(entries) + "],\n";
   }
@@ -280,7 +278,7 @@ ArtifactFiles export_artifact(const plan::Plan& plan, const workload::Workload& 
       for (const auto& [key, config] : instruction.partitions) found.push_back(key);
       if (found != expected) {
         throw InputError(fmt::format("{}: {} comm configs must be for {}, found {}", where,
-                                     pipeline::to_string(instruction.type), join(expected), join(found)));
+                                     kareus::to_string(instruction.type), join(expected), join(found)));
       }
       for (const auto& [key, config] : instruction.partitions) {
         if (!slots.has(key, config.slot)) {
@@ -306,12 +304,12 @@ ArtifactFiles export_artifact(const plan::Plan& plan, const workload::Workload& 
       std::vector<const plan::PlannedInstruction*> forward(microbatches);
       std::vector<const plan::PlannedInstruction*> backward(microbatches);
       for (const plan::PlannedInstruction& instruction : stage.instructions) {
-        (instruction.type == InstructionType::kForward ? forward : backward)[instruction.microbatch] = &instruction;
+        (instruction.type == Direction::kForward ? forward : backward)[instruction.microbatch] = &instruction;
       }
       for (int microbatch = 0; microbatch < microbatches; ++microbatch) {
-        entries.push_back(
-            fmt::format("({}, {})", entry_text(InstructionType::kForward, layout.forward_keys, *forward[microbatch]),
-                        entry_text(InstructionType::kBackward, layout.backward_keys, *backward[microbatch])));
+        entries.push_back(fmt::format("({}, {})",
+                                      entry_text(Direction::kForward, layout.forward_keys, *forward[microbatch]),
+                                      entry_text(Direction::kBackward, layout.backward_keys, *backward[microbatch])));
       }
     }
     files.scheds_py += "[" + join(entries) + "],\n";
@@ -354,10 +352,10 @@ plan::Plan import_artifact(std::string_view freqs_py, std::string_view freqs_ori
         freqs.fail(entry, fmt::format("{}: expected ('forward'|'backward', MHz), found {} elements", where,
                                       entry.items.size()));
       }
-      const InstructionType type = instruction_type(freqs, entry.items[0], where);
+      const Direction type = instruction_type(freqs, entry.items[0], where);
       if (type != order[index].type) {
         freqs.fail(entry, fmt::format("{}: expected '{}' (1F1B order), found '{}'", where,
-                                      pipeline::to_string(order[index].type), pipeline::to_string(type)));
+                                      kareus::to_string(order[index].type), kareus::to_string(type)));
       }
       const PyValue& clock = expect(freqs, entry.items[1], PyValue::Kind::kInt, where + " clock");
       if (clock.int_value < 1 || clock.int_value > kMaxFreqMhz) {
@@ -384,18 +382,18 @@ plan::Plan import_artifact(std::string_view freqs_py, std::string_view freqs_ori
                 fmt::format("expected {} stage lists (--pp {}), found {}", stages, stages, scheds_root.items.size()));
   }
   // Reads one ('forward'|'backward', config, ...) tuple into `instruction`.
-  const auto read_entry = [&](const PyValue& entry, InstructionType expected_type, const std::vector<std::string>& keys,
+  const auto read_entry = [&](const PyValue& entry, Direction expected_type, const std::vector<std::string>& keys,
                               plan::PlannedInstruction& instruction, const std::string& where) {
     expect(scheds, entry, PyValue::Kind::kTuple, where);
     if (entry.items.empty()) scheds.fail(entry, where + ": empty tuple");
-    const InstructionType type = instruction_type(scheds, entry.items[0], where);
+    const Direction type = instruction_type(scheds, entry.items[0], where);
     if (type != expected_type) {
       scheds.fail(entry, fmt::format("{}: expected '{}' (as in {}), found '{}'", where,
-                                     pipeline::to_string(expected_type), freqs_origin, pipeline::to_string(type)));
+                                     kareus::to_string(expected_type), freqs_origin, kareus::to_string(type)));
     }
     if (entry.items.size() != keys.size() + 1) {
       scheds.fail(entry, fmt::format("{}: a {} entry holds {} comm configs ({}), found {}", where,
-                                     pipeline::to_string(type), keys.size(), join(keys), entry.items.size() - 1));
+                                     kareus::to_string(type), keys.size(), join(keys), entry.items.size() - 1));
     }
     const auto not_overlapped = [](const PyValue& config) {
       return config.kind == PyValue::Kind::kString && config.string_value == kNotOverlappedConfig;
@@ -435,7 +433,7 @@ plan::Plan import_artifact(std::string_view freqs_py, std::string_view freqs_ori
       if (pair.items.size() != 2) scheds.fail(pair, where + ": expected a (forward, backward) pair");
       for (plan::PlannedInstruction& instruction : instructions) {
         if (instruction.microbatch != microbatch) continue;
-        const bool forward = instruction.type == InstructionType::kForward;
+        const bool forward = instruction.type == Direction::kForward;
         read_entry(pair.items[forward ? 0 : 1], instruction.type, keys_of(layout, instruction.type), instruction,
                    where);
       }

@@ -89,12 +89,12 @@ PfoService::PfoService(std::vector<ServedPlan> frontier, ResultLog* results, std
       json list = json::array();
       json instructions = json::array();
       for (const plan::PlannedInstruction& instruction : stage.instructions) {
-        list.push_back({pipeline::to_string(instruction.type), instruction.freq_mhz});
+        list.push_back({kareus::to_string(instruction.type), instruction.freq_mhz});
         json partitions = json::object();
         for (const auto& [key, config] : instruction.partitions) {
           partitions[key] = {{"slot", config.slot}, {"ctas", config.ctas}};
         }
-        instructions.push_back({{"type", pipeline::to_string(instruction.type)},
+        instructions.push_back({{"type", kareus::to_string(instruction.type)},
                                 {"microbatch", instruction.microbatch},
                                 {"freq_mhz", instruction.freq_mhz},
                                 {"partitions", std::move(partitions)}});

@@ -10,7 +10,6 @@
 namespace kareus::partition {
 namespace {
 
-using workload::Direction;
 using workload::Op;
 using workload::OpKind;
 using workload::OpRole;

@@ -24,7 +24,7 @@ IterationRun simulate_one_f_one_b(int stages, int microbatches, const Instructio
     for (int stage = 0; stage < stages; ++stage) {
       while (next[stage] < orders[stage].size()) {
         const Instruction& instruction = orders[stage][next[stage]];
-        const bool forward = instruction.type == InstructionType::kForward;
+        const bool forward = instruction.type == Direction::kForward;
         double dependency_end = 0;
         if (forward && stage > 0) dependency_end = forward_end[stage - 1][instruction.microbatch];
         if (!forward && stage + 1 < stages) dependency_end = backward_end[stage + 1][instruction.microbatch];

@@ -70,23 +70,22 @@ PipelineDag build_one_f_one_b_dag(const OneFOneBConfig& config) {
   // index[stage][type][microbatch] -> operation
   const int microbatches = config.microbatches;
   std::vector<int> index(static_cast<std::size_t>(stages) * 2 * microbatches);
-  auto slot = [&](int stage, InstructionType type, int microbatch) -> int& {
-    return index[(static_cast<std::size_t>(stage) * 2 + (type == InstructionType::kBackward)) * microbatches +
-                 microbatch];
+  auto slot = [&](int stage, Direction type, int microbatch) -> int& {
+    return index[(static_cast<std::size_t>(stage) * 2 + (type == Direction::kBackward)) * microbatches + microbatch];
   };
   for (int stage = 0; stage < stages; ++stage) {
     int previous = -1;
     for (const Instruction& instruction : one_f_one_b(stage, stages, microbatches)) {
       const int id = static_cast<int>(dag.operations.size());
       dag.operations.push_back(
-          {OperationKind::kInstruction, instruction, 2 * stage + (instruction.type == InstructionType::kBackward)});
+          {OperationKind::kInstruction, instruction, 2 * stage + (instruction.type == Direction::kBackward)});
       slot(stage, instruction.type, instruction.microbatch) = id;
       if (previous >= 0) dag.edges.emplace_back(previous, id);
       previous = id;
     }
     if (reduce_spec >= 0) {
       const int id = static_cast<int>(dag.operations.size());
-      dag.operations.push_back({OperationKind::kGradientReduce, {stage, 0, InstructionType::kBackward}, reduce_spec});
+      dag.operations.push_back({OperationKind::kGradientReduce, {stage, 0, Direction::kBackward}, reduce_spec});
       dag.edges.emplace_back(previous, id);
     }
   }
@@ -102,10 +101,10 @@ PipelineDag build_one_f_one_b_dag(const OneFOneBConfig& config) {
   };
   for (int stage = 0; stage + 1 < stages; ++stage) {
     for (int microbatch = 0; microbatch < microbatches; ++microbatch) {
-      connect(slot(stage, InstructionType::kForward, microbatch),
-              slot(stage + 1, InstructionType::kForward, microbatch), {stage, microbatch, InstructionType::kForward});
-      connect(slot(stage + 1, InstructionType::kBackward, microbatch),
-              slot(stage, InstructionType::kBackward, microbatch), {stage + 1, microbatch, InstructionType::kBackward});
+      connect(slot(stage, Direction::kForward, microbatch), slot(stage + 1, Direction::kForward, microbatch),
+              {stage, microbatch, Direction::kForward});
+      connect(slot(stage + 1, Direction::kBackward, microbatch), slot(stage, Direction::kBackward, microbatch),
+              {stage + 1, microbatch, Direction::kBackward});
     }
   }
   return dag;

@@ -25,7 +25,7 @@ int require_int(const json& object, std::string_view key, std::string_view origi
 PlannedInstruction parse_instruction(const json& object, const std::string& origin) {
   jf::reject_unknown(object, {"type", "microbatch", "freq_mhz", "overlap", "partitions"}, origin);
   PlannedInstruction instruction;
-  instruction.type = pipeline::parse_instruction_type(jf::require_string(object, "type", origin), origin);
+  instruction.type = parse_direction(jf::require_string(object, "type", origin), origin + ": field 'type'");
   instruction.microbatch = require_int(object, "microbatch", origin, 0);
   instruction.freq_mhz = require_int(object, "freq_mhz", origin, 1);
   if (object.contains("overlap")) {

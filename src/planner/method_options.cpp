@@ -12,8 +12,6 @@
 namespace kareus::planner {
 namespace {
 
-using workload::Direction;
-
 /// Adds measurements so that every clock has at least one config of the key: the CTA count
 /// and slot of the two fastest points of the found effective-energy front, at each missing
 /// clock (the composition is per clock; a search budget leaves some clocks unmeasured).

@@ -33,8 +33,7 @@ Plan make_plan(const pipeline::PipelineDag& dag, const pipeline::IterationResult
     for (PlannedInstruction& instruction : stage.instructions) {
       const StageKnobs& knobs = method.knobs[stage.stage];
       const Knob& knob =
-          (instruction.type == pipeline::InstructionType::kForward ? knobs.forward
-                                                                   : knobs.backward)[instruction.freq_mhz];
+          (instruction.type == Direction::kForward ? knobs.forward : knobs.backward)[instruction.freq_mhz];
       instruction.freq_mhz = knob.freq_mhz;
       instruction.overlap = knob.overlap;
       for (const auto& [key, choice] : knob.choices) instruction.partitions[key] = {choice.slot, choice.ctas};
@@ -358,7 +357,7 @@ void measure_plan_inputs(device::Device& device, const workload::Workload& workl
   for (int clock : options.clocks_mhz) {
     if (options.progress) options.progress(fmt::format("fixed and serial work at {} MHz", clock));
     for (int stage = 0; stage < workload.parallel.pp; ++stage) {
-      for (workload::Direction direction : {workload::Direction::kForward, workload::Direction::kBackward}) {
+      for (Direction direction : {Direction::kForward, Direction::kBackward}) {
         for (device::OverlapMode overlap : {device::OverlapMode::kNone, device::OverlapMode::kNanobatch}) {
           if (overlap == device::OverlapMode::kNanobatch && workload.parallel.nanobatches != 2) continue;
           (void)device::run_instruction(distinct, workload, stage, direction, clock, overlap);

@@ -63,11 +63,9 @@ pipeline::IterationRun simulate_plan(device::Device& device, const workload::Wor
     const Key key{stage, static_cast<int>(instruction.type), freq_mhz, overlap, signature};
     auto [entry, inserted] = cache.try_emplace(key);
     if (inserted) {
-      const auto direction = instruction.type == pipeline::InstructionType::kForward ? workload::Direction::kForward
-                                                                                     : workload::Direction::kBackward;
       try {
         const device::InstructionRun run =
-            device::run_instruction(device, workload, stage, direction, freq_mhz, overlap, choices);
+            device::run_instruction(device, workload, stage, instruction.type, freq_mhz, overlap, choices);
         entry->second = {run.time_s, run.energy_j};
       } catch (...) {
         cache.erase(entry);

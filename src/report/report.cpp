@@ -76,7 +76,7 @@ std::string timeline_plot(const device::GpuSpec& gpu, const planner::PlanJobResu
       const pipeline::ScheduledInstruction& scheduled = stage.instructions[index];
       const plan::PlannedInstruction& planned = plan.stages[stage.stage].instructions[index];
       const int clock = planned.freq_mhz;
-      const bool forward = scheduled.instruction.type == pipeline::InstructionType::kForward;
+      const bool forward = scheduled.instruction.type == Direction::kForward;
       // A plan may run some instructions without nanobatching: they are marked with a star.
       const bool nanobatched = plan::effective_overlap(planned) == workload::OverlapMode::kNanobatch;
       const std::string label =

@@ -81,8 +81,7 @@ kareus_status kareus_runtime_on_instruction_begin(kareus_runtime* runtime, int t
     return KAREUS_INPUT_ERROR;
   }
   return guarded([&] {
-    const auto converted = type == KAREUS_FORWARD ? kareus::pipeline::InstructionType::kForward
-                                                  : kareus::pipeline::InstructionType::kBackward;
+    const auto converted = type == KAREUS_FORWARD ? kareus::Direction::kForward : kareus::Direction::kBackward;
     runtime->runtime->on_instruction_begin(converted, microbatch < 0 ? std::nullopt : std::optional<int>(microbatch));
   });
 }

@@ -7,8 +7,8 @@
 namespace kareus::runtime {
 namespace {
 
-std::string describe(pipeline::InstructionType type, int microbatch) {
-  return fmt::format("{} microbatch {}", pipeline::to_string(type), microbatch);
+std::string describe(Direction type, int microbatch) {
+  return fmt::format("{} microbatch {}", kareus::to_string(type), microbatch);
 }
 
 void check_stage(const std::shared_ptr<const plan::Plan>& plan, int stage) {
@@ -34,7 +34,7 @@ void PlanCursor::on_step_begin() {
   next_index_ = 0;
 }
 
-const plan::PlannedInstruction& PlanCursor::on_instruction_begin(pipeline::InstructionType type, int microbatch) {
+const plan::PlannedInstruction& PlanCursor::on_instruction_begin(Direction type, int microbatch) {
   const std::string got = describe(type, microbatch);
   if (!in_step_) {
     throw InputError(fmt::format("stage {}: {} began outside a step (call on_step_begin first)", stage_, got));
@@ -114,7 +114,7 @@ std::optional<plan::PlannedInstruction> PlanCursor::expected_next() const {
   return instructions[next_index_];
 }
 
-int PlanCursor::started_of_type(pipeline::InstructionType type) const {
+int PlanCursor::started_of_type(Direction type) const {
   if (!in_step_) return 0;
   const auto& instructions = stage_plan().instructions;
   int started = 0;

@@ -13,7 +13,6 @@ namespace kareus::compose {
 namespace {
 
 using test_common::llama_3b_15_13;
-using workload::Direction;
 
 /// Every config of every searchable key at `clocks`, noise-free (exhaustive ground truth).
 PartitionMeasurements exhaustive(const device::GpuSpec& gpu, const workload::Workload& workload,

@@ -13,8 +13,6 @@
 namespace kareus::device {
 namespace {
 
-using workload::Direction;
-
 workload::Workload llama_cp1_tp8() {
   workload::Parallelism parallel;
   parallel.layers_per_stage = {15, 13};

@@ -61,7 +61,7 @@ TEST(MeasurementLog, LineRoundTripKeepsEveryField) {
   EXPECT_EQ(back.device_name, "NVIDIA H200");
   EXPECT_EQ(nlohmann::json::parse(back.workload_json), nlohmann::json::parse(record.workload_json));
   EXPECT_EQ(back.partition.key, "bwd_attn");
-  EXPECT_EQ(back.partition.direction, workload::Direction::kBackward);
+  EXPECT_EQ(back.partition.direction, Direction::kBackward);
   EXPECT_EQ(back.partition.nanobatch, record.partition.nanobatch);
   ASSERT_EQ(back.partition.compute_ops.size(), record.partition.compute_ops.size());
   for (std::size_t op = 0; op < record.partition.compute_ops.size(); ++op) {

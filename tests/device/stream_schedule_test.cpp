@@ -53,7 +53,7 @@ TEST(StreamSchedule, NamedSlotsOfFwdAttnGiveHandCheckedOrder) {
 
 TEST(StreamSchedule, EveryPartitionOfACpWorkloadSchedulesEverySlot) {
   const workload::Workload workload = llama_3b_15_13(2, 4);
-  for (const workload::Direction direction : {workload::Direction::kForward, workload::Direction::kBackward}) {
+  for (const Direction direction : {Direction::kForward, Direction::kBackward}) {
     for (const partition::Partition& partition : partition::layer_partitions(workload, direction)) {
       SCOPED_TRACE(partition.key);
       if (!partition.collective) continue;

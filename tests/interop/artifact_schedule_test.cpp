@@ -106,7 +106,7 @@ TEST(ArtifactImport, MissingPredictionsAreZero) {
   EXPECT_EQ(plan.predicted_time_s, 0);
   EXPECT_EQ(plan.stages[0].instructions[3].freq_mhz, 915);
   EXPECT_EQ(plan.stages[0].instructions[3].microbatch, 1);
-  EXPECT_EQ(plan.stages[1].instructions[1].type, pipeline::InstructionType::kBackward);
+  EXPECT_EQ(plan.stages[1].instructions[1].type, Direction::kBackward);
   EXPECT_EQ(plan.stages[1].instructions[1].microbatch, 0);
 }
 

@@ -26,8 +26,8 @@ inline workload::Workload test_workload(int cp = 1, int microbatches = 4,
   return workload::make_workload(workload::load_model("llama3.2-3b"), parallel);
 }
 
-inline int test_clock_mhz(int stage, pipeline::InstructionType type, int microbatch, int variant = 0) {
-  return 1410 - 15 * (stage * 17 + (type == pipeline::InstructionType::kBackward ? 7 : 0) + microbatch + variant * 3);
+inline int test_clock_mhz(int stage, Direction type, int microbatch, int variant = 0) {
+  return 1410 - 15 * (stage * 17 + (type == Direction::kBackward ? 7 : 0) + microbatch + variant * 3);
 }
 
 /// `overlap` false: no partitions anywhere (a Perseus-style plan).
@@ -48,8 +48,8 @@ inline plan::Plan test_plan(const workload::Workload& workload, bool overlap = t
                                        {}};
       if (overlap) {
         std::vector<std::string> keys =
-            instruction.type == pipeline::InstructionType::kForward ? layout.forward_keys : layout.recompute_keys;
-        if (instruction.type == pipeline::InstructionType::kBackward) {
+            instruction.type == Direction::kForward ? layout.forward_keys : layout.recompute_keys;
+        if (instruction.type == Direction::kBackward) {
           keys.insert(keys.end(), layout.backward_keys.begin(), layout.backward_keys.end());
         }
         for (std::size_t index = 0; index < keys.size(); ++index) {

@@ -59,7 +59,7 @@ TEST_F(PfoHttpServerTest, ServesTheProtocolOverLoopback) {
   EXPECT_EQ(schedule->get_header_value("Content-Type"), "application/json");
   const json body = json::parse(schedule->body);
   EXPECT_EQ(body["frequencies"][1][0], "backward");
-  EXPECT_EQ(body["frequencies"][1][1], testing::test_clock_mhz(1, pipeline::InstructionType::kBackward, 0));
+  EXPECT_EQ(body["frequencies"][1][1], testing::test_clock_mhz(1, Direction::kBackward, 0));
   auto unknown = client.Get("/schedule/nope?rank=0");
   ASSERT_TRUE(unknown);
   EXPECT_EQ(unknown->status, 404);

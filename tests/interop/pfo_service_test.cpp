@@ -63,7 +63,7 @@ json rank_body(int rank, int pp_rank, int tp_rank, std::vector<int> clocks = {})
 json stage_frequencies(const plan::Plan& plan, int stage) {
   json list = json::array();
   for (const auto& instruction : plan.stages[stage].instructions) {
-    list.push_back({std::string(pipeline::to_string(instruction.type)), instruction.freq_mhz});
+    list.push_back({std::string(kareus::to_string(instruction.type)), instruction.freq_mhz});
   }
   return list;
 }
@@ -160,7 +160,7 @@ TEST(PfoService, BadRequestsNameTheField) {
        "field 'pp_rank' must be below the job's pp_degree 2, found 2"},
       {"/register_rank/" + job, rank_body(1, 0, 1, {1410, 1395}).dump(), 400, "available_frequencies",
        fmt::format("field 'available_frequencies' lacks {} MHz, which stage 0 runs in plan_0.json",
-                   testing::test_clock_mhz(0, pipeline::InstructionType::kBackward, 0))},
+                   testing::test_clock_mhz(0, Direction::kBackward, 0))},
       {"/register_rank/" + job,
        R"({"rank": 1, "dp_rank": 0, "pp_rank": 0, "tp_rank": 1, "available_frequencies": [1.5]})", 400,
        "available_frequencies[0]", "field 'available_frequencies[0]' must be an integer, found number"},
@@ -316,7 +316,7 @@ TEST(ServedFrontier, FolderOfPlansKeepsParetoPointsFastestFirst) {
   const auto from_file = load_served_frontier(root);
   ASSERT_EQ(from_file.size(), 1u);
   EXPECT_EQ(from_file[0].plan.stages[0].instructions[0].freq_mhz,
-            testing::test_clock_mhz(0, pipeline::InstructionType::kForward, 0, 2));
+            testing::test_clock_mhz(0, Direction::kForward, 0, 2));
   // Plans of different shapes cannot be served together.
   std::filesystem::remove(root / "frontier.json");
   plan::Plan short_plan = testing::test_plan(testing::test_workload(1, 2), true, 0);

@@ -12,7 +12,6 @@ namespace {
 
 using workload::CollectiveKind;
 using workload::CommGroup;
-using workload::Direction;
 
 workload::Workload make(const std::string& model, int cp, int tp, std::vector<int> layers_per_stage = {}) {
   workload::Parallelism parallel;

@@ -13,8 +13,6 @@
 namespace kareus::partition {
 namespace {
 
-using workload::Direction;
-
 /// The artifact's A100 clocks: 900..1410 MHz in 30 MHz steps (REFERENCE.md section 3).
 std::vector<int> artifact_a100_clocks() {
   std::vector<int> clocks;

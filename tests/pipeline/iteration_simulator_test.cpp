@@ -10,7 +10,7 @@ TEST(IterationSimulator, HandComputedTwoStagePipeline) {
   // Stage 1: F0 [1,2] B0 [2,4] F1 [4,5] (F1 of stage 0 ended at 2) B1 [5,7].
   // Stage 0: F0 [0,1] F1 [1,2] B0 [4,6] B1 [7,9]. Makespan 9 s.
   auto cost = [](const Instruction& instruction) {
-    return instruction.type == InstructionType::kForward ? InstructionCost{1, 100} : InstructionCost{2, 300};
+    return instruction.type == Direction::kForward ? InstructionCost{1, 100} : InstructionCost{2, 300};
   };
   const IterationRun run = simulate_one_f_one_b(2, 2, cost, 50, 4);
   EXPECT_DOUBLE_EQ(run.time_s, 9);

@@ -161,17 +161,17 @@ Point simulate(const Instance& instance, const std::vector<std::vector<const Exe
       if (next[stage] >= orders[stage].size()) continue;
       const Instruction& instruction = orders[stage][next[stage]];
       double ready = stage_free[stage];
-      if (instruction.type == InstructionType::kForward && stage > 0) {
+      if (instruction.type == Direction::kForward && stage > 0) {
         if (forward_end[stage - 1][instruction.microbatch] < 0) continue;
         ready = std::max(ready, forward_end[stage - 1][instruction.microbatch] + instance.transfer_s);
       }
-      if (instruction.type == InstructionType::kBackward && stage + 1 < stages) {
+      if (instruction.type == Direction::kBackward && stage + 1 < stages) {
         if (backward_end[stage + 1][instruction.microbatch] < 0) continue;
         ready = std::max(ready, backward_end[stage + 1][instruction.microbatch] + instance.transfer_s);
       }
       const ExecutionOption& chosen = *choice[stage][next[stage]];
       stage_free[stage] = ready + chosen.time_s;
-      (instruction.type == InstructionType::kForward ? forward_end : backward_end)[stage][instruction.microbatch] =
+      (instruction.type == Direction::kForward ? forward_end : backward_end)[stage][instruction.microbatch] =
           stage_free[stage];
       busy += chosen.time_s;
       energy += chosen.energy_j;
@@ -195,8 +195,8 @@ std::vector<Point> brute_force(const Instance& instance) {
   std::vector<const std::vector<ExecutionOption>*> flat;
   for (int stage = 0; stage < instance.stages; ++stage) {
     for (const Instruction& instruction : one_f_one_b(stage, instance.stages, instance.microbatches)) {
-      flat.push_back(instruction.type == InstructionType::kForward ? &instance.options[stage].forward
-                                                                   : &instance.options[stage].backward);
+      flat.push_back(instruction.type == Direction::kForward ? &instance.options[stage].forward
+                                                             : &instance.options[stage].backward);
     }
   }
   std::vector<std::size_t> digits(flat.size(), 0);

@@ -10,7 +10,7 @@ namespace {
 std::string spell(const std::vector<Instruction>& order) {
   std::string text;
   for (const Instruction& instruction : order) {
-    text += (instruction.type == InstructionType::kForward ? "F" : "B") + std::to_string(instruction.microbatch) + " ";
+    text += (instruction.type == Direction::kForward ? "F" : "B") + std::to_string(instruction.microbatch) + " ";
   }
   return text;
 }

@@ -9,8 +9,6 @@
 namespace kareus::plan {
 namespace {
 
-using pipeline::InstructionType;
-
 Plan two_stage_plan(int microbatches) {
   Plan plan;
   plan.predicted_time_s = 1.5;

@@ -97,7 +97,7 @@ TEST(ReplayDevice, AnEdgeInstanceIsAnsweredAtTheRepresentativesPlannedSlot) {
   const workload::Workload workload = llama();
   std::optional<partition::Partition> edge, representative;
   for (int stage = 0; stage < 2 && !edge; ++stage) {
-    for (workload::Direction direction : {workload::Direction::kForward, workload::Direction::kBackward}) {
+    for (Direction direction : {Direction::kForward, Direction::kBackward}) {
       for (const partition::Partition& candidate : partition::build_partitions(workload, stage, direction)) {
         if (!candidate.searchable() || edge) continue;
         partition::Partition typical = partition::representative_partition(workload, candidate.key);
@@ -120,7 +120,7 @@ TEST(ReplayDevice, AnEdgeInstanceIsAnsweredAtTheRepresentativesPlannedSlot) {
   EXPECT_DOUBLE_EQ(answer.time_s, 0.25);
   // A non-searchable partition is never stood in for.
   partition::Partition trail = *edge;
-  trail.key = trail.direction == workload::Direction::kForward ? "fwd_trail" : "bwd_trail";
+  trail.key = trail.direction == Direction::kForward ? "fwd_trail" : "bwd_trail";
   EXPECT_THROW((void)replay.measure(trail, {1410, 12, edge->slots.front().name}), device::UnmeasuredError);
 }
 
@@ -129,20 +129,20 @@ TEST(CachingDevice, MeasuresEachDistinctWorkRepeatsTimes) {
   device::EmulatedDevice noisy(gpu, {true, 3, 5});
   device::CachingDevice cached(noisy, 4);
   const workload::Workload workload = llama();
-  const device::InstructionRun first = device::run_instruction(cached, workload, 0, workload::Direction::kForward, 1410,
-                                                               device::OverlapMode::kNanobatch);
+  const device::InstructionRun first =
+      device::run_instruction(cached, workload, 0, Direction::kForward, 1410, device::OverlapMode::kNanobatch);
   const std::size_t measured = cached.inner_measurements();
   // 15 layers x 2 nanobatches of 2 keys, but only a handful of distinct pieces of work.
   EXPECT_LT(measured, 4u * 10);
   EXPECT_EQ(measured % 4, 0u);
-  const device::InstructionRun second = device::run_instruction(cached, workload, 0, workload::Direction::kForward,
-                                                                1410, device::OverlapMode::kNanobatch);
+  const device::InstructionRun second =
+      device::run_instruction(cached, workload, 0, Direction::kForward, 1410, device::OverlapMode::kNanobatch);
   EXPECT_EQ(cached.inner_measurements(), measured);
   EXPECT_DOUBLE_EQ(first.time_s, second.time_s);
   // The mean of 4 noisy repeats is within a few noise sigmas of the exact run.
   device::EmulatedDevice exact = device::exact_emulator(gpu);
   const device::InstructionRun truth =
-      device::run_instruction(exact, workload, 0, workload::Direction::kForward, 1410, device::OverlapMode::kNanobatch);
+      device::run_instruction(exact, workload, 0, Direction::kForward, 1410, device::OverlapMode::kNanobatch);
   EXPECT_NEAR(first.time_s / truth.time_s, 1, 0.02);
 }
 

@@ -8,8 +8,6 @@
 namespace kareus::runtime {
 namespace {
 
-using pipeline::InstructionType;
-
 TEST(CApi, DrivesAWholeStepAndAnswersCommConfigs) {
   const auto path = testing::write_plan_file("c_api.json", testing::make_plan(2, 3));
   kareus_runtime_options options = kareus_runtime_default_options();
@@ -25,7 +23,7 @@ TEST(CApi, DrivesAWholeStepAndAnswersCommConfigs) {
   EXPECT_EQ(stage, 1);
   ASSERT_EQ(kareus_runtime_on_step_begin(runtime), KAREUS_OK);
   for (const auto& instruction : pipeline::one_f_one_b(1, 2, 3)) {
-    const bool forward = instruction.type == InstructionType::kForward;
+    const bool forward = instruction.type == Direction::kForward;
     ASSERT_EQ(kareus_runtime_on_instruction_begin(runtime, forward ? KAREUS_FORWARD : KAREUS_BACKWARD,
                                                   instruction.microbatch),
               KAREUS_OK)

@@ -9,10 +9,9 @@
 namespace kareus::runtime {
 namespace {
 
-using pipeline::InstructionType;
 using test_common::error_of;
-constexpr auto kForward = InstructionType::kForward;
-constexpr auto kBackward = InstructionType::kBackward;
+constexpr auto kForward = Direction::kForward;
+constexpr auto kBackward = Direction::kBackward;
 
 TEST(PlanCursor, WalksEveryStageOfAWholePlanTwice) {
   auto plan = std::make_shared<const plan::Plan>(testing::make_plan(3, 5));

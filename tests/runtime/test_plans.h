@@ -14,12 +14,12 @@
 namespace kareus::runtime::testing {
 
 /// Clock of an instruction: a grid value of the recorder's default list (1980 - 15 k).
-inline int planned_clock_mhz(int stage, pipeline::InstructionType type, int microbatch) {
-  return 1980 - 15 * (stage * 20 + (type == pipeline::InstructionType::kBackward ? 10 : 0) + microbatch % 3);
+inline int planned_clock_mhz(int stage, Direction type, int microbatch) {
+  return 1980 - 15 * (stage * 20 + (type == Direction::kBackward ? 10 : 0) + microbatch % 3);
 }
 
-inline int planned_ctas(int stage, pipeline::InstructionType type, int microbatch) {
-  return 4 + stage * 8 + (type == pipeline::InstructionType::kBackward ? 2 : 0) + microbatch;
+inline int planned_ctas(int stage, Direction type, int microbatch) {
+  return 4 + stage * 8 + (type == Direction::kBackward ? 2 : 0) + microbatch;
 }
 
 /// Forwards to a recorder the test keeps after the owner of this backend is gone.
@@ -47,7 +47,7 @@ inline plan::Plan make_plan(int stages, int microbatches) {
                                        workload::OverlapMode::kNanobatch,
                                        {}};
       const int ctas = planned_ctas(stage, instruction.type, instruction.microbatch);
-      if (instruction.type == pipeline::InstructionType::kForward) {
+      if (instruction.type == Direction::kForward) {
         planned.partitions["fwd_attn"] = {"linear_0", ctas};
       } else {
         // A backward with activation recomputation carries its recompute forward's keys too.

@@ -25,7 +25,7 @@ void run_partitions(const PartitionsOptions& options) {
   const std::vector<int> clocks = options.space.resolve_clocks(gpu);
   const partition::SpaceOptions space_options = options.space.resolve_space();
   nlohmann::ordered_json rows = nlohmann::ordered_json::array();
-  for (workload::Direction direction : {workload::Direction::kForward, workload::Direction::kBackward}) {
+  for (Direction direction : {Direction::kForward, Direction::kBackward}) {
     for (const partition::Partition& part : partition::layer_partitions(work, direction)) {
       const partition::SearchSpace space = partition::make_search_space(part, clocks, space_options);
       std::vector<std::string> compute_ops;

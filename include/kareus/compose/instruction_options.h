@@ -48,13 +48,13 @@ struct InstructionComposition {
 
 /// How many instances of each searchable key an instruction runs (recompute included).
 [[nodiscard]] std::map<std::string, int, std::less<>> key_instance_counts(const workload::Workload& workload, int stage,
-                                                                          workload::Direction direction);
+                                                                          Direction direction);
 
 /// Composes the options of `direction`'s instruction of `stage` over `clocks_mhz`. The fixed
 /// work (device::run_fixed_work) is measured on `device` at each clock; throws what it throws
 /// (UnmeasuredError from a replay device without the record).
 [[nodiscard]] InstructionComposition compose_instruction(device::Device& device, const workload::Workload& workload,
-                                                         int stage, workload::Direction direction,
+                                                         int stage, Direction direction,
                                                          const PartitionMeasurements& measurements,
                                                          const std::vector<int>& clocks_mhz,
                                                          const ComposeOptions& options = {});

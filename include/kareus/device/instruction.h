@@ -37,18 +37,17 @@ struct InstructionRun {
 /// default collective config. Throws InputError for a choice the GPU cannot run,
 /// UnmeasuredError from a replay device without the record.
 [[nodiscard]] InstructionRun run_instruction(Device& device, const workload::Workload& workload, int stage,
-                                             workload::Direction direction, int freq_mhz, OverlapMode overlap,
+                                             Direction direction, int freq_mhz, OverlapMode overlap,
                                              const CommChoices& choices = {});
 
 /// The part of an overlapped instruction that no comm choice changes: partitions without a
 /// searchable collective (trails, a stage's first partition) at the default config, and the
 /// nonpartition work of every nanobatch. What composition adds the searched keys' fronts to.
 [[nodiscard]] InstructionRun run_fixed_work(Device& device, const workload::Workload& workload, int stage,
-                                            workload::Direction direction, int freq_mhz);
+                                            Direction direction, int freq_mhz);
 
 /// The passes an instruction runs: a backward with full recompute runs the forward first.
-[[nodiscard]] std::vector<workload::Direction> passes_of(const workload::Workload& workload,
-                                                         workload::Direction direction);
+[[nodiscard]] std::vector<Direction> passes_of(const workload::Workload& workload, Direction direction);
 
 /// The DP gradient all-reduce of `stage` at the end of an iteration (zero when dp == 1), as
 /// serial work "serial:gradient_reduction:stageS".

@@ -26,7 +26,7 @@ struct Slot {
 
 struct Partition {
   std::string key;  ///< "fwd_attn", ...; "fwd_trail"/"bwd_trail" for the leftover tail
-  workload::Direction direction = workload::Direction::kForward;
+  Direction direction = Direction::kForward;
   int layer = 0;      ///< layer of the stage the partition's collective belongs to
   int nanobatch = 0;  ///< nanobatch whose compute runs; the collective is the other one's
   std::vector<workload::Op> compute_ops;
@@ -42,12 +42,11 @@ struct Partition {
 /// Every partition of one instruction of `stage` in execution order: all layers of the stage,
 /// both nanobatches, in `direction`. Requires nanobatches == 2.
 [[nodiscard]] std::vector<Partition> build_partitions(const workload::Workload& workload, int stage,
-                                                      workload::Direction direction);
+                                                      Direction direction);
 
 /// The partitions of one steady-state layer (its predecessor layer exists), in execution
 /// order: the representative of each key. CP=1 forward gives fwd_attn x2, fwd_mlp x2.
-[[nodiscard]] std::vector<Partition> layer_partitions(const workload::Workload& workload,
-                                                      workload::Direction direction);
+[[nodiscard]] std::vector<Partition> layer_partitions(const workload::Workload& workload, Direction direction);
 
 /// Searchable keys, forward then backward, each once, in execution order.
 [[nodiscard]] std::vector<std::string> searchable_keys(const workload::Workload& workload);

@@ -7,26 +7,19 @@
 // F0 F1 B0 F2 B1 ... F7 B6 B7 and stage 1 runs F0 B0 F1 B1 ... F7 B7.
 #pragma once
 
-#include <string_view>
 #include <vector>
 
-namespace kareus::pipeline {
+#include "kareus/common/direction.h"
 
-enum class InstructionType { kForward, kBackward };
+namespace kareus::pipeline {
 
 struct Instruction {
   int stage = 0;
   int microbatch = 0;
-  InstructionType type = InstructionType::kForward;
+  Direction type = Direction::kForward;
 
   friend bool operator==(const Instruction&, const Instruction&) = default;
 };
-
-/// "forward" or "backward" (the plan file spelling).
-std::string_view to_string(InstructionType type);
-
-/// Parses "forward" / "backward"; throws InputError naming `origin` otherwise.
-InstructionType parse_instruction_type(std::string_view text, std::string_view origin);
 
 /// The 1F1B instruction order of `stage` (0-based) in a pipeline of `stages` stages and
 /// `microbatches` microbatches. Precondition: 0 <= stage < stages, microbatches >= 1.

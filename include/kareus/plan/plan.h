@@ -41,7 +41,7 @@ struct CommConfig {
 }
 
 struct PlannedInstruction {
-  pipeline::InstructionType type = pipeline::InstructionType::kForward;
+  Direction type = Direction::kForward;
   int microbatch = 0;
   int freq_mhz = 0;
   std::optional<workload::OverlapMode> overlap;  ///< nullopt in plans older than the field

@@ -29,7 +29,7 @@ class PlanCursor {
   /// Starts the next instruction and returns its plan entry. Throws InputError outside a step,
   /// inside another instruction, past the last instruction, or when (type, microbatch) is not the
   /// planned next one: "stage 1: expected backward microbatch 0, got forward microbatch 1".
-  const plan::PlannedInstruction& on_instruction_begin(pipeline::InstructionType type, int microbatch);
+  const plan::PlannedInstruction& on_instruction_begin(Direction type, int microbatch);
 
   /// Ends the running instruction. Throws InputError if none is running.
   void on_instruction_end();
@@ -53,7 +53,7 @@ class PlanCursor {
   [[nodiscard]] std::optional<plan::PlannedInstruction> expected_next() const;
 
   /// How many instructions of `type` the current step has started (0 outside a step).
-  [[nodiscard]] int started_of_type(pipeline::InstructionType type) const;
+  [[nodiscard]] int started_of_type(Direction type) const;
 
   [[nodiscard]] int stage() const { return stage_; }
   [[nodiscard]] bool in_step() const { return in_step_; }

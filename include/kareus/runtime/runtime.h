@@ -46,7 +46,7 @@ class Runtime {
   void on_step_begin();
   /// Starts the instruction and requests its clock. `microbatch` nullopt means "the next
   /// microbatch of this type" (Zeus-style callers that only name the type).
-  void on_instruction_begin(pipeline::InstructionType type, std::optional<int> microbatch);
+  void on_instruction_begin(Direction type, std::optional<int> microbatch);
   void on_instruction_end();
   void on_step_end();
   [[nodiscard]] const plan::CommConfig& comm_config(std::string_view partition_key) const;

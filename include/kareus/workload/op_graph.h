@@ -14,12 +14,12 @@
 #include <string_view>
 #include <vector>
 
+#include "kareus/common/direction.h"
 #include "kareus/workload/workload.h"
 
 namespace kareus::workload {
 
 enum class OpKind { kGemm, kAttention, kNorm, kRope, kActivation, kElementwise, kEmbedding, kLoss, kCollective };
-enum class Direction { kForward, kBackward };
 enum class CommGroup { kTp, kCp, kDp, kPp };
 enum class CollectiveKind { kAllReduce, kAllGather, kReduceScatter, kSendRecv };
 

@@ -111,7 +111,7 @@ def test_unreadable_plan(tmp_path, workload):
 def test_workload_binding_names_bad_degrees():
     with pytest.raises(InputError, match=r"^--tp 3 must divide the 4 attention heads of tiny-llama$"):
         Workload(helpers.TINY_MODEL, tp=3)
-    with pytest.raises(InputError, match="direction 'sideways'"):
+    with pytest.raises(InputError, match=r'^direction must be "forward" or "backward", found "sideways"$'):
         Workload(helpers.TINY_MODEL, tp=2).partitions(0, "sideways")
     with pytest.raises(InputError, match=r"stage 2 is outside 0\.\.1"):
         Workload(helpers.TINY_MODEL, tp=2, pp=2).partitions(2, "forward")

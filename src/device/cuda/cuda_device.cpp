@@ -317,7 +317,7 @@ struct CudaDevice::Impl {
       case workload::OpKind::kGemm: {
         const auto m = static_cast<long long>(op.gemm.m), n = static_cast<long long>(op.gemm.n),
                    k = static_cast<long long>(op.gemm.k);
-        if (op.direction == workload::Direction::kForward) {
+        if (op.direction == Direction::kForward) {
           c.gemm(m, n, k);
         } else {  // input gradient (m x k over n) and weight gradient (k x n over m)
           c.gemm(m, k, n);
@@ -328,7 +328,7 @@ struct CudaDevice::Impl {
       case workload::OpKind::kAttention: {
         const AttentionShape& s = attention;
         // Backward (2x forward FLOPs by the op graph's convention) runs the forward twice.
-        const int passes = op.direction == workload::Direction::kForward ? 1 : 2;
+        const int passes = op.direction == Direction::kForward ? 1 : 2;
         for (int pass = 0; pass < passes; ++pass) c.attention(s.batch * s.heads, s.seq_q, s.seq_k, s.head_dim);
         return;
       }
