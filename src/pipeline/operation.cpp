@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cassert>
 #include <cmath>
+#include <utility>
+
+#include "kareus/common/pareto.h"
 
 namespace kareus::pipeline {
 
@@ -20,15 +23,10 @@ CandidateExecutionOptions::CandidateExecutionOptions(std::vector<ExecutionOption
                                                      QuantumRule rule) {
   assert(!options.empty() && unit_time_s > 0 && "CandidateExecutionOptions: no options or bad unit");
   for (ExecutionOption& option : options) option.quant_time = quantize_time(option.time_s, unit_time_s);
-  // Pareto front on real time and effective energy: fastest first, keep an option only if it
-  // is strictly cheaper than every faster one (ties in time: the cheaper first).
-  std::sort(options.begin(), options.end(), [](const ExecutionOption& a, const ExecutionOption& b) {
-    if (a.time_s != b.time_s) return a.time_s < b.time_s;
-    return a.effective_energy_j < b.effective_energy_j;
-  });
-  for (const ExecutionOption& option : options) {
-    if (options_.empty() || option.effective_energy_j < options_.back().effective_energy_j) options_.push_back(option);
-  }
+  // Pareto front on real time and effective energy.
+  options_ = pareto_filter(
+      std::move(options), [](const ExecutionOption& option) { return option.time_s; },
+      [](const ExecutionOption& option) { return option.effective_energy_j; });
   // One representative per quantized time: the fastest (lowtime's rule). Quantization floors,
   // so the fastest option of a quantum is the one whose real time the plan underestimates
   // least, and the fastest quantum keeps the truly fastest option (the minimum makespan stays

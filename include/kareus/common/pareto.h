@@ -2,8 +2,8 @@
 //
 // Used wherever a list of (time, cost) points is reduced to its front: a partition's measured
 // configs (search, on energy or effective energy), an instruction's composed options (compose,
-// on effective energy), a method's simulated plans (planner, on job energy). The solver's
-// candidate options (pipeline/operation.h) filter on quantized times and keep their own rule.
+// on effective energy), a method's simulated plans (planner, on job energy), the solver's
+// execution options (pipeline/operation.h, on effective energy).
 #pragma once
 
 #include <algorithm>
