@@ -121,23 +121,28 @@ void reclaim_slack_once(const PipelineDag& dag, const Topology& topology, std::v
   latest_finish_pass(topology, latest_finish, makespan, time_s, [&](int op) {
     const CandidateExecutionOptions& spec = spec_of(op);
     const double window = latest_finish[op] - start[op];
-    int chosen = option_indices[op];
-    while (true) {
-      const int next = representatives_only ? spec.slower_representative(chosen) : chosen + 1;
-      if (next >= static_cast<int>(spec.options().size()) || spec.options()[next].time_s > window) break;
-      chosen = next;
+    const std::vector<ExecutionOption>& options = spec.options();
+    int& chosen = option_indices[op];
+    if (representatives_only) {
+      const std::vector<int>& representatives = spec.representatives();
+      for (auto next = std::upper_bound(representatives.begin(), representatives.end(), chosen);
+           next != representatives.end() && options[*next].time_s <= window; ++next) {
+        chosen = *next;
+      }
+    } else {
+      while (chosen + 1 < static_cast<int>(options.size()) && options[chosen + 1].time_s <= window) ++chosen;
     }
-    option_indices[op] = chosen;
   });
 }
 
 // The walk in reverse order is greedy: an operation late in the order may spend on a small
-// step the float an earlier one needed for a large one. Over the representatives first, then
-// over every option, so the finer options only ever add to what the coarse pass saved.
+// step the float an earlier one needed for a large one. Over the representatives first, then,
+// when some options are not representatives, over every option, so the finer options only
+// ever add to what the coarse pass saved.
 void reclaim_slack(const PipelineDag& dag, const Topology& topology, std::vector<int>& option_indices,
-                   std::vector<double>& start, std::vector<double>& latest_finish) {
+                   std::vector<double>& start, std::vector<double>& latest_finish, bool finer_options) {
   reclaim_slack_once(dag, topology, option_indices, start, latest_finish, true);
-  reclaim_slack_once(dag, topology, option_indices, start, latest_finish, false);
+  if (finer_options) reclaim_slack_once(dag, topology, option_indices, start, latest_finish, false);
 }
 
 }  // namespace
@@ -232,7 +237,10 @@ class Solver {
         latest_finish_(count_),
         real_start_(count_),
         real_latest_finish_(count_),
-        option_indices_(count_) {
+        option_indices_(count_),
+        finer_options_(std::any_of(dag.specs.begin(), dag.specs.end(), [](const CandidateExecutionOptions& spec) {
+          return spec.representatives().size() < spec.options().size();
+        })) {
     for (int op = 0; op < count_; ++op) duration_[op] = spec(op).max_quant_time();
   }
 
@@ -284,11 +292,12 @@ class Solver {
   static constexpr int kSink = 1;
   static int start_node(int k) { return 2 + 2 * k; }
   // Walking slower on real times, how many of the best predicted moves each step makes; how
-  // many steps the walk from the minimum time takes at most, per operation; and how many the
-  // walk from each other frontier plan takes.
+  // many steps the walk from the minimum time takes at most, per operation; how many the walk
+  // from each other frontier plan takes, and after how many in a row that keep no plan it stops.
   static constexpr std::size_t kTriedMoves = 4;
   static constexpr int kWalkStepsPerOperation = 4;
   static constexpr int kWalkStepsFromEachPlan = 8;
+  static constexpr int kWalkPatience = 2;
   static int end_node(int k) { return 3 + 2 * k; }
 
   struct TightEdge {
@@ -302,7 +311,9 @@ class Solver {
   }
 
   // Records the plan of the current durations; `realized` = true keeps option_indices_ as the
-  // caller set them instead of deriving them from the durations.
+  // caller set them instead of deriving them from the durations. PD's own plans reclaim slack
+  // over the representatives only: the finer pass costs a tenth of the solve on 8 x 64 and
+  // the walks from the frontier plans, which make it, find what it would.
   void record(int iteration, std::int64_t quant_time, bool realized = false) {
     IterationResult point;
     point.iteration = iteration;
@@ -313,7 +324,8 @@ class Solver {
     }
     point.effective_energy_change_j =
         result_.iterations.empty() ? 0.0 : point.effective_energy_j - result_.iterations.back().effective_energy_j;
-    if (options_.reclaim_slack) reclaim_slack(dag_, topology_, option_indices_, real_start_, real_latest_finish_);
+    if (options_.reclaim_slack)
+      reclaim_slack(dag_, topology_, option_indices_, real_start_, real_latest_finish_, finer_options_ && realized);
     const PlanEvaluation real = evaluate(dag_, topology_, option_indices_, gpus_, real_start_);
     point.time_s = real.time_s;
     point.energy_j = real.energy_j;
@@ -486,8 +498,9 @@ class Solver {
     std::vector<std::vector<int>> seeds;
     for (const int index : pareto_frontier(result_.iterations))
       seeds.push_back(result_.iterations[index].option_indices);
-    walk_slower(result_.iterations.back().option_indices, kWalkStepsPerOperation * count_);
-    for (const std::vector<int>& seed : seeds) walk_slower(seed, kWalkStepsFromEachPlan);
+    const int min_time_steps = kWalkStepsPerOperation * count_;
+    walk_slower(result_.iterations.back().option_indices, min_time_steps, min_time_steps);
+    for (const std::vector<int>& seed : seeds) walk_slower(seed, kWalkStepsFromEachPlan, kWalkPatience);
   }
 
   // True when a plan found so far is at least as fast and as cheap.
@@ -501,7 +514,7 @@ class Solver {
   // Reclaims the slack of the plan in option_indices_ and records it when it is not
   // dominated; returns its evaluation.
   PlanEvaluation keep_if_new() {
-    reclaim_slack(dag_, topology_, option_indices_, real_start_, real_latest_finish_);
+    reclaim_slack(dag_, topology_, option_indices_, real_start_, real_latest_finish_, finer_options_);
     const PlanEvaluation real = evaluate(dag_, topology_, option_indices_, gpus_, real_start_);
     if (dominated(real.time_s, real.energy_j)) return real;
     for (int op = 0; op < count_; ++op) duration_[op] = spec(op).options()[option_indices_[op]].quant_time;
@@ -520,8 +533,9 @@ class Solver {
   // makespan added, which one forward and one backward pass give exactly for every operation
   // (lengthening one by d adds max(0, d - its total float)); the best kTriedMoves are made,
   // their slack reclaimed and their plans kept when new, and the walk goes on from the one
-  // with the best real rate. Ends when no move saves energy, or after `max_steps` steps.
-  void walk_slower(const std::vector<int>& seed, int max_steps) {
+  // with the best real rate. Ends when no move saves energy, after `max_steps` steps, or after
+  // `patience` steps in a row that kept no plan.
+  void walk_slower(const std::vector<int>& seed, int max_steps, int patience) {
     struct Move {
       double rate;  // predicted energy saved per second added, before slack reclamation
       int op;
@@ -529,7 +543,8 @@ class Solver {
     std::vector<Move> moves;
     option_indices_ = seed;
     auto real_time = [&](int op) { return spec(op).options()[option_indices_[op]].time_s; };
-    for (int step = 0; step < max_steps; ++step) {
+    for (int step = 0, fruitless = 0; step < max_steps && fruitless < patience; ++step) {
+      const std::size_t recorded = result_.iterations.size();
       const PlanEvaluation now_plan = evaluate(dag_, topology_, option_indices_, gpus_, real_start_);
       const double now_s = now_plan.time_s;
       latest_finish_pass(topology_, real_latest_finish_, now_s, real_time);
@@ -567,6 +582,7 @@ class Solver {
       }
       if (next.empty()) break;
       option_indices_ = std::move(next);
+      fruitless = result_.iterations.size() > recorded ? 0 : fruitless + 1;
     }
   }
 
@@ -612,6 +628,7 @@ class Solver {
   std::int64_t makespan_ = 0;
   std::vector<double> real_start_, real_latest_finish_;  // of the realized plan, seconds
   std::vector<int> option_indices_;
+  const bool finer_options_;  // some options lie between representatives (a unit coarser than their gaps)
   std::vector<int> shortened_, lengthened_;
   std::vector<std::pair<double, double>> frontier_;  // (time_s, energy_j) of the walks: time up, energy down
 
