@@ -492,12 +492,11 @@ class Solver {
   // that is cheaper, skipping every time in between. Elsewhere PD's plans are the hull's, and
   // a few real-time steps from each find the options between its quantized ones.
   void walk_slower_from_frontier() {
+    std::vector<std::vector<int>> seeds;  // copies: walking records plans, which may move them
     for (const int index : pareto_frontier(result_.iterations)) {
       frontier_.emplace_back(result_.iterations[index].time_s, result_.iterations[index].energy_j);
-    }
-    std::vector<std::vector<int>> seeds;
-    for (const int index : pareto_frontier(result_.iterations))
       seeds.push_back(result_.iterations[index].option_indices);
+    }
     const int min_time_steps = kWalkStepsPerOperation * count_;
     walk_slower(result_.iterations.back().option_indices, min_time_steps, min_time_steps);
     for (const std::vector<int>& seed : seeds) walk_slower(seed, kWalkStepsFromEachPlan, kWalkPatience);

@@ -52,15 +52,10 @@ class CandidateExecutionOptions {
   /// Indices (into options()) of the representatives, quant_time strictly increasing.
   [[nodiscard]] const std::vector<int>& representatives() const { return representatives_; }
   /// The next representative faster than options()[index], or the next faster option when no
-  /// representative is (index - 1; precondition index > 0); the next representative slower
-  /// than it, options().size() when none is.
+  /// representative is (index - 1). Precondition: index > 0.
   [[nodiscard]] int faster_representative(int index) const {
     const auto at = std::lower_bound(representatives_.begin(), representatives_.end(), index);
     return at == representatives_.begin() ? index - 1 : *(at - 1);
-  }
-  [[nodiscard]] int slower_representative(int index) const {
-    const auto at = std::upper_bound(representatives_.begin(), representatives_.end(), index);
-    return at == representatives_.end() ? static_cast<int>(options_.size()) : *at;
   }
   [[nodiscard]] std::int64_t min_quant_time() const { return options_.front().quant_time; }
   [[nodiscard]] std::int64_t max_quant_time() const { return options_.back().quant_time; }
