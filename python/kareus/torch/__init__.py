@@ -11,7 +11,15 @@ collective launched at its planned slot on a process group of its planned CTA co
 
 from kareus.torch.comm import CommGroups, LaunchTrace, describe_groups, ranks_of, stage_tp_ranks
 from kareus.torch.engine import StageRunner
-from kareus.torch.layer import LayerShape, LayerShard, Rope, check_supported, reference_layer, reference_stack
+from kareus.torch.layer import (
+    LayerShape,
+    LayerShard,
+    Rope,
+    check_supported,
+    reference_layer,
+    reference_stack,
+    tp_reduce_norm_grads,
+)
 from kareus.torch.model import LlamaStage, synthetic_batch
 from kareus.torch.pipeline import PipelineDriver, step_loss_everywhere
 from kareus.torch.plan import SLOT_NONE, CommChoice, ExecutionPlan, InstructionPlan, PlannedPartition
@@ -40,4 +48,5 @@ __all__ = [
     "stage_tp_ranks",
     "step_loss_everywhere",
     "synthetic_batch",
+    "tp_reduce_norm_grads",
 ]

@@ -2,7 +2,7 @@
 (unsplit) reference.
 
 The C++ op graph (src/workload/op_graph.cpp) names a layer's forward compute ops input_norm, qkv,
-rope, attention, out_proj, attn_bda, mlp_norm, fc1, swiglu, fc2, mlp_bda (backward: the same
+(qkv_post: q/k RMSNorm, for models with qk_norm) rope, attention, out_proj, attn_bda, mlp_norm, fc1, swiglu, fc2, mlp_bda (backward: the same
 with "_bwd", in reverse) and its collectives attn_all_reduce, mlp_all_reduce (forward,
 row-parallel outputs) and fc1_grad_all_reduce, qkv_grad_all_reduce (backward, input gradients of
 the column-parallel linears). ``OPS`` maps each forward op name to the named tensors it reads and
@@ -33,6 +33,7 @@ class LayerShape:
     head_dim: int
     ffn: int
     tp: int
+    qk_norm: bool = False
 
     @property
     def heads_local(self) -> int:
@@ -49,7 +50,9 @@ class LayerShape:
 
 class LayerShard(torch.nn.Module):
     """The parameters of one layer on one TP rank: QKV and FC1 column-parallel (rows of this
-    rank's heads / MLP columns), out-proj and FC2 row-parallel, norms replicated.
+    rank's heads / MLP columns), out-proj and FC2 row-parallel, norms replicated. The q/k norms
+    (per head_dim, shared by all heads) see only this rank's heads, so their gradients are partial
+    sums: ``tp_reduce_norm_grads`` adds them up across the TP group before the optimizer steps.
 
     The full weights are drawn from ``generator`` (the same on every rank) and sliced, so every
     TP degree and stage split starts from the same model.
@@ -77,6 +80,9 @@ class LayerShard(torch.nn.Module):
         self.mlp_norm = torch.nn.Parameter(torch.ones(s.hidden))
         self.w_fc1 = torch.nn.Parameter(torch.cat([gate[ffn_rows], up[ffn_rows]]).contiguous())
         self.w_fc2 = torch.nn.Parameter(down[:, ffn_rows].contiguous())
+        if s.qk_norm:
+            self.q_norm = torch.nn.Parameter(torch.ones(s.head_dim))
+            self.k_norm = torch.nn.Parameter(torch.ones(s.head_dim))
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
@@ -124,6 +130,17 @@ def _rope_op(layer: LayerShard, rope: Rope, qkv: torch.Tensor) -> Tuple[torch.Te
     return q, k, v
 
 
+def _qk_norm_op(layer: LayerShard, rope: Rope, qkv: torch.Tensor) -> Tuple[torch.Tensor, ...]:
+    """RMSNorm of each query and key head over head_dim (Qwen3's q_norm / k_norm); V untouched."""
+    s = layer.shape
+    batch, seq, _ = qkv.shape
+    q_width, kv_width = s.heads_local * s.head_dim, s.kv_local * s.head_dim
+    q, k, v = qkv.split([q_width, kv_width, kv_width], dim=-1)
+    q = rms_norm(q.reshape(batch, seq, s.heads_local, s.head_dim), layer.q_norm).reshape(batch, seq, q_width)
+    k = rms_norm(k.reshape(batch, seq, s.kv_local, s.head_dim), layer.k_norm).reshape(batch, seq, kv_width)
+    return (torch.cat([q, k, v], dim=-1),)
+
+
 def _attention_op(layer: LayerShard, rope: Rope, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
     s = layer.shape
     batch, seq = q.shape[0], q.shape[1]
@@ -144,6 +161,10 @@ def _swiglu_op(layer: LayerShard, rope: Rope, fc1: torch.Tensor):
 OPS: Dict[str, OpSpec] = {
     "input_norm": OpSpec(("h",), (("normed", 0),), ("input_norm",), lambda l, r, h: (rms_norm(h, l.input_norm),)),
     "qkv": OpSpec(("normed",), (("qkv", 0),), ("w_qkv",), lambda l, r, x: (F.linear(x, l.w_qkv),)),
+    # Reads and rewrites "qkv", so rope reads the same name with or without it. The engine runs
+    # backwards in reverse order, so the gradient of the normed qkv (rope's) is consumed here and
+    # replaced by that of the raw one before qkv's backward reads it.
+    "qkv_post": OpSpec(("qkv",), (("qkv", 0),), ("q_norm", "k_norm"), _qk_norm_op),
     "rope": OpSpec(("qkv",), (("q", 0), ("k", 0), ("v", 0)), (), _rope_op),
     "attention": OpSpec(("q", "k", "v"), (("context", 0),), (), _attention_op),
     "out_proj": OpSpec(("context",), (("attn_out", 0),), ("w_out",), lambda l, r, x: (F.linear(x, l.w_out),)),
@@ -203,7 +224,10 @@ def reference_layer(layer: LayerShard, rope: Rope, h: torch.Tensor, group, tp: i
         return _ReduceBackward.apply(x, group) if tp > 1 else x
 
     normed = reduce_backward(rms_norm(h, layer.input_norm))
-    q, k, v = _rope_op(layer, rope, F.linear(normed, layer.w_qkv))
+    qkv = F.linear(normed, layer.w_qkv)
+    if layer.shape.qk_norm:
+        (qkv,) = _qk_norm_op(layer, rope, qkv)
+    q, k, v = _rope_op(layer, rope, qkv)
     (context,) = _attention_op(layer, rope, q, k, v)
     h_mid = h + reduce_forward(F.linear(context, layer.w_out))
     normed2 = reduce_backward(rms_norm(h_mid, layer.mlp_norm))
@@ -221,13 +245,22 @@ def check_supported(model: dict, tp: int, cp: int, dp: int) -> Optional[str]:
     """Why this engine cannot run the model, or None."""
     if model.get("mlp") != "swiglu":
         return f"model {model['name']}: kareus.torch runs SwiGLU MLPs only, found {model.get('mlp')}"
-    if model.get("qk_norm"):
-        return f"model {model['name']}: kareus.torch does not implement q/k RMSNorm (qk_norm)"
     if cp != 1:
         return f"--cp {cp}: kareus.torch runs without context parallelism (CP all-gather / reduce-scatter not built)"
     if dp != 1:
         return f"--dp {dp}: kareus.torch runs with --dp 1 only"
     return None
+
+
+def tp_reduce_norm_grads(layers: Sequence[LayerShard], group, tp: int) -> None:
+    """Sums the q/k norm gradients over the TP group (each rank's covers only its heads)."""
+    if tp == 1:
+        return
+    for layer in layers:
+        if layer.shape.qk_norm:
+            for param in (layer.q_norm, layer.k_norm):
+                if param.grad is not None:
+                    dist.all_reduce(param.grad, group=group)
 
 
 def param_list(layer: LayerShard, names: Sequence[str]) -> List[torch.nn.Parameter]:

@@ -24,7 +24,8 @@ class LlamaStage(torch.nn.Module):
         self.stage = stage
         self.first = stage == 0
         self.last = stage == len(stage_layers) - 1
-        shape = LayerShape(model["hidden"], model["heads"], model["kv_groups"], model["head_dim"], model["ffn"], tp)
+        shape = LayerShape(model["hidden"], model["heads"], model["kv_groups"], model["head_dim"], model["ffn"], tp,
+                           bool(model.get("qk_norm")))
         self.shape = shape
         first_layer = sum(stage_layers[:stage])
         layers = []

@@ -19,7 +19,7 @@ import torch.distributed as dist
 from kareus._runtime import InputError
 from kareus.torch.comm import CommGroups
 from kareus.torch.engine import StageRunner
-from kareus.torch.layer import Rope, reference_stack
+from kareus.torch.layer import Rope, reference_stack, tp_reduce_norm_grads
 from kareus.torch.model import LlamaStage
 from kareus.torch.plan import ExecutionPlan
 
@@ -141,6 +141,7 @@ class PipelineDriver:
                 self.pfo.on_instruction_end(kind)
         for _, work in sends:
             work.wait()
+        tp_reduce_norm_grads(self.module.layers, self.groups.plain, self.tp)
         self.optimizer.step()
         if self.pfo is not None:
             self.pfo.on_step_end()
