@@ -4,13 +4,14 @@
     torchrun --standalone --nproc-per-node 4 examples/train_llama.py --model examples/tiny-llama.json \
         --tp 2 --pp 2 --microbatches 4 --mbs 2 --seq 256 --steps 20 --plan PLAN --check --json OUT.json
 
-Random init and synthetic tokens from --seed. Each rank runs its stage under synchronous 1F1B;
+Random init and synthetic tokens from --seed (each data-parallel replica its own batches, the
+gradients averaged over --dp replicas). Each rank runs its stage under synchronous 1F1B;
 the layers run nanobatched, partition by partition, each collective launched at its planned
 slot through the process group of its planned CTA count (NCCL on GPUs; gloo on CPU, where the
 same code records the launch order). --check also trains the same model without kareus (no
 nanobatching, plain collectives) from the same seed and compares the loss curves and the
-recorded launch trace with the plan. Exits 2 for bad input (every rank, before any collective),
-1 when --check fails.
+recorded launch trace with the plan, and checks the DP replicas hold the same weights. Exits 2
+for bad input (every rank, before any collective), 1 when --check fails.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ def parse_args(argv):
     parser.add_argument("--model", default="examples/tiny-llama.json", help="preset name or model .json")
     parser.add_argument("--tp", type=int, default=2)
     parser.add_argument("--pp", type=int, default=2)
+    parser.add_argument("--dp", type=int, default=1)
     parser.add_argument("--microbatches", type=int, default=4)
     parser.add_argument("--mbs", type=int, default=2)
     parser.add_argument("--seq", type=int, default=256)
@@ -62,14 +64,15 @@ def main(argv) -> int:
     device = torch.device("cuda", local_rank) if cuda else torch.device("cpu")
     # Everything a user can get wrong is checked here, on every rank, before any collective.
     try:
-        if world != args.tp * args.pp:
-            raise kareus.InputError(f"--tp {args.tp} x --pp {args.pp} = {args.tp * args.pp} ranks, but torchrun "
+        ranks = args.tp * args.pp * args.dp
+        if world != ranks:
+            raise kareus.InputError(f"--tp {args.tp} x --pp {args.pp} x --dp {args.dp} = {ranks} ranks, but torchrun "
                                     f"started {world}")
         layers = [int(v) for v in args.layers_per_stage.split(",")] if args.layers_per_stage else []
-        workload = _runtime.Workload(args.model, tp=args.tp, pp=args.pp, mbs=args.mbs, seq=args.seq,
+        workload = _runtime.Workload(args.model, tp=args.tp, pp=args.pp, dp=args.dp, mbs=args.mbs, seq=args.seq,
                                      microbatches=args.microbatches, nanobatches=2, recompute=args.recompute,
                                      layers_per_stage=layers)
-        reason = kt.check_supported(workload.model, args.tp, 1, 1)
+        reason = kt.check_supported(workload.model, 1)
         if reason:
             raise kareus.InputError(reason)
         gpu = _runtime.load_gpu(args.gpu)
@@ -77,7 +80,8 @@ def main(argv) -> int:
         plans = [kt.ExecutionPlan(args.plan, workload, sm_count, gpu["default_comm_ctas"])]
         if args.switch_plan:
             plans.append(kt.ExecutionPlan(args.switch_plan, workload, sm_count, gpu["default_comm_ctas"]))
-        pfo = kareus.PipelineFrequencyOptimizer(args.plan, rank=rank, tp=args.tp, pp=args.pp, device_id=local_rank,
+        pfo = kareus.PipelineFrequencyOptimizer(args.plan, rank=rank, tp=args.tp, pp=args.pp, dp=args.dp,
+                                                device_id=local_rank,
                                                 clock_backend=args.clock_backend, install_signal_handlers=False)
     except ValueError as error:  # kareus.InputError is a ValueError
         print(f"error: rank {rank}: {error}", file=sys.stderr)
@@ -88,8 +92,10 @@ def main(argv) -> int:
         torch.cuda.set_device(device)
     backend = "nccl" if cuda else "gloo"
     dist.init_process_group(backend, rank=rank, world_size=world)
-    stage, tp_rank = kt.ranks_of(rank, args.tp)
-    groups = kt.CommGroups(kt.stage_tp_ranks(args.tp, args.pp), stage, backend)
+    where = _runtime.map_rank(rank, tp=args.tp, pp=args.pp, dp=args.dp)
+    stage, tp_rank, dp_rank = where["stage"], where["tp_rank"], where["dp_rank"]
+    groups = kt.CommGroups(kt.tp_groups(args.tp, args.pp, args.dp), stage * args.dp + dp_rank, backend)
+    dp_group = kt.make_dp_group(args.tp, args.pp, args.dp, stage, tp_rank, backend)
     # Every CTA count of every plan this run may follow, ascending, the same on every rank.
     groups.ensure(sorted(set().union(*(plan.distinct_ctas() for plan in plans))))
     model = workload.model
@@ -100,7 +106,11 @@ def main(argv) -> int:
         return kt.LlamaStage(model, stage_layers, stage, args.tp, tp_rank, args.seed).to(device)
 
     def batches(step):
-        return kt.synthetic_batch(model["vocab"], args.microbatches, args.mbs, args.seq, step, args.seed)
+        return kt.synthetic_batch(model["vocab"], args.microbatches, args.mbs, args.seq, step * args.dp + dp_rank,
+                                  args.seed)
+
+    def step_loss(loss):
+        return kt.step_loss_everywhere(loss, args.pp, args.tp, device, args.dp)
 
     # The kareus run.
     module = build()
@@ -108,7 +118,7 @@ def main(argv) -> int:
     rope = kt.Rope(model["head_dim"], args.seq, device, torch.float32)
     runner = kt.StageRunner(module.layers, rope, groups, args.tp, recompute, trace)
     driver = kt.PipelineDriver(module, plans[0], groups, rank, args.tp, args.pp, args.mbs, args.seq,
-                               torch.optim.SGD(module.parameters(), lr=args.lr), pfo, runner, device)
+                               torch.optim.SGD(module.parameters(), lr=args.lr), pfo, runner, device, args.dp, dp_group)
     losses, trace_ok, problems = [], True, []
     start = time.perf_counter()
     for step in range(args.steps):
@@ -116,7 +126,7 @@ def main(argv) -> int:
             driver.switch_plan(plans[1])
         tokens, labels = batches(step)
         loss = driver.train_step(tokens, labels)
-        losses.append(kt.step_loss_everywhere(loss, args.pp, args.tp, device))
+        losses.append(step_loss(loss))
         if args.check:
             ok, found = kt.check_trace(trace.events, driver.plan, stage, recompute)
             trace_ok &= ok
@@ -133,19 +143,31 @@ def main(argv) -> int:
     if args.check:
         reference = build()
         reference_driver = kt.PipelineDriver(reference, None, groups, rank, args.tp, args.pp, args.mbs, args.seq,
-                                             torch.optim.SGD(reference.parameters(), lr=args.lr), None, None, device)
+                                             torch.optim.SGD(reference.parameters(), lr=args.lr), None, None, device,
+                                             args.dp, dp_group)
         reference_losses = []
         for step in range(args.steps):
             tokens, labels = batches(step)
             loss = reference_driver.train_step(tokens, labels)
-            reference_losses.append(kt.step_loss_everywhere(loss, args.pp, args.tp, device))
+            reference_losses.append(step_loss(loss))
         flag = torch.tensor([1 if trace_ok else 0], device=device)
         dist.all_reduce(flag, op=dist.ReduceOp.MIN)
         trace_ok = bool(flag.item())
         max_rel = max(abs(a - b) / abs(b) for a, b in zip(losses, reference_losses))
+        # The DP replicas of a (stage, TP rank) must hold the same weights: the largest
+        # difference of any weight from its replicas' mean, over all ranks.
+        spread = torch.zeros(1, dtype=torch.float64, device=device)
+        if dp_group is not None:
+            for param in module.parameters():
+                mean = param.detach().clone()
+                dist.all_reduce(mean, group=dp_group)
+                mean /= args.dp
+                spread = torch.maximum(spread, (param.detach() - mean).abs().max().double().reshape(1))
+        dist.all_reduce(spread, op=dist.ReduceOp.MAX)
         result.update({"reference_loss": reference_losses, "max_rel_loss_diff": max_rel,
-                       "trace_matches_plan": trace_ok, "trace_problems": problems[:5]})
-        if max_rel > 1e-4 or not trace_ok or not losses[-1] < losses[0]:
+                       "trace_matches_plan": trace_ok, "trace_problems": problems[:5],
+                       "dp_replica_max_diff": float(spread.item())})
+        if max_rel > 1e-4 or not trace_ok or not losses[-1] < losses[0] or spread.item() > 1e-6:
             status = 1
     if rank == 0:
         text = json.dumps(result, indent=2)
@@ -153,7 +175,8 @@ def main(argv) -> int:
             with open(args.json + ".tmp", "w", encoding="utf-8") as handle:
                 handle.write(text + "\n")
             os.replace(args.json + ".tmp", args.json)
-        summary = {k: result[k] for k in ("max_rel_loss_diff", "trace_matches_plan") if k in result}
+        summary = {k: result[k] for k in ("max_rel_loss_diff", "trace_matches_plan", "dp_replica_max_diff")
+                   if k in result}
         print(f"loss {losses[0]:.4f} -> {losses[-1]:.4f} in {args.steps} steps ({kareus_time_s:.1f} s) {summary}")
     if problems:
         print(f"rank {rank}: trace does not match the plan: {problems[0]}", file=sys.stderr)

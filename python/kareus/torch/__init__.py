@@ -9,7 +9,7 @@ collective launched at its planned slot on a process group of its planned CTA co
 ``PipelineDriver`` runs synchronous 1F1B over pipeline stages around them. Needs torch.
 """
 
-from kareus.torch.comm import CommGroups, LaunchTrace, describe_groups, ranks_of, stage_tp_ranks
+from kareus.torch.comm import CommGroups, LaunchTrace, describe_groups, dp_groups, make_dp_group, tp_groups
 from kareus.torch.engine import StageRunner
 from kareus.torch.layer import (
     LayerShape,
@@ -42,11 +42,12 @@ __all__ = [
     "check_supported",
     "check_trace",
     "describe_groups",
-    "ranks_of",
+    "dp_groups",
+    "make_dp_group",
     "reference_layer",
     "reference_stack",
-    "stage_tp_ranks",
     "step_loss_everywhere",
     "synthetic_batch",
+    "tp_groups",
     "tp_reduce_norm_grads",
 ]

@@ -1,7 +1,8 @@
 """Process groups per CTA count, the collective launcher and the launch trace.
 
 One TP process group per distinct CTA count of the plan, created in ascending order on every
-rank (``dist.new_group`` is collective over the world, so every rank creates every stage's group).
+rank (``dist.new_group`` is collective over the world, so every rank creates every TP group of
+every stage and data-parallel replica, in the same order).
 With NCCL each group is bounded by ``ProcessGroupNCCL.Options().config.min_ctas = max_ctas = k``;
 the collective is enqueued from a communication stream that first waits on an event recorded on
 the compute stream just before the slot's first op, and ``wait()`` at the partition end makes the
@@ -11,7 +12,7 @@ are still made per count and the same calls run (gloo's async work runs on its o
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence
 
 import torch
 import torch.distributed as dist
@@ -34,15 +35,14 @@ class CommGroups:
     """This rank's TP groups: the plain one and one per CTA count.
 
     Args:
-        stage_ranks: the global ranks of each stage's TP group, stage order (the same list on
-            every rank).
-        stage: this rank's stage.
+        tp_groups: the global ranks of every TP group (``tp_groups``: the same list on every rank).
+        mine: the index of this rank's group in ``tp_groups``.
         backend: "gloo" or "nccl".
     """
 
-    def __init__(self, stage_ranks: Sequence[Sequence[int]], stage: int, backend: str) -> None:
-        self.stage_ranks = [list(ranks) for ranks in stage_ranks]
-        self.stage = stage
+    def __init__(self, tp_groups: Sequence[Sequence[int]], mine: int, backend: str) -> None:
+        self.tp_groups = [list(ranks) for ranks in tp_groups]
+        self.mine = mine
         self.backend = backend
         self.cuda = backend == "nccl"
         self.plain = self._make_groups(None)
@@ -61,14 +61,14 @@ class CommGroups:
 
     def _make_groups(self, ctas: Optional[int]):
         mine = None
-        for stage, ranks in enumerate(self.stage_ranks):
+        for index, ranks in enumerate(self.tp_groups):
             options = None
             if self.cuda and ctas is not None:
                 options = dist.ProcessGroupNCCL.Options()
                 options.config.min_ctas = ctas
                 options.config.max_ctas = ctas
             group = dist.new_group(ranks, backend=self.backend, pg_options=options)
-            if stage == self.stage:
+            if index == self.mine:
                 mine = group
         return mine
 
@@ -94,11 +94,31 @@ def describe_groups(groups: CommGroups) -> List[dict]:
     return [dict(entry) for entry in groups.created]
 
 
-def stage_tp_ranks(tp: int, pp: int) -> List[List[int]]:
-    """Megatron's order with cp = dp = 1: stage s holds ranks s*tp .. s*tp + tp - 1."""
-    return [[stage * tp + index for index in range(tp)] for stage in range(pp)]
+# Megatron's rank order with cp = 1 (kareus._runtime.map_rank): TP fastest, then DP, then PP, so
+# global rank = tp_rank + tp x (dp_rank + dp x stage).
 
 
-def ranks_of(rank: int, tp: int) -> Tuple[int, int]:
-    """(stage, tp_rank) of a global rank (cp = dp = 1)."""
-    return rank // tp, rank % tp
+def tp_groups(tp: int, pp: int, dp: int = 1) -> List[List[int]]:
+    """Every TP group's ranks, by stage then DP rank; this rank's is at stage x dp + dp_rank."""
+    return [[(stage * dp + replica) * tp + index for index in range(tp)] for stage in range(pp)
+            for replica in range(dp)]
+
+
+def dp_groups(tp: int, pp: int, dp: int) -> List[List[int]]:
+    """Every DP group's ranks (one per stage and TP rank), by stage then TP rank; this rank's is
+    at stage x tp + tp_rank."""
+    return [[(stage * dp + replica) * tp + index for replica in range(dp)] for stage in range(pp)
+            for index in range(tp)]
+
+
+def make_dp_group(tp: int, pp: int, dp: int, stage: int, tp_rank: int, backend: str):
+    """This rank's data-parallel group (every rank creates every DP group, in the same order),
+    or None when dp is 1."""
+    if dp == 1:
+        return None
+    mine = None
+    for index, ranks in enumerate(dp_groups(tp, pp, dp)):
+        group = dist.new_group(ranks, backend=backend)
+        if index == stage * tp + tp_rank:
+            mine = group
+    return mine

@@ -241,14 +241,12 @@ def reference_stack(layers: Sequence[LayerShard], rope: Rope, h: torch.Tensor, g
     return h
 
 
-def check_supported(model: dict, tp: int, cp: int, dp: int) -> Optional[str]:
+def check_supported(model: dict, cp: int) -> Optional[str]:
     """Why this engine cannot run the model, or None."""
     if model.get("mlp") != "swiglu":
         return f"model {model['name']}: kareus.torch runs SwiGLU MLPs only, found {model.get('mlp')}"
     if cp != 1:
         return f"--cp {cp}: kareus.torch runs without context parallelism (CP all-gather / reduce-scatter not built)"
-    if dp != 1:
-        return f"--dp {dp}: kareus.torch runs with --dp 1 only"
     return None
 
 

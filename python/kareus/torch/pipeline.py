@@ -5,8 +5,11 @@ calls ``PipelineFrequencyOptimizer``'s ``on_step_begin/end`` and ``on_instructio
 around the step and every instruction (the GPU clock half of the plan), and hands the
 instruction's partition configs to the ``StageRunner`` (the comm half). Activations go forward
 and gradients backward between the same TP rank of neighbouring stages by P2P: sends are
-asynchronous and joined at the end of the step, receives block. ``switch_plan`` changes plans
-between steps (new CTA counts get their groups, made on every rank in the same order).
+asynchronous and joined at the end of the step, receives block. With data parallelism every
+parameter gradient is averaged over the rank's DP group before the optimizer steps (each
+replica trains on its own batch; the DP reduction is outside the plan's instructions, as in
+the plan's model of an iteration). ``switch_plan`` changes plans between steps (new CTA counts
+get their groups, made on every rank in the same order).
 """
 
 from __future__ import annotations
@@ -31,11 +34,12 @@ class PipelineDriver:
         stage_module: this rank's ``LlamaStage``.
         plan: the validated plan, or None for the reference run (plain layers, no kareus).
         groups: this rank's process groups.
-        rank, tp, pp: global rank and degrees (cp = dp = 1).
+        rank, tp, pp: global rank and degrees (cp = 1; Megatron's order, comm.py).
         mbs, seq: microbatch size and sequence length.
         optimizer: steps the stage's parameters.
         frequency_optimizer: a kareus.PipelineFrequencyOptimizer, or None.
         runner: the StageRunner (built here if None and a plan is given).
+        dp, dp_group: the data-parallel degree and this rank's DP group (``make_dp_group``).
     """
 
     def __init__(
@@ -52,13 +56,20 @@ class PipelineDriver:
         frequency_optimizer=None,
         runner: Optional[StageRunner] = None,
         device: torch.device = torch.device("cpu"),
+        dp: int = 1,
+        dp_group=None,
     ) -> None:
+        if dp > 1 and dp_group is None:
+            raise InputError(f"PipelineDriver: dp {dp} needs its DP group (kareus.torch.make_dp_group)")
         self.module = stage_module
         self.plan = plan
         self.groups = groups
         self.rank = rank
         self.tp = tp
         self.pp = pp
+        self.dp = dp
+        self.dp_group = dp_group
+        self.stage_stride = tp * dp  # global rank distance between neighbouring stages
         self.stage = stage_module.stage
         self.mbs = mbs
         self.seq = seq
@@ -124,34 +135,43 @@ class PipelineDriver:
                 else:
                     outputs[microbatch] = y
                     payload = y.detach().contiguous()
-                    sends.append((payload, dist.isend(payload, self.rank + self.tp)))
+                    sends.append((payload, dist.isend(payload, self.rank + self.stage_stride)))
             else:
                 out = outputs.pop(microbatch)
                 if self.module.last:
                     out.backward()
                 else:
                     grad = torch.empty(self.mbs, self.seq, self.hidden, device=self.device)
-                    dist.recv(grad, self.rank + self.tp)
+                    dist.recv(grad, self.rank + self.stage_stride)
                     out.backward(grad)
                 x = inputs.pop(microbatch)
                 if not self.module.first:
                     payload = x.grad.contiguous()
-                    sends.append((payload, dist.isend(payload, self.rank - self.tp)))
+                    sends.append((payload, dist.isend(payload, self.rank - self.stage_stride)))
             if self.pfo is not None:
                 self.pfo.on_instruction_end(kind)
         for _, work in sends:
             work.wait()
         tp_reduce_norm_grads(self.module.layers, self.groups.plain, self.tp)
+        self._average_over_dp()
         self.optimizer.step()
         if self.pfo is not None:
             self.pfo.on_step_end()
         return total if self.module.last else None
 
+    def _average_over_dp(self) -> None:
+        if self.dp == 1:
+            return
+        for param in self.module.parameters():
+            if param.grad is not None:
+                dist.all_reduce(param.grad, group=self.dp_group)
+                param.grad /= self.dp
+
     def _stage_input(self, tokens: torch.Tensor) -> torch.Tensor:
         if self.module.first:
             return self.module.embed(tokens.to(self.device))
         x = torch.empty(self.mbs, self.seq, self.hidden, device=self.device)
-        dist.recv(x, self.rank - self.tp)
+        dist.recv(x, self.rank - self.stage_stride)
         return x.requires_grad_()
 
     def _run_layers(self, x: torch.Tensor, microbatch: int) -> torch.Tensor:
@@ -165,11 +185,12 @@ class PipelineDriver:
         return self._rope_cache
 
 
-def step_loss_everywhere(loss: Optional[float], pp: int, tp: int, device: torch.device) -> float:
-    """The step's loss on every rank: the last stage's first TP rank contributes it."""
+def step_loss_everywhere(loss: Optional[float], pp: int, tp: int, device: torch.device, dp: int = 1) -> float:
+    """The step's loss on every rank, the mean over DP replicas: the last stage's first TP rank
+    of each replica contributes its loss / dp."""
     rank = dist.get_rank()
     value = torch.zeros(1, dtype=torch.float64, device=device)
-    if loss is not None and rank == (pp - 1) * tp:
-        value += loss
+    if loss is not None and rank >= (pp - 1) * tp * dp and rank % tp == 0:
+        value += loss / dp
     dist.all_reduce(value)
     return float(value.item())

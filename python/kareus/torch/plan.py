@@ -174,7 +174,7 @@ class ExecutionPlan:
         model = self.workload.model
         shape = planned.get("shape")
         if isinstance(shape, dict):
-            for name in ("hidden", "heads", "kv_groups", "head_dim", "ffn", "layers"):
+            for name in ("hidden", "heads", "kv_groups", "head_dim", "ffn", "layers", "qk_norm"):
                 if name in shape and shape[name] != model[name]:
                     _fail(origin, f"was made for a model with {name} {shape[name]}, this model ({model['name']}) has "
                           f"{model[name]}")
@@ -183,7 +183,7 @@ class ExecutionPlan:
             _fail(origin, f"splits the layers {','.join(map(str, layers))} across stages, this job "
                   f"{','.join(map(str, self.workload.stage_layers))}")
         parallel = self.workload.parallel
-        for name in ("tp", "cp", "microbatches"):
+        for name in ("tp", "cp", "dp", "microbatches"):
             value = planned.get(name)
             if value is not None and value != parallel[name]:
                 _fail(origin, f"was made for --{name} {value}, this job runs --{name} {parallel[name]}")

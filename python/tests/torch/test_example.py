@@ -1,6 +1,7 @@
 """examples/train_llama.py end to end: torchrun, 4 gloo ranks (TP 2 x PP 2), a plan from
-`kareus plan` for examples/tiny-llama.json, 20 steps with --check, switching plans at step 10; and
-a wrong plan failing on every rank without a hang."""
+`kareus plan` for examples/tiny-llama.json, 20 steps with --check, switching plans at step 10;
+8 ranks with data parallelism (TP 2 x PP 2 x DP 2); and a wrong plan failing on every rank
+without a hang."""
 
 from __future__ import annotations
 
@@ -17,8 +18,8 @@ import helpers  # noqa: E402
 WORKLOAD = ["--tp", "2", "--pp", "2", "--microbatches", "4", "--mbs", "2", "--seq", "256"]
 
 
-def _torchrun(args, timeout):
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "4",
+def _torchrun(args, timeout, ranks=4):
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(ranks),
                str(helpers.REPO / "examples" / "train_llama.py"), "--model", helpers.TINY_MODEL] + WORKLOAD + args
     return subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=helpers.python_env(),
                           cwd=helpers.REPO)
@@ -59,6 +60,31 @@ def test_without_recompute_on_an_uneven_split(tmp_path):
     result = json.loads(out.read_text())
     assert result["max_rel_loss_diff"] < 1e-4 and result["trace_matches_plan"] is True
     assert len(result["loss"]) == 3 and result["loss"][2] < result["loss"][0]
+
+
+def test_data_parallel_replicas_train_in_step(plans, tmp_path):
+    # Each DP replica trains on its own batches; gradients are averaged over the replicas, so the
+    # replicas' weights stay equal and the loss is their mean. Stage neighbours are tp x dp = 4
+    # ranks apart in Megatron's order.
+    binary = helpers.kareus_binary()
+    if not binary.exists():
+        pytest.skip(f"{binary} is not built")
+    subprocess.run([str(binary), "plan", "--model", helpers.TINY_MODEL, *WORKLOAD, "--dp", "2", "--methods", "kareus",
+                    "--always-nanobatch", "--max-plans", "2", "--out", str(tmp_path / "plan")], check=True,
+                   capture_output=True, timeout=120)
+    plan = sorted((tmp_path / "plan" / "plans" / "kareus").glob("*.json"))[0]
+    out = tmp_path / "out.json"
+    run = _torchrun(["--dp", "2", "--steps", "3", "--plan", str(plan), "--check", "--json", str(out)], timeout=240,
+                    ranks=8)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-4000:]
+    result = json.loads(out.read_text())
+    assert result["max_rel_loss_diff"] < 1e-4 and result["trace_matches_plan"] is True
+    assert result["dp_replica_max_diff"] == 0.0
+    assert len(result["loss"]) == 3 and result["loss"][2] < result["loss"][0]
+    # A plan made for --dp 1 is refused for a --dp 2 job, on every rank.
+    run = _torchrun(["--dp", "2", "--steps", "1", "--plan", str(plans[0])], timeout=120, ranks=8)
+    assert run.returncode != 0
+    assert run.stderr.count("was made for --dp 1, this job runs --dp 2") == 8, run.stderr[-3000:]
 
 
 def _distinct_ctas(path):
