@@ -78,3 +78,43 @@ def python_env() -> dict:
     env.setdefault("OMP_NUM_THREADS", "1")
     env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
     return env
+
+
+def relative(a, b) -> float:
+    """max |a - b| over max |b| (or over 1 when b is all zero)."""
+    scale = b.abs().max().item()
+    return (a - b).abs().max().item() / (scale if scale > 0 else 1.0)
+
+
+def run_against_reference(kt, stage, reference, rope, groups, tp, recompute, plan, x, grad, y_ref, x_ref):
+    """One forward and backward of ``stage`` through StageRunner under the plan's first stage's two
+    instructions: the launch trace, and the relative errors of the output, the input gradient and
+    every parameter gradient against the reference run's (y_ref, x_ref.grad, reference's grads)."""
+    trace = kt.LaunchTrace()
+    runner = kt.StageRunner(stage.layers, rope, groups, tp, recompute, trace)
+    runner.set_instruction(plan.stages[0][0])
+    x_run = x.clone().requires_grad_()
+    y = runner(x_run, 0)
+    runner.set_instruction(plan.stages[0][1])
+    y.backward(grad)
+    errors = {"output": relative(y, y_ref), "input_grad": relative(x_run.grad, x_ref.grad)}
+    for (name, mine), (_, theirs) in zip(stage.layers.named_parameters(), reference.layers.named_parameters()):
+        errors[name] = relative(mine.grad, theirs.grad)
+    return trace, errors
+
+
+def finish_worker(rank: int, out_dir: str, results: dict) -> None:
+    """Rank 0 writes ``results`` to out_dir/results.json; then every rank leaves the process group."""
+    import torch.distributed as dist
+
+    if rank == 0:
+        with open(f"{out_dir}/results.json", "w") as handle:
+            json.dump(results, handle)
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def run_workers(fn, world: int, out: pathlib.Path, *args) -> dict:
+    """Spawns fn(rank, world, port, str(out), *args) and returns the results.json it wrote."""
+    spawn(fn, world, str(out), *args)
+    return json.loads((out / "results.json").read_text())

@@ -23,11 +23,6 @@ MBS = 2
 TOLERANCE = 1e-5
 
 
-def _relative(a, b) -> float:
-    scale = b.abs().max().item()
-    return (a - b).abs().max().item() / (scale if scale > 0 else 1.0)
-
-
 def _cases(workload):
     """(key, slot) for every slot of every key's partitions with a collective, and none."""
     cases = []
@@ -42,9 +37,22 @@ def _cases(workload):
     return cases
 
 
-def _worker(rank, world, port, out_dir):
-    import torch.distributed as dist
+def _case_configs(workload):
+    """(key, slot, configs) per case: the case's key at its slot (on 3, 6, 9 or 12 CTAs in turn),
+    every other key at its first slot on 3 CTAs."""
+    cases = _cases(workload)
+    first_slots = {}
+    for key, slot in cases:
+        first_slots.setdefault(key, slot)
+    for index, (key, slot) in enumerate(cases):
+        configs = {"forward": {}, "backward": {}}
+        for other, first in first_slots.items():
+            configs["forward" if other.startswith("fwd") else "backward"][other] = {"slot": first, "ctas": 3}
+        configs["forward" if key.startswith("fwd") else "backward"][key] = {"slot": slot, "ctas": 3 + 3 * (index % 4)}
+        yield key, slot, configs
 
+
+def _worker(rank, world, port, out_dir):
     from kareus import torch as kt
     from kareus._runtime import Workload
 
@@ -63,30 +71,14 @@ def _worker(rank, world, port, out_dir):
         y_ref.backward(grad)
 
         def run_plan(plan):
-            """One forward and backward through StageRunner under plan: its trace and relative errors."""
             stage = kt.LlamaStage(workload.model, list(workload.stage_layers), 0, TP, rank, 3)
-            trace = kt.LaunchTrace()
-            runner = kt.StageRunner(stage.layers, rope, groups, TP, recompute, trace)
-            runner.set_instruction(plan.stages[0][0])
-            x_run = x.clone().requires_grad_()
-            y = runner(x_run, 0)
-            runner.set_instruction(plan.stages[0][1])
-            y.backward(grad)
-            errors = {"output": _relative(y, y_ref), "input_grad": _relative(x_run.grad, x_ref.grad)}
-            for (name, mine), (_, theirs) in zip(stage.layers.named_parameters(), reference.layers.named_parameters()):
-                errors[name] = _relative(mine.grad, theirs.grad)
-            return trace, errors
+            return helpers.run_against_reference(kt, stage, reference, rope, groups, TP, recompute, plan, x, grad,
+                                                 y_ref, x_ref)
 
         first_slots = {}
         for key, slot in _cases(workload):
             first_slots.setdefault(key, slot)
-        for index, (key, slot) in enumerate(_cases(workload)):
-            configs = {"forward": {}, "backward": {}}
-            for other, first in first_slots.items():
-                direction = "forward" if other.startswith("fwd") else "backward"
-                configs[direction][other] = {"slot": first, "ctas": 3}
-            direction = "forward" if key.startswith("fwd") else "backward"
-            configs[direction][key] = {"slot": slot, "ctas": 3 + 3 * (index % 4)}
+        for key, slot, configs in _case_configs(workload):
             path = helpers.write_plan(f"{out_dir}/plan_{rank}.json", 1, 1, configs, recompute)
             plan = kt.ExecutionPlan(path, workload, 108, 16)
             groups.ensure(plan.distinct_ctas())
@@ -110,18 +102,12 @@ def _worker(rank, world, port, out_dir):
             trace, errors = run_plan(plan)
             markers = [e for e in trace.events if e[0] == "pass"]
             results["plain"].append({"plain": plain, "recompute": recompute, "errors": errors, "markers": markers})
-    if rank == 0:
-        with open(f"{out_dir}/results.json", "w") as handle:
-            json.dump(results, handle)
-    dist.barrier()
-    dist.destroy_process_group()
+    helpers.finish_worker(rank, out_dir, results)
 
 
 @pytest.fixture(scope="module")
 def results(tmp_path_factory):
-    out = tmp_path_factory.mktemp("layer")
-    helpers.spawn(_worker, 2, str(out))
-    return json.loads((out / "results.json").read_text())
+    return helpers.run_workers(_worker, 2, tmp_path_factory.mktemp("layer"))
 
 
 def test_every_slot_of_every_key_matches_the_reference(results):

@@ -16,7 +16,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import helpers  # noqa: E402
-from test_layer import MBS, SEQ, TOLERANCE, TP, _cases, _relative  # noqa: E402
+from test_layer import MBS, SEQ, TOLERANCE, TP, _case_configs  # noqa: E402
 
 
 def _worker(rank, world, port, out_dir, model_path):
@@ -42,28 +42,14 @@ def _worker(rank, world, port, out_dir, model_path):
     y_ref.backward(grad)
     results = {"ops": [op["name"] for op in workload.partitions(0, "forward")[1]["ops"]], "cases": []}
 
-    first_slots = {}
-    for key, slot in _cases(workload):
-        first_slots.setdefault(key, slot)
-    for index, (key, slot) in enumerate(_cases(workload)):
-        configs = {"forward": {}, "backward": {}}
-        for other, first in first_slots.items():
-            configs["forward" if other.startswith("fwd") else "backward"][other] = {"slot": first, "ctas": 3}
-        configs["forward" if key.startswith("fwd") else "backward"][key] = {"slot": slot, "ctas": 3 + 3 * (index % 4)}
+    for key, slot, configs in _case_configs(workload):
         plan = kt.ExecutionPlan(helpers.write_plan(f"{out_dir}/plan_{rank}.json", 1, 1, configs, True), workload, 108,
                                 16)
         groups.ensure(plan.distinct_ctas())
         stage = kt.LlamaStage(workload.model, list(workload.stage_layers), 0, TP, rank, 3)
         stage.load_state_dict(reference.state_dict())
-        runner = kt.StageRunner(stage.layers, rope, groups, TP, True, kt.LaunchTrace())
-        runner.set_instruction(plan.stages[0][0])
-        x_run = x.clone().requires_grad_()
-        y = runner(x_run, 0)
-        runner.set_instruction(plan.stages[0][1])
-        y.backward(grad)
-        errors = {"output": _relative(y, y_ref), "input_grad": _relative(x_run.grad, x_ref.grad)}
-        for (name, mine), (_, theirs) in zip(stage.layers.named_parameters(), reference.layers.named_parameters()):
-            errors[name] = _relative(mine.grad, theirs.grad)
+        _, errors = helpers.run_against_reference(kt, stage, reference, rope, groups, TP, True, plan, x, grad, y_ref,
+                                                  x_ref)
         results["cases"].append({"key": key, "slot": slot, "errors": errors})
 
     # Partial q/k norm gradients differ by rank; after the TP sum both ranks hold the same total.
@@ -72,12 +58,8 @@ def _worker(rank, world, port, out_dir, model_path):
     dist.all_gather(everyone, partial)
     kt.tp_reduce_norm_grads(reference.layers, groups.plain, TP)
     results["partials_differ"] = bool((everyone[0] - everyone[1]).abs().max() > 1e-6)
-    results["sum_error"] = _relative(reference.layers[0].q_norm.grad, everyone[0] + everyone[1])
-    if rank == 0:
-        with open(f"{out_dir}/results.json", "w") as handle:
-            json.dump(results, handle)
-    dist.barrier()
-    dist.destroy_process_group()
+    results["sum_error"] = helpers.relative(reference.layers[0].q_norm.grad, everyone[0] + everyone[1])
+    helpers.finish_worker(rank, out_dir, results)
 
 
 @pytest.fixture(scope="module")
@@ -86,8 +68,7 @@ def results(tmp_path_factory):
     model = json.loads(open(helpers.TINY_MODEL).read())
     model.update(name="tiny-qk-norm", qk_norm=True)
     (out / "model.json").write_text(json.dumps(model))
-    helpers.spawn(_worker, 2, str(out), str(out / "model.json"))
-    return json.loads((out / "results.json").read_text())
+    return helpers.run_workers(_worker, 2, out, str(out / "model.json"))
 
 
 def test_the_op_graph_norms_q_and_k_after_qkv(results):
