@@ -119,26 +119,26 @@ class OpSpec:
     fn: OpFn
 
 
-def _rope_op(layer: LayerShard, rope: Rope, qkv: torch.Tensor) -> Tuple[torch.Tensor, ...]:
+def _heads(layer: LayerShard, qkv: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Q, K and V of this rank's heads, [batch, seq, heads, head_dim] each."""
     s = layer.shape
     batch, seq, _ = qkv.shape
     q_width, kv_width = s.heads_local * s.head_dim, s.kv_local * s.head_dim
     q, k, v = qkv.split([q_width, kv_width, kv_width], dim=-1)
-    q = rope.apply(q.reshape(batch, seq, s.heads_local, s.head_dim))
-    k = rope.apply(k.reshape(batch, seq, s.kv_local, s.head_dim))
-    v = v.reshape(batch, seq, s.kv_local, s.head_dim)
-    return q, k, v
+    return (q.reshape(batch, seq, s.heads_local, s.head_dim), k.reshape(batch, seq, s.kv_local, s.head_dim),
+            v.reshape(batch, seq, s.kv_local, s.head_dim))
+
+
+def _rope_op(layer: LayerShard, rope: Rope, qkv: torch.Tensor) -> Tuple[torch.Tensor, ...]:
+    q, k, v = _heads(layer, qkv)
+    return rope.apply(q), rope.apply(k), v
 
 
 def _qk_norm_op(layer: LayerShard, rope: Rope, qkv: torch.Tensor) -> Tuple[torch.Tensor, ...]:
     """RMSNorm of each query and key head over head_dim (Qwen3's q_norm / k_norm); V untouched."""
-    s = layer.shape
-    batch, seq, _ = qkv.shape
-    q_width, kv_width = s.heads_local * s.head_dim, s.kv_local * s.head_dim
-    q, k, v = qkv.split([q_width, kv_width, kv_width], dim=-1)
-    q = rms_norm(q.reshape(batch, seq, s.heads_local, s.head_dim), layer.q_norm).reshape(batch, seq, q_width)
-    k = rms_norm(k.reshape(batch, seq, s.kv_local, s.head_dim), layer.k_norm).reshape(batch, seq, kv_width)
-    return (torch.cat([q, k, v], dim=-1),)
+    q, k, v = _heads(layer, qkv)
+    q, k = rms_norm(q, layer.q_norm), rms_norm(k, layer.k_norm)
+    return (torch.cat([q.flatten(2), k.flatten(2), v.flatten(2)], dim=-1),)
 
 
 def _attention_op(layer: LayerShard, rope: Rope, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
