@@ -5,7 +5,8 @@
         --tp 2 --pp 2 --microbatches 4 --mbs 2 --seq 256 --steps 20 --plan PLAN --check --json OUT.json
 
 Random init and synthetic tokens from --seed (each data-parallel replica its own batches, the
-gradients averaged over --dp replicas). Each rank runs its stage under synchronous 1F1B;
+gradients averaged over --dp replicas; with --cp each context-parallel rank runs its shard of the
+sequence). Each rank runs its stage under synchronous 1F1B;
 the layers run nanobatched, partition by partition, each collective launched at its planned
 slot through the process group of its planned CTA count (NCCL on GPUs; gloo on CPU, where the
 same code records the launch order). --check also trains the same model without kareus (no
@@ -29,6 +30,7 @@ def parse_args(argv):
     parser.add_argument("--tp", type=int, default=2)
     parser.add_argument("--pp", type=int, default=2)
     parser.add_argument("--dp", type=int, default=1)
+    parser.add_argument("--cp", type=int, default=1)
     parser.add_argument("--microbatches", type=int, default=4)
     parser.add_argument("--mbs", type=int, default=2)
     parser.add_argument("--seq", type=int, default=256)
@@ -64,15 +66,16 @@ def main(argv) -> int:
     device = torch.device("cuda", local_rank) if cuda else torch.device("cpu")
     # Everything a user can get wrong is checked here, on every rank, before any collective.
     try:
-        ranks = args.tp * args.pp * args.dp
+        ranks = args.tp * args.cp * args.pp * args.dp
         if world != ranks:
-            raise kareus.InputError(f"--tp {args.tp} x --pp {args.pp} x --dp {args.dp} = {ranks} ranks, but torchrun "
-                                    f"started {world}")
+            raise kareus.InputError(f"--tp {args.tp} x --cp {args.cp} x --pp {args.pp} x --dp {args.dp} = {ranks} "
+                                    f"ranks, but torchrun started {world}")
         layers = [int(v) for v in args.layers_per_stage.split(",")] if args.layers_per_stage else []
-        workload = _runtime.Workload(args.model, tp=args.tp, pp=args.pp, dp=args.dp, mbs=args.mbs, seq=args.seq,
+        workload = _runtime.Workload(args.model, tp=args.tp, cp=args.cp, pp=args.pp, dp=args.dp, mbs=args.mbs,
+                                     seq=args.seq,
                                      microbatches=args.microbatches, nanobatches=2, recompute=args.recompute,
                                      layers_per_stage=layers)
-        reason = kt.check_supported(workload.model, 1)
+        reason = kt.check_supported(workload.model, args.cp, args.seq)
         if reason:
             raise kareus.InputError(reason)
         gpu = _runtime.load_gpu(args.gpu)
@@ -80,7 +83,7 @@ def main(argv) -> int:
         plans = [kt.ExecutionPlan(args.plan, workload, sm_count, gpu["default_comm_ctas"])]
         if args.switch_plan:
             plans.append(kt.ExecutionPlan(args.switch_plan, workload, sm_count, gpu["default_comm_ctas"]))
-        pfo = kareus.PipelineFrequencyOptimizer(args.plan, rank=rank, tp=args.tp, pp=args.pp, dp=args.dp,
+        pfo = kareus.PipelineFrequencyOptimizer(args.plan, rank=rank, tp=args.tp, cp=args.cp, pp=args.pp, dp=args.dp,
                                                 device_id=local_rank,
                                                 clock_backend=args.clock_backend, install_signal_handlers=False)
     except ValueError as error:  # kareus.InputError is a ValueError
@@ -92,10 +95,12 @@ def main(argv) -> int:
         torch.cuda.set_device(device)
     backend = "nccl" if cuda else "gloo"
     dist.init_process_group(backend, rank=rank, world_size=world)
-    where = _runtime.map_rank(rank, tp=args.tp, pp=args.pp, dp=args.dp)
-    stage, tp_rank, dp_rank = where["stage"], where["tp_rank"], where["dp_rank"]
-    groups = kt.CommGroups(kt.tp_groups(args.tp, args.pp, args.dp), stage * args.dp + dp_rank, backend)
-    dp_group = kt.make_dp_group(args.tp, args.pp, args.dp, stage, tp_rank, backend)
+    where = _runtime.map_rank(rank, tp=args.tp, cp=args.cp, pp=args.pp, dp=args.dp)
+    stage, tp_rank, cp_rank, dp_rank = where["stage"], where["tp_rank"], where["cp_rank"], where["dp_rank"]
+    replica = stage * args.dp + dp_rank
+    groups = kt.CommGroups(kt.tp_groups(args.tp, args.pp, args.dp, args.cp), replica * args.cp + cp_rank, backend,
+                           kt.cp_groups(args.tp, args.pp, args.dp, args.cp), replica * args.tp + tp_rank)
+    dp_group = kt.make_dp_group(args.tp, args.pp, args.dp, stage, tp_rank, backend, args.cp)
     # Every CTA count of every plan this run may follow, ascending, the same on every rank.
     groups.ensure(sorted(set().union(*(plan.distinct_ctas() for plan in plans))))
     model = workload.model
@@ -110,15 +115,16 @@ def main(argv) -> int:
                                   args.seed)
 
     def step_loss(loss):
-        return kt.step_loss_everywhere(loss, args.pp, args.tp, device, args.dp)
+        return kt.step_loss_everywhere(loss, args.pp, args.tp, device, args.dp, args.cp)
 
     # The kareus run.
     module = build()
     trace = kt.LaunchTrace(enabled=args.check)
-    rope = kt.Rope(model["head_dim"], args.seq, device, torch.float32)
+    rope = kt.Rope(model["head_dim"], args.seq, device, torch.float32, args.cp, cp_rank)
     runner = kt.StageRunner(module.layers, rope, groups, args.tp, recompute, trace)
     driver = kt.PipelineDriver(module, plans[0], groups, rank, args.tp, args.pp, args.mbs, args.seq,
-                               torch.optim.SGD(module.parameters(), lr=args.lr), pfo, runner, device, args.dp, dp_group)
+                               torch.optim.SGD(module.parameters(), lr=args.lr), pfo, runner, device, args.dp, dp_group,
+                               args.cp)
     losses, trace_ok, problems = [], True, []
     start = time.perf_counter()
     for step in range(args.steps):
@@ -144,7 +150,7 @@ def main(argv) -> int:
         reference = build()
         reference_driver = kt.PipelineDriver(reference, None, groups, rank, args.tp, args.pp, args.mbs, args.seq,
                                              torch.optim.SGD(reference.parameters(), lr=args.lr), None, None, device,
-                                             args.dp, dp_group)
+                                             args.dp, dp_group, args.cp)
         reference_losses = []
         for step in range(args.steps):
             tokens, labels = batches(step)
@@ -154,14 +160,14 @@ def main(argv) -> int:
         dist.all_reduce(flag, op=dist.ReduceOp.MIN)
         trace_ok = bool(flag.item())
         max_rel = max(abs(a - b) / abs(b) for a, b in zip(losses, reference_losses))
-        # The DP replicas of a (stage, TP rank) must hold the same weights: the largest
-        # difference of any weight from its replicas' mean, over all ranks.
+        # The DP replicas and CP ranks of a (stage, TP rank) must hold the same weights: the
+        # largest difference of any weight from their mean, over all ranks.
         spread = torch.zeros(1, dtype=torch.float64, device=device)
         if dp_group is not None:
             for param in module.parameters():
                 mean = param.detach().clone()
                 dist.all_reduce(mean, group=dp_group)
-                mean /= args.dp
+                mean /= args.dp * args.cp
                 spread = torch.maximum(spread, (param.detach() - mean).abs().max().double().reshape(1))
         dist.all_reduce(spread, op=dist.ReduceOp.MAX)
         result.update({"reference_loss": reference_losses, "max_rel_loss_diff": max_rel,

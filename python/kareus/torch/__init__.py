@@ -9,7 +9,7 @@ collective launched at its planned slot on a process group of its planned CTA co
 ``PipelineDriver`` runs synchronous 1F1B over pipeline stages around them. Needs torch.
 """
 
-from kareus.torch.comm import CommGroups, LaunchTrace, describe_groups, dp_groups, make_dp_group, tp_groups
+from kareus.torch.comm import CommGroups, LaunchTrace, cp_groups, describe_groups, dp_groups, make_dp_group, tp_groups
 from kareus.torch.engine import StageRunner
 from kareus.torch.layer import (
     LayerShape,
@@ -18,6 +18,7 @@ from kareus.torch.layer import (
     check_supported,
     reference_layer,
     reference_stack,
+    shard_sequence,
     tp_reduce_norm_grads,
 )
 from kareus.torch.model import LlamaStage, synthetic_batch
@@ -41,11 +42,13 @@ __all__ = [
     "StageRunner",
     "check_supported",
     "check_trace",
+    "cp_groups",
     "describe_groups",
     "dp_groups",
     "make_dp_group",
     "reference_layer",
     "reference_stack",
+    "shard_sequence",
     "step_loss_everywhere",
     "synthetic_batch",
     "tp_groups",

@@ -1,8 +1,8 @@
 """Process groups per CTA count, the collective launcher and the launch trace.
 
-One TP process group per distinct CTA count of the plan, created in ascending order on every
-rank (``dist.new_group`` is collective over the world, so every rank creates every TP group of
-every stage and data-parallel replica, in the same order).
+One TP process group (and, with context parallelism, one CP group) per distinct CTA count of the
+plan, created in ascending order on every rank (``dist.new_group`` is collective over the world,
+so every rank creates every group of every stage and data-parallel replica, in the same order).
 With NCCL each group is bounded by ``ProcessGroupNCCL.Options().config.min_ctas = max_ctas = k``;
 the collective is enqueued from a communication stream that first waits on an event recorded on
 the compute stream just before the slot's first op, and ``wait()`` at the partition end makes the
@@ -32,57 +32,97 @@ class LaunchTrace:
 
 
 class CommGroups:
-    """This rank's TP groups: the plain one and one per CTA count.
+    """This rank's TP groups (and, with context parallelism, CP groups): the plain one of each and
+    one per CTA count.
 
     Args:
         tp_groups: the global ranks of every TP group (``tp_groups``: the same list on every rank).
         mine: the index of this rank's group in ``tp_groups``.
         backend: "gloo" or "nccl".
+        cp_groups, cp_mine: the same for the CP groups (``cp_groups``); empty without CP.
     """
 
-    def __init__(self, tp_groups: Sequence[Sequence[int]], mine: int, backend: str) -> None:
-        self.tp_groups = [list(ranks) for ranks in tp_groups]
-        self.mine = mine
+    def __init__(self, tp_groups: Sequence[Sequence[int]], mine: int, backend: str,
+                 cp_groups: Sequence[Sequence[int]] = (), cp_mine: int = 0) -> None:
+        self.families = {"tp": ([list(r) for r in tp_groups], mine)}
+        if cp_groups:
+            self.families["cp"] = ([list(r) for r in cp_groups], cp_mine)
         self.backend = backend
         self.cuda = backend == "nccl"
-        self.plain = self._make_groups(None)
-        self.bounded: Dict[int, object] = {}
+        self._plain = {family: self._make_group(family, None) for family in self.families}
+        self.plain = self._plain["tp"]
+        self.plain_cp = self._plain.get("cp")
+        self.bounded: Dict[int, Dict[str, object]] = {}
         self.comm_stream = torch.cuda.Stream() if self.cuda else None
-        self.created: List[dict] = [{"ctas": None, "backend": backend, "bounded": False}]
+        self.created: List[dict] = [{"group": family, "ctas": None, "backend": backend, "bounded": False}
+                                    for family in self.families]
 
     def ensure(self, ctas_counts: Sequence[int]) -> None:
-        """Creates the groups of the counts not made yet, ascending (call on every rank)."""
+        """Creates the groups of the counts not made yet, ascending, TP then CP (call on every
+        rank)."""
         for ctas in sorted(set(ctas_counts) - set(self.bounded)):
-            self.bounded[ctas] = self._make_groups(ctas)
-            self.created.append({"ctas": ctas, "backend": self.backend, "bounded": self.cuda})
+            self.bounded[ctas] = {family: self._make_group(family, ctas) for family in self.families}
+            self.created += [{"group": family, "ctas": ctas, "backend": self.backend, "bounded": self.cuda}
+                             for family in self.families]
 
-    def group(self, ctas: int):
-        return self.bounded[ctas]
+    def group(self, ctas: int, family: str = "tp"):
+        """The group of ``ctas`` CTAs (0: the plain one, NCCL's own choice)."""
+        return self.bounded[ctas][family] if ctas else self._plain[family]
 
-    def _make_groups(self, ctas: Optional[int]):
+    def _make_group(self, family: str, ctas: Optional[int]):
+        all_groups, index_mine = self.families[family]
         mine = None
-        for index, ranks in enumerate(self.tp_groups):
+        for index, ranks in enumerate(all_groups):
             options = None
             if self.cuda and ctas is not None:
                 options = dist.ProcessGroupNCCL.Options()
                 options.config.min_ctas = ctas
                 options.config.max_ctas = ctas
             group = dist.new_group(ranks, backend=self.backend, pg_options=options)
-            if index == self.mine:
+            if index == index_mine:
                 mine = group
         return mine
 
-    def launch(self, tensor: torch.Tensor, ctas: int):
-        """Enqueues the all-reduce of ``tensor`` (in place) on the group of ``ctas`` CTAs (0: the
-        plain group, NCCL's own choice)."""
-        group = self.bounded[ctas] if ctas else self.plain
+    def _enqueue(self, collective):
+        """Runs ``collective()`` (an async torch.distributed call) from the communication stream
+        once the compute stream's work so far is done (on CPU: at once)."""
         if self.comm_stream is None:
-            return dist.all_reduce(tensor, group=group, async_op=True)
+            return collective()
         ready = torch.cuda.Event()
         ready.record()
         with torch.cuda.stream(self.comm_stream):
             self.comm_stream.wait_event(ready)
-            return dist.all_reduce(tensor, group=group, async_op=True)
+            return collective()
+
+    def launch(self, tensor: torch.Tensor, ctas: int, family: str = "tp"):
+        """Enqueues the all-reduce of ``tensor`` (in place) on the group of ``ctas`` CTAs."""
+        group = self.group(ctas, family)
+        return self._enqueue(lambda: dist.all_reduce(tensor, group=group, async_op=True))
+
+    def all_gather(self, tensor: torch.Tensor, ctas: int, dim: int, family: str = "cp") -> "Pending":
+        """Enqueues the all-gather of ``tensor`` along ``dim``; ``wait()`` returns every rank's
+        parts concatenated in rank order."""
+        group = self.group(ctas, family)
+        tensor = tensor.contiguous()
+        parts = [torch.empty_like(tensor) for _ in range(dist.get_world_size(group))]
+        work = self._enqueue(lambda: dist.all_gather(parts, tensor, group=group, async_op=True))
+        return Pending(work, lambda: torch.cat(parts, dim=dim))
+
+    def reduce_scatter(self, tensor: torch.Tensor, ctas: int, dim: int, family: str = "cp") -> "Pending":
+        """Enqueues the reduce-scatter of ``tensor`` along ``dim``; ``wait()`` returns this rank's
+        part of the sum over ranks. NCCL runs a reduce-scatter; gloo has none, so there it is an
+        all-reduce and a slice (the same numbers)."""
+        group = self.group(ctas, family)
+        size, rank = dist.get_world_size(group), dist.get_rank(group)
+        part = tensor.shape[dim] // size
+        if self.cuda:
+            inputs = [chunk.contiguous() for chunk in tensor.split(part, dim=dim)]
+            output = torch.empty_like(inputs[rank])
+            work = self._enqueue(lambda: dist.reduce_scatter(output, inputs, group=group, async_op=True))
+            return Pending(work, lambda: output)
+        total = tensor.contiguous().clone()
+        work = self._enqueue(lambda: dist.all_reduce(total, group=group, async_op=True))
+        return Pending(work, lambda: total.narrow(dim, rank * part, part))
 
     @staticmethod
     def wait(work) -> None:
@@ -90,34 +130,61 @@ class CommGroups:
         work.wait()
 
 
+class Pending:
+    """An enqueued collective whose result needs a last step (concatenation, slicing) once done."""
+
+    def __init__(self, work, result) -> None:
+        self._work = work
+        self._result = result
+
+    def wait(self) -> torch.Tensor:
+        self._work.wait()
+        return self._result()
+
+
 def describe_groups(groups: CommGroups) -> List[dict]:
     return [dict(entry) for entry in groups.created]
 
 
-# Megatron's rank order with cp = 1 (kareus._runtime.map_rank): TP fastest, then DP, then PP, so
-# global rank = tp_rank + tp x (dp_rank + dp x stage).
+# Megatron's rank order (kareus._runtime.map_rank): TP fastest, then CP, then DP, then PP, so
+# global rank = tp_rank + tp x (cp_rank + cp x (dp_rank + dp x stage)).
 
 
-def tp_groups(tp: int, pp: int, dp: int = 1) -> List[List[int]]:
-    """Every TP group's ranks, by stage then DP rank; this rank's is at stage x dp + dp_rank."""
-    return [[(stage * dp + replica) * tp + index for index in range(tp)] for stage in range(pp)
-            for replica in range(dp)]
+def _rank(tp: int, cp: int, dp: int, stage: int, replica: int, cp_rank: int, tp_rank: int) -> int:
+    return tp_rank + tp * (cp_rank + cp * (replica + dp * stage))
 
 
-def dp_groups(tp: int, pp: int, dp: int) -> List[List[int]]:
-    """Every DP group's ranks (one per stage and TP rank), by stage then TP rank; this rank's is
-    at stage x tp + tp_rank."""
-    return [[(stage * dp + replica) * tp + index for replica in range(dp)] for stage in range(pp)
-            for index in range(tp)]
+def tp_groups(tp: int, pp: int, dp: int = 1, cp: int = 1) -> List[List[int]]:
+    """Every TP group's ranks, by stage, DP rank, CP rank; this rank's is at
+    (stage x dp + dp_rank) x cp + cp_rank."""
+    return [[_rank(tp, cp, dp, stage, replica, c, index) for index in range(tp)] for stage in range(pp)
+            for replica in range(dp) for c in range(cp)]
 
 
-def make_dp_group(tp: int, pp: int, dp: int, stage: int, tp_rank: int, backend: str):
-    """This rank's data-parallel group (every rank creates every DP group, in the same order),
-    or None when dp is 1."""
-    if dp == 1:
+def cp_groups(tp: int, pp: int, dp: int, cp: int) -> List[List[int]]:
+    """Every CP group's ranks, by stage, DP rank, TP rank; this rank's is at
+    (stage x dp + dp_rank) x tp + tp_rank. Empty when cp is 1."""
+    if cp == 1:
+        return []
+    return [[_rank(tp, cp, dp, stage, replica, c, index) for c in range(cp)] for stage in range(pp)
+            for replica in range(dp) for index in range(tp)]
+
+
+def dp_groups(tp: int, pp: int, dp: int, cp: int = 1) -> List[List[int]]:
+    """Every gradient group's ranks: the DP x CP ranks of one stage and TP rank (their gradients
+    are summed over CP, averaged over DP), by stage then TP rank; this rank's is at
+    stage x tp + tp_rank."""
+    return [[_rank(tp, cp, dp, stage, replica, c, index) for replica in range(dp) for c in range(cp)]
+            for stage in range(pp) for index in range(tp)]
+
+
+def make_dp_group(tp: int, pp: int, dp: int, stage: int, tp_rank: int, backend: str, cp: int = 1):
+    """This rank's gradient group (``dp_groups``; every rank creates every group, in the same
+    order), or None when dp x cp is 1."""
+    if dp * cp == 1:
         return None
     mine = None
-    for index, ranks in enumerate(dp_groups(tp, pp, dp)):
+    for index, ranks in enumerate(dp_groups(tp, pp, dp, cp)):
         group = dist.new_group(ranks, backend=backend)
         if index == stage * tp + tp_rank:
             mine = group

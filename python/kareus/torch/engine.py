@@ -8,6 +8,9 @@ one function over (stage input, parameters), like the artifact's block: the forw
 small autograd graph per op (or none with full recompute), and the backward pass runs the
 backward partitions op by op, recomputing the forward partitions first under full recompute.
 Parameter gradients of both nanobatches are summed before they are returned.
+
+With context parallelism the forward keeps no gathered K and V: attention's graph is rebuilt in
+the backward from its saved queries and the keys and values kv_regather brings back.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import torch
 
 from kareus.torch.comm import CommGroups, LaunchTrace
-from kareus.torch.layer import COLLECTIVES, OPS, LayerShard, Rope, param_list, reference_stack
+from kareus.torch.layer import COLLECTIVES, CP_OPS, KV_SEQ_DIM, OPS, LayerShard, Rope, param_list, reference_stack
 from kareus.torch.plan import InstructionPlan, PlannedPartition
 
 TensorKey = Tuple[str, int]  # (tensor name, stage-local layer)
@@ -52,6 +55,7 @@ class StageRunner:
         self.tp = tp
         self.recompute = recompute
         self.trace = trace if trace is not None else LaunchTrace(enabled=False)
+        self.ops = CP_OPS if rope.cp > 1 else OPS
         self.instruction: Optional[InstructionPlan] = None
         self._saved: Dict[int, _Saved] = {}
         self.params: List[torch.nn.Parameter] = [p for layer in self.layers for p in layer.parameters()]
@@ -122,18 +126,18 @@ class StageRunner:
         def run_op(op, layer, nanobatch):
             self._run_op(op, layer, states[nanobatch], graphs[nanobatch] if graphs is not None else None)
 
-        self._run_partitions(partitions, states, run_op)
+        self._run_partitions(partitions, states, run_op, graphs)
 
     def _backward_pass(self, partitions: Sequence[PlannedPartition], grads, graphs, param_grads) -> None:
         def run_op(op, layer, nanobatch):
             self._run_op_backward(op, layer, grads[nanobatch], graphs[nanobatch], param_grads)
 
-        self._run_partitions(partitions, grads, run_op)
+        self._run_partitions(partitions, grads, run_op, graphs)
 
-    def _run_partitions(self, partitions: Sequence[PlannedPartition], tensors, run_op) -> None:
+    def _run_partitions(self, partitions: Sequence[PlannedPartition], tensors, run_op, graphs) -> None:
         """Runs each partition's ops in order with run_op(op, layer, nanobatch), launching its
-        collective on `tensors` before the op at its launch index (or after the last op) and
-        waiting for it at the partition's end."""
+        collective on `tensors` (kv_regather: on the forward's `graphs`) before the op at its
+        launch index (or after the last op) and waiting for it at the partition's end."""
         events = self.trace.events if self.trace.enabled else None
         for partition in partitions:
             collective = partition.collective
@@ -142,32 +146,49 @@ class StageRunner:
             nanobatch = partition.nanobatch
             for index, (op, layer) in enumerate(partition.ops):
                 if index == launch_at:
-                    work = self._launch(partition, tensors, events)
+                    work = self._launch(partition, tensors, graphs, events)
                 run_op(op, layer, nanobatch)
                 if events is not None:
                     events.append(("op", op, layer, nanobatch))
             if collective is not None:
                 if work is None:
-                    work = self._launch(partition, tensors, events)
+                    work = self._launch(partition, tensors, graphs, events)
                 self.groups.wait(work)
                 if events is not None:
                     events.append(("wait", partition.key, collective[0], collective[2], collective[1]))
 
-    def _launch(self, partition: PlannedPartition, tensors, events):
+    def _launch(self, partition: PlannedPartition, tensors, graphs, events):
         name, nanobatch, layer = partition.collective
-        tensor = tensors[nanobatch][(COLLECTIVES[name][0], layer)]
+        spec = COLLECTIVES[name]
         choice = partition.choice
         if events is not None:
             events.append(("enqueue", partition.key, name, layer, nanobatch, choice.slot, choice.ctas))
-        return self.groups.launch(tensor, choice.ctas)
+        state = tensors[nanobatch]
+        source, target = (spec.source, layer), (spec.target, layer)
+        if spec.kind == "all_reduce":
+            return self.groups.launch(state[source], choice.ctas, spec.group)
+        if spec.kind == "all_gather":
+            if name == "kv_regather":
+                # The backward's copy of every rank's K and V, from this nanobatch's rope outputs;
+                # attention's rebuilt graph reads it (_run_op_backward).
+                _, rope_outputs = graphs[nanobatch][("rope", layer)]
+                pending = self.groups.all_gather(rope_outputs[1].detach(), choice.ctas, KV_SEQ_DIM, spec.group)
+                return _Store(pending, graphs[nanobatch], target)
+            return _Store(self.groups.all_gather(state[source], choice.ctas, KV_SEQ_DIM, spec.group), state, target)
+        pending = self.groups.reduce_scatter(state.pop(source), choice.ctas, KV_SEQ_DIM, spec.group)
+        return _Store(pending, state, target)
 
     # -- ops -----------------------------------------------------------------------------------
     def _run_op(self, op: str, layer_index: int, state: Dict[TensorKey, torch.Tensor], graph) -> None:
-        spec = OPS[op]
+        spec = self.ops[op]
         layer = self.layers[layer_index]
         inputs = [state[(name, layer_index)] for name in spec.inputs]
         if graph is None:
             outputs = spec.fn(layer, self.rope, *inputs)
+        elif op == "attention" and self.rope.cp > 1:
+            # Keep the queries only; the backward rebuilds the graph on re-gathered K and V.
+            outputs = spec.fn(layer, self.rope, *inputs)
+            graph[(op, layer_index)] = ([inputs[0].detach().requires_grad_()], None)
         else:
             leaves = [t.detach().requires_grad_() for t in inputs]
             with torch.enable_grad():
@@ -179,8 +200,12 @@ class StageRunner:
 
     def _run_op_backward(self, op: str, layer_index: int, grads, graph, param_grads) -> None:
         base = op[: -len("_bwd")]
-        spec = OPS[base]
+        spec = self.ops[base]
         leaves, outputs = graph.pop((base, layer_index))
+        if outputs is None:  # attention under CP: its queries, and K and V from kv_regather
+            leaves = [leaves[0], graph.pop((spec.inputs[1], layer_index)).requires_grad_()]
+            with torch.enable_grad():
+                outputs = spec.fn(self.layers[layer_index], self.rope, *leaves)
         grad_outputs = [grads.pop((name, layer_index + offset)) for name, offset in spec.outputs]
         params = param_list(self.layers[layer_index], spec.params)
         results = torch.autograd.grad(outputs, leaves + params, grad_outputs)
@@ -195,7 +220,7 @@ class StageRunner:
 
     # -- helpers -------------------------------------------------------------------------------
     def _plain(self, x: torch.Tensor) -> torch.Tensor:
-        return reference_stack(self.layers, self.rope, x, self.groups.plain, self.tp)
+        return reference_stack(self.layers, self.rope, x, self.groups.plain, self.tp, self.groups.plain_cp)
 
     def _split(self, x: torch.Tensor) -> List[Dict[TensorKey, torch.Tensor]]:
         half = x.shape[0] // 2
@@ -215,6 +240,19 @@ class StageRunner:
     def _mark(self, direction: str, instruction: InstructionPlan) -> None:
         if self.trace.enabled:
             self.trace.events.append(("pass", instruction.type, instruction.microbatch, direction))
+
+
+class _Store:
+    """A gather or scatter in flight: ``wait()`` joins it and stores its result under ``key`` of
+    ``tensors`` (adding to a gradient already there)."""
+
+    def __init__(self, pending, tensors: Dict[TensorKey, torch.Tensor], key: TensorKey) -> None:
+        self.pending, self.tensors, self.key = pending, tensors, key
+
+    def wait(self) -> None:
+        value = self.pending.wait()
+        previous = self.tensors.get(self.key)
+        self.tensors[self.key] = value if previous is None else previous + value
 
 
 class _StageFunction(torch.autograd.Function):

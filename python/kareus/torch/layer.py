@@ -8,6 +8,12 @@ row-parallel outputs) and fc1_grad_all_reduce, qkv_grad_all_reduce (backward, in
 the column-parallel linears). ``OPS`` maps each forward op name to the named tensors it reads and
 writes, so the engine can run any contiguous run of ops of one nanobatch, and the backward of
 each op through a small per-op autograd graph. Shapes: [batch, seq, features]; fp32 on CPU.
+
+Context parallelism (cp > 1) shards the sequence as Megatron does for causal attention: split
+into 2 x cp chunks, rank r holds chunks r and 2cp-1-r (so every rank has the same attention
+work). Each rank's keys and values are all-gathered over the CP group (kv_all_gather) before
+attention, and their gradients reduce-scattered back (dkv_reduce_scatter); the backward
+re-gathers them (kv_regather) instead of keeping the gathered copy, as the C++ op graph models.
 """
 
 from __future__ import annotations
@@ -89,15 +95,39 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
     return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + RMS_EPS) * weight
 
 
-class Rope:
-    """Rotary tables for one sequence length (rotate-half form), cached per device."""
+def cp_positions(seq: int, cp: int, cp_rank: int) -> torch.Tensor:
+    """The sequence positions CP rank ``cp_rank`` holds, in its local order: chunks cp_rank and
+    2cp-1-cp_rank of 2 x cp (all of them when cp is 1)."""
+    if cp == 1:
+        return torch.arange(seq)
+    chunk = seq // (2 * cp)
+    first, second = cp_rank * chunk, (2 * cp - 1 - cp_rank) * chunk
+    return torch.cat([torch.arange(first, first + chunk), torch.arange(second, second + chunk)])
 
-    def __init__(self, head_dim: int, seq: int, device: torch.device, dtype: torch.dtype) -> None:
+
+def shard_sequence(x: torch.Tensor, cp: int, cp_rank: int) -> torch.Tensor:
+    """This CP rank's part of ``x`` [batch, seq, ...] (``x`` itself when cp is 1)."""
+    return x if cp == 1 else x[:, cp_positions(x.shape[1], cp, cp_rank)].contiguous()
+
+
+class Rope:
+    """Rotary tables (rotate-half form) and the causal mask of one CP rank's sequence shard, per
+    device. With cp > 1 ``mask`` [local, seq] says which of the gathered keys (CP ranks' shards
+    in rank order) each local query sees; None when cp is 1 (plain causal attention)."""
+
+    def __init__(self, head_dim: int, seq: int, device: torch.device, dtype: torch.dtype, cp: int = 1,
+                 cp_rank: int = 0) -> None:
         inv = 1.0 / (ROPE_THETA ** (torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim))
-        angles = torch.outer(torch.arange(seq, dtype=torch.float64), inv)
+        positions = cp_positions(seq, cp, cp_rank)
+        angles = torch.outer(positions.to(torch.float64), inv)
         angles = torch.cat([angles, angles], dim=-1)
+        self.cp = cp
         self.cos = angles.cos().to(device=device, dtype=dtype)[None, :, None, :]
         self.sin = angles.sin().to(device=device, dtype=dtype)[None, :, None, :]
+        self.mask = None
+        if cp > 1:
+            keys = torch.cat([cp_positions(seq, cp, r) for r in range(cp)])
+            self.mask = (positions[:, None] >= keys[None, :]).to(device)
 
     def apply(self, x: torch.Tensor) -> torch.Tensor:
         half = x.shape[-1] // 2
@@ -149,7 +179,10 @@ def _attention_op(layer: LayerShard, rope: Rope, q: torch.Tensor, k: torch.Tenso
     if group > 1:
         k = k.repeat_interleave(group, dim=1)
         v = v.repeat_interleave(group, dim=1)
-    context = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    if rope.mask is None:
+        context = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    else:
+        context = F.scaled_dot_product_attention(q, k, v, attn_mask=rope.mask)
     return (context.transpose(1, 2).reshape(batch, seq, s.heads_local * s.head_dim),)
 
 
@@ -176,13 +209,48 @@ OPS: Dict[str, OpSpec] = {
     "mlp_bda": OpSpec(("h_mid", "mlp_out"), (("h", 1),), (), lambda l, r, h, m: (h + m,)),
 }
 
-# Collectives: name -> (tensor name it reduces in place, whether it reduces the gradient).
-COLLECTIVES: Dict[str, Tuple[str, bool]] = {
-    "attn_all_reduce": ("attn_out", False),
-    "mlp_all_reduce": ("mlp_out", False),
-    "fc1_grad_all_reduce": ("normed2", True),
-    "qkv_grad_all_reduce": ("normed", True),
+
+
+def _rope_cp_op(layer: LayerShard, rope: Rope, qkv: torch.Tensor) -> Tuple[torch.Tensor, ...]:
+    q, k, v = _rope_op(layer, rope, qkv)
+    return q, torch.stack([k, v])
+
+
+# With cp > 1 rope stacks this rank's K and V ("kv", [2, batch, seq, kv heads, head_dim]) for
+# kv_all_gather, and attention reads every rank's ("kv_all").
+CP_OPS: Dict[str, OpSpec] = dict(
+    OPS,
+    rope=OpSpec(("qkv",), (("q", 0), ("kv", 0)), (), _rope_cp_op),
+    attention=OpSpec(("q", "kv_all"), (("context", 0),), (), lambda l, r, q, kv: _attention_op(l, r, q, *kv)),
+)
+
+
+@dataclass(frozen=True)
+class CollectiveSpec:
+    """What a collective of the op graph does: kind ("all_reduce" in place, "all_gather" or
+    "reduce_scatter" along the sequence), its group ("tp" or "cp"), the tensor it reads and the
+    one it writes, and whether they are gradients."""
+
+    kind: str
+    group: str
+    source: str
+    target: str
+    gradient: bool
+
+
+COLLECTIVES: Dict[str, CollectiveSpec] = {
+    "attn_all_reduce": CollectiveSpec("all_reduce", "tp", "attn_out", "attn_out", False),
+    "mlp_all_reduce": CollectiveSpec("all_reduce", "tp", "mlp_out", "mlp_out", False),
+    "fc1_grad_all_reduce": CollectiveSpec("all_reduce", "tp", "normed2", "normed2", True),
+    "qkv_grad_all_reduce": CollectiveSpec("all_reduce", "tp", "normed", "normed", True),
+    # K and V of this rank ("kv": rope's k and v stacked) -> every rank's, and their gradients back.
+    "kv_all_gather": CollectiveSpec("all_gather", "cp", "kv", "kv_all", False),
+    "kv_regather": CollectiveSpec("all_gather", "cp", "kv", "kv_all", False),
+    "dkv_reduce_scatter": CollectiveSpec("reduce_scatter", "cp", "kv_all", "kv", True),
 }
+
+# Dimension of the sequence in the stacked K and V [2, batch, seq, heads, head_dim].
+KV_SEQ_DIM = 2
 
 
 class _ReduceForward(torch.autograd.Function):
@@ -214,8 +282,28 @@ class _ReduceBackward(torch.autograd.Function):
         return grad, None
 
 
-def reference_layer(layer: LayerShard, rope: Rope, h: torch.Tensor, group, tp: int) -> torch.Tensor:
-    """The plain layer: whole microbatch, ordinary autograd, blocking collectives on ``group``."""
+class _GatherSequence(torch.autograd.Function):
+    """All-gather along ``dim`` over the CP group in forward; in backward the sum of every rank's
+    gradient, this rank's part (a reduce-scatter, written as all-reduce + slice so gloo runs it)."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, group, dim: int) -> torch.Tensor:
+        ctx.group, ctx.dim, ctx.size = group, dim, x.shape[dim]
+        parts = [torch.empty_like(x) for _ in range(dist.get_world_size(group))]
+        dist.all_gather(parts, x.contiguous(), group=group)
+        return torch.cat(parts, dim=dim)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        grad = grad.contiguous().clone()
+        dist.all_reduce(grad, group=ctx.group)
+        rank = dist.get_rank(ctx.group)
+        return grad.narrow(ctx.dim, rank * ctx.size, ctx.size), None, None
+
+
+def reference_layer(layer: LayerShard, rope: Rope, h: torch.Tensor, group, tp: int, cp_group=None) -> torch.Tensor:
+    """The plain layer: whole microbatch, ordinary autograd, blocking collectives on ``group``
+    (TP) and, with cp > 1, ``cp_group``."""
 
     def reduce_forward(x: torch.Tensor) -> torch.Tensor:
         return _ReduceForward.apply(x, group) if tp > 1 else x
@@ -228,6 +316,8 @@ def reference_layer(layer: LayerShard, rope: Rope, h: torch.Tensor, group, tp: i
     if layer.shape.qk_norm:
         (qkv,) = _qk_norm_op(layer, rope, qkv)
     q, k, v = _rope_op(layer, rope, qkv)
+    if rope.cp > 1:
+        k, v = _GatherSequence.apply(torch.stack([k, v]), cp_group, KV_SEQ_DIM)
     (context,) = _attention_op(layer, rope, q, k, v)
     h_mid = h + reduce_forward(F.linear(context, layer.w_out))
     normed2 = reduce_backward(rms_norm(h_mid, layer.mlp_norm))
@@ -235,18 +325,20 @@ def reference_layer(layer: LayerShard, rope: Rope, h: torch.Tensor, group, tp: i
     return h_mid + reduce_forward(F.linear(act, layer.w_fc2))
 
 
-def reference_stack(layers: Sequence[LayerShard], rope: Rope, h: torch.Tensor, group, tp: int) -> torch.Tensor:
+def reference_stack(layers: Sequence[LayerShard], rope: Rope, h: torch.Tensor, group, tp: int,
+                    cp_group=None) -> torch.Tensor:
     for layer in layers:
-        h = reference_layer(layer, rope, h, group, tp)
+        h = reference_layer(layer, rope, h, group, tp, cp_group)
     return h
 
 
-def check_supported(model: dict, cp: int) -> Optional[str]:
-    """Why this engine cannot run the model, or None."""
+def check_supported(model: dict, cp: int = 1, seq: int = 0) -> Optional[str]:
+    """Why this engine cannot run the model (with ``cp`` ranks over a ``seq``-token sequence), or
+    None."""
     if model.get("mlp") != "swiglu":
         return f"model {model['name']}: kareus.torch runs SwiGLU MLPs only, found {model.get('mlp')}"
-    if cp != 1:
-        return f"--cp {cp}: kareus.torch runs without context parallelism (CP all-gather / reduce-scatter not built)"
+    if cp > 1 and seq % (2 * cp) != 0:
+        return f"--seq {seq}: context parallelism splits the sequence into 2 x --cp = {2 * cp} equal chunks"
     return None
 
 

@@ -1,8 +1,8 @@
 """One pipeline stage of a Llama-shaped model on one TP rank.
 
 Layers are ``LayerShard``s; the nonpartition work (REFERENCE.md section 2) is replicated on the
-TP ranks of its stage: the token embedding on the first stage, the final RMSNorm, output layer
-and cross-entropy on the last. Every rank draws every layer's full weights from one seed, so any
+TP ranks of its stage (each CP rank runs it on its own tokens): the token embedding on the
+first stage, the final RMSNorm, output layer and cross-entropy on the last. Every rank draws every layer's full weights from one seed, so any
 TP degree or stage split starts from the same model (and the reference run from the same one).
 """
 
@@ -45,9 +45,15 @@ class LlamaStage(torch.nn.Module):
     def embed(self, tokens: torch.Tensor) -> torch.Tensor:
         return F.embedding(tokens, self.embedding)
 
-    def loss(self, h: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    def loss(self, h: torch.Tensor, labels: torch.Tensor, tokens: int = 0) -> torch.Tensor:
+        """Cross-entropy over this rank's tokens: their mean, or with ``tokens`` (context
+        parallelism: the microbatch's tokens on all CP ranks) their sum / tokens, so that the CP
+        ranks' losses add up to the microbatch's mean."""
         logits = F.linear(rms_norm(h, self.final_norm), self.output)
-        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1))
+        flat_logits, flat_labels = logits.reshape(-1, logits.shape[-1]), labels.reshape(-1)
+        if not tokens:
+            return F.cross_entropy(flat_logits, flat_labels)
+        return F.cross_entropy(flat_logits, flat_labels, reduction="sum") / tokens
 
 
 def synthetic_batch(vocab: int, microbatches: int, mbs: int, seq: int, step: int, seed: int):

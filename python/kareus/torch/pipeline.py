@@ -8,8 +8,11 @@ and gradients backward between the same TP rank of neighbouring stages by P2P: s
 asynchronous and joined at the end of the step, receives block. With data parallelism every
 parameter gradient is averaged over the rank's DP group before the optimizer steps (each
 replica trains on its own batch; the DP reduction is outside the plan's instructions, as in
-the plan's model of an iteration). ``switch_plan`` changes plans between steps (new CTA counts
-get their groups, made on every rank in the same order).
+the plan's model of an iteration). With context parallelism each CP rank runs its shard of the
+sequence (``shard_sequence``), its loss is its tokens' share of the microbatch's, and the
+gradients are summed over CP in the same reduction (Megatron's DP x CP gradient group).
+``switch_plan`` changes plans between steps (new CTA counts get their groups, made on every
+rank in the same order).
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import torch.distributed as dist
 from kareus._runtime import InputError
 from kareus.torch.comm import CommGroups
 from kareus.torch.engine import StageRunner
-from kareus.torch.layer import Rope, reference_stack, tp_reduce_norm_grads
+from kareus.torch.layer import Rope, reference_stack, shard_sequence, tp_reduce_norm_grads
 from kareus.torch.model import LlamaStage
 from kareus.torch.plan import ExecutionPlan
 
@@ -34,12 +37,13 @@ class PipelineDriver:
         stage_module: this rank's ``LlamaStage``.
         plan: the validated plan, or None for the reference run (plain layers, no kareus).
         groups: this rank's process groups.
-        rank, tp, pp: global rank and degrees (cp = 1; Megatron's order, comm.py).
+        rank, tp, pp: global rank and degrees (Megatron's order, comm.py).
         mbs, seq: microbatch size and sequence length.
         optimizer: steps the stage's parameters.
         frequency_optimizer: a kareus.PipelineFrequencyOptimizer, or None.
         runner: the StageRunner (built here if None and a plan is given).
-        dp, dp_group: the data-parallel degree and this rank's DP group (``make_dp_group``).
+        dp, dp_group: the data-parallel degree and this rank's gradient group (``make_dp_group``).
+        cp: the context-parallel degree (the CP groups are in ``groups``).
     """
 
     def __init__(
@@ -58,9 +62,10 @@ class PipelineDriver:
         device: torch.device = torch.device("cpu"),
         dp: int = 1,
         dp_group=None,
+        cp: int = 1,
     ) -> None:
-        if dp > 1 and dp_group is None:
-            raise InputError(f"PipelineDriver: dp {dp} needs its DP group (kareus.torch.make_dp_group)")
+        if dp * cp > 1 and dp_group is None:
+            raise InputError(f"PipelineDriver: dp {dp} x cp {cp} needs its gradient group (kareus.torch.make_dp_group)")
         self.module = stage_module
         self.plan = plan
         self.groups = groups
@@ -69,10 +74,13 @@ class PipelineDriver:
         self.pp = pp
         self.dp = dp
         self.dp_group = dp_group
-        self.stage_stride = tp * dp  # global rank distance between neighbouring stages
+        self.cp = cp
+        self.cp_rank = (rank // tp) % cp
+        self.stage_stride = tp * cp * dp  # global rank distance between neighbouring stages
         self.stage = stage_module.stage
         self.mbs = mbs
         self.seq = seq
+        self.local_seq = seq // cp
         self.optimizer = optimizer
         self.pfo = frequency_optimizer
         self.runner = runner
@@ -129,7 +137,9 @@ class PipelineDriver:
                 y = self._run_layers(x, microbatch)
                 inputs[microbatch] = x
                 if self.module.last:
-                    loss = self.module.loss(y, labels[microbatch].to(self.device)) / microbatches
+                    mine = shard_sequence(labels[microbatch], self.cp, self.cp_rank).to(self.device)
+                    tokens_total = self.mbs * self.seq if self.cp > 1 else 0
+                    loss = self.module.loss(y, mine, tokens_total) / microbatches
                     outputs[microbatch] = loss
                     total += float(loss.detach())
                 else:
@@ -141,7 +151,7 @@ class PipelineDriver:
                 if self.module.last:
                     out.backward()
                 else:
-                    grad = torch.empty(self.mbs, self.seq, self.hidden, device=self.device)
+                    grad = torch.empty(self.mbs, self.local_seq, self.hidden, device=self.device)
                     dist.recv(grad, self.rank + self.stage_stride)
                     out.backward(grad)
                 x = inputs.pop(microbatch)
@@ -153,14 +163,16 @@ class PipelineDriver:
         for _, work in sends:
             work.wait()
         tp_reduce_norm_grads(self.module.layers, self.groups.plain, self.tp)
-        self._average_over_dp()
+        self._reduce_gradients()
         self.optimizer.step()
         if self.pfo is not None:
             self.pfo.on_step_end()
         return total if self.module.last else None
 
-    def _average_over_dp(self) -> None:
-        if self.dp == 1:
+    def _reduce_gradients(self) -> None:
+        """Sums every gradient over the DP x CP group and divides by dp: the mean over replicas of
+        the sum over a replica's sequence shards."""
+        if self.dp_group is None:
             return
         for param in self.module.parameters():
             if param.grad is not None:
@@ -169,28 +181,30 @@ class PipelineDriver:
 
     def _stage_input(self, tokens: torch.Tensor) -> torch.Tensor:
         if self.module.first:
-            return self.module.embed(tokens.to(self.device))
-        x = torch.empty(self.mbs, self.seq, self.hidden, device=self.device)
+            return self.module.embed(shard_sequence(tokens, self.cp, self.cp_rank).to(self.device))
+        x = torch.empty(self.mbs, self.local_seq, self.hidden, device=self.device)
         dist.recv(x, self.rank - self.stage_stride)
         return x.requires_grad_()
 
     def _run_layers(self, x: torch.Tensor, microbatch: int) -> torch.Tensor:
         if self.runner is not None:
             return self.runner(x, microbatch)
-        return reference_stack(self.module.layers, self._rope(), x, self.groups.plain, self.tp)
+        return reference_stack(self.module.layers, self._rope(), x, self.groups.plain, self.tp, self.groups.plain_cp)
 
     def _rope(self) -> Rope:
         if self._rope_cache is None:
-            self._rope_cache = Rope(self.module.shape.head_dim, self.seq, self.device, torch.float32)
+            self._rope_cache = Rope(self.module.shape.head_dim, self.seq, self.device, torch.float32, self.cp,
+                                    self.cp_rank)
         return self._rope_cache
 
 
-def step_loss_everywhere(loss: Optional[float], pp: int, tp: int, device: torch.device, dp: int = 1) -> float:
+def step_loss_everywhere(loss: Optional[float], pp: int, tp: int, device: torch.device, dp: int = 1,
+                         cp: int = 1) -> float:
     """The step's loss on every rank, the mean over DP replicas: the last stage's first TP rank
-    of each replica contributes its loss / dp."""
+    of each replica and CP rank contributes its loss / dp (CP ranks' losses add up)."""
     rank = dist.get_rank()
     value = torch.zeros(1, dtype=torch.float64, device=device)
-    if loss is not None and rank >= (pp - 1) * tp * dp and rank % tp == 0:
+    if loss is not None and rank >= (pp - 1) * tp * cp * dp and rank % tp == 0:
         value += loss / dp
     dist.all_reduce(value)
     return float(value.item())

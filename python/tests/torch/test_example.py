@@ -1,7 +1,7 @@
 """examples/train_llama.py end to end: torchrun, 4 gloo ranks (TP 2 x PP 2), a plan from
 `kareus plan` for examples/tiny-llama.json, 20 steps with --check, switching plans at step 10;
-8 ranks with data parallelism (TP 2 x PP 2 x DP 2); and a wrong plan failing on every rank
-without a hang."""
+8 ranks with data parallelism (TP 2 x PP 2 x DP 2); 4 with context parallelism (CP 2 x PP 2)
+against 2 without; and a wrong plan failing on every rank without a hang."""
 
 from __future__ import annotations
 
@@ -18,9 +18,9 @@ import helpers  # noqa: E402
 WORKLOAD = ["--tp", "2", "--pp", "2", "--microbatches", "4", "--mbs", "2", "--seq", "256"]
 
 
-def _torchrun(args, timeout, ranks=4):
+def _torchrun(args, timeout, ranks=4, workload=WORKLOAD):
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(ranks),
-               str(helpers.REPO / "examples" / "train_llama.py"), "--model", helpers.TINY_MODEL] + WORKLOAD + args
+               str(helpers.REPO / "examples" / "train_llama.py"), "--model", helpers.TINY_MODEL] + workload + args
     return subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=helpers.python_env(),
                           cwd=helpers.REPO)
 
@@ -85,6 +85,36 @@ def test_data_parallel_replicas_train_in_step(plans, tmp_path):
     run = _torchrun(["--dp", "2", "--steps", "1", "--plan", str(plans[0])], timeout=120, ranks=8)
     assert run.returncode != 0
     assert run.stderr.count("was made for --dp 1, this job runs --dp 2") == 8, run.stderr[-3000:]
+
+
+def test_context_parallel_trains_like_the_whole_sequence(tmp_path):
+    # CP 2 x PP 2 (each CP rank holds two of four sequence chunks; K and V gathered, their
+    # gradients reduce-scattered at the plan's slots) against CP 1 x PP 2 from the same seed: the
+    # same losses, step by step. Three clocks and a 5% search keep the plans quick (with TP 1 the
+    # partitions are large: the default search takes minutes).
+    binary = helpers.kareus_binary()
+    if not binary.exists():
+        pytest.skip(f"{binary} is not built")
+    losses = {}
+    for cp, ranks in ((2, 4), (1, 2)):
+        workload = ["--tp", "1", "--cp", str(cp), "--pp", "2", "--microbatches", "4", "--mbs", "2", "--seq", "256"]
+        plan_dir = tmp_path / f"plan_cp{cp}"
+        subprocess.run([str(binary), "plan", "--model", helpers.TINY_MODEL, *workload, "--methods", "kareus",
+                        "--always-nanobatch", "--max-plans", "2", "--clocks", "1230:1410:90", "--search-budget",
+                        "0.05", "--out", str(plan_dir)], check=True, capture_output=True, timeout=120)
+        plan = sorted((plan_dir / "plans" / "kareus").glob("*.json"))[0]
+        out = tmp_path / f"out_cp{cp}.json"
+        run = _torchrun(["--steps", "3", "--plan", str(plan), "--check", "--json", str(out)], timeout=240, ranks=ranks,
+                        workload=workload)
+        assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-4000:]
+        result = json.loads(out.read_text())
+        assert result["max_rel_loss_diff"] < 1e-4 and result["trace_matches_plan"] is True
+        assert result["dp_replica_max_diff"] == 0.0  # the CP ranks' weights stay equal
+        if cp == 2:
+            assert {g["group"] for g in result["comm_groups"]} == {"tp", "cp"}
+        losses[cp] = result["loss"]
+    assert max(abs(a - b) / b for a, b in zip(losses[2], losses[1])) < 1e-5, losses
+    assert losses[2][2] < losses[2][0]
 
 
 def _distinct_ctas(path):
