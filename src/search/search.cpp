@@ -186,6 +186,7 @@ class KareusStrategy {
     }
     if (order_.size() == space_.size()) result.stop_reason = StopReason::kSpaceExhausted;
     result.from_log = evaluator_.from_log();
+    result.surrogate_fits = fits_;
     finish_result(result);
     return result;
   }
@@ -446,8 +447,7 @@ class KareusStrategy {
   std::vector<std::size_t> choose_batch(const std::vector<Evaluation>& measured, Objective batch_objective,
                                         bool refining) {
     Observations observed = observations(measured);
-    time_model_.fit(observed.rows, observed.log_times);
-    energy_model_.fit(observed.rows, observed.log_energies);
+    update_models(observed);
     std::array<ObjectivePoint, 2> references{};
     for (std::size_t which = 0; which < 2; ++which) {
       references[which] = reference_point(measured, static_power_w_, kObjectives[which]);
@@ -490,6 +490,24 @@ class KareusStrategy {
     return batch;
   }
 
+  // Hyperparameter fits are the search's own cost: O(n^3) per likelihood evaluation, ~1,200 of
+  // them per batch for the two GPs. Past options_.refit_every_batch_up_to measurements the
+  // hyperparameters, which move little by then, are refitted once the measurements have grown by
+  // a quarter since the last fit, and in between only conditioned on the new data (one
+  // factorisation each).
+  void update_models(const Observations& observed) {
+    const std::size_t count = observed.rows.size();
+    if (count <= options_.refit_every_batch_up_to || count >= fitted_at_ + fitted_at_ / 4) {
+      time_model_.fit(observed.rows, observed.log_times);
+      energy_model_.fit(observed.rows, observed.log_energies);
+      fitted_at_ = count;
+      ++fits_;
+      return;
+    }
+    time_model_.condition(observed.rows, observed.log_times);
+    energy_model_.condition(observed.rows, observed.log_energies);
+  }
+
   double effective_energy(const Evaluation& evaluation) const {
     // Floor at 0.1% of E: a noisy near-idle measurement must not give log of a non-positive number.
     return std::max(evaluation.energy_j - static_power_w_ * evaluation.time_s, 1e-3 * evaluation.energy_j);
@@ -508,6 +526,8 @@ class KareusStrategy {
   std::vector<std::size_t> order_;  // evaluated indices in measurement order
   GaussianProcess time_model_;
   GaussianProcess energy_model_;
+  std::size_t fitted_at_ = 0;  // measurements at the last hyperparameter fit
+  std::size_t fits_ = 0;
 };
 
 }  // namespace

@@ -47,6 +47,7 @@ std::string search_report_json(const SearchReportContext& context, const SearchR
       {"evaluations", result.evaluations.size()},
       {"from_log", result.from_log},
       {"batches", result.batches},
+      {"surrogate_fits", result.surrogate_fits},
       {"stop_reason", to_string(result.stop_reason)},
       {"static_power_w", context.static_power_w},
       {"frontier", front_json(result.energy_front)},

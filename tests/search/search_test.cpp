@@ -100,6 +100,28 @@ TEST(Search, TenPercentBudgetFindsNearlyTheExhaustiveFront) {
   }
 }
 
+TEST(Search, PastTheRefitLimitHyperparametersAreRefittedWhenTheDataGrowByAQuarter) {
+  // fwd_attn (720 configs), budget 72: an 18-config initial design, then 27 batches of 2, each
+  // choosing at n = 18, 20, ..., 70 measurements. With the limit at 24 the batches at n = 18,
+  // 20, 22, 24 refit, then those at n = 30 (>= 24 + 6), 38 (>= 30 + 7), 48 (>= 38 + 9) and
+  // 60 (>= 48 + 12): 8 fits. With the limit at the budget every batch refits: 27.
+  const Fixture f = fixture("fwd_attn", 1, 8);
+  for (const auto& [limit, fits] : {std::pair<std::size_t, std::size_t>{24, 8}, {72, 27}}) {
+    SCOPED_TRACE(limit);
+    SearchOptions options;
+    options.budget = 72;
+    options.min_relative_gain = 0;
+    options.refit_every_batch_up_to = limit;
+    device::EmulatedDevice device(f.gpu, {true, 0});
+    const SearchResult result = run_search(device, f.part, f.space, options);
+    ASSERT_EQ(result.evaluations.size(), 72u);
+    EXPECT_EQ(result.batches, 1u + 27u);
+    EXPECT_EQ(result.surrogate_fits, fits);
+    EXPECT_GE(ratio(f, result, Objective::kEnergy), 0.98);
+    EXPECT_GE(ratio(f, result, Objective::kEffectiveEnergy), 0.98);
+  }
+}
+
 TEST(Search, ExhaustiveMeasuresEverythingAndIsItsOwnGroundTruth) {
   const Fixture f = fixture("fwd_ao_ar", 2, 4);
   ASSERT_EQ(f.space.size(), 180u);
