@@ -323,11 +323,16 @@ PlanJobResult run_plan_job(const PlanDevices& devices, const workload::Workload&
     result.methods.push_back(solve_method(name, device, workload, method, options, workload_json, baseline_times_s));
     if (name == Method::kKareus && options.overlap_per_instruction) {
       // Every baseline plan is a kareus plan (all instructions sequential, or nanobatched with
-      // default configs). Phillips-Dessouky walks one path from the slowest plan, so where that
-      // path passes above a baseline's point, the baseline's plan is kareus's best there.
+      // default configs; Megatron's when its clock is one of --clocks). Phillips-Dessouky walks
+      // one path from the slowest plan, so where that path passes above a baseline's point, the
+      // baseline's plan is kareus's best there. Megatron's matters where the solver's plans
+      // lose to clock-switch latency it does not model (instructions of a few hundred us).
       MethodResult& kareus = result.methods.back();
+      const bool megatron_clock_allowed =
+          std::ranges::find(options.clocks_mhz, gpu.clock_default_mhz) != options.clocks_mhz.end();
       for (const MethodResult& baseline : result.methods) {
-        if (baseline.method != Method::kPerseus && baseline.method != Method::kNanobatchPerseus) continue;
+        if (baseline.method == Method::kKareus) continue;
+        if (baseline.method == Method::kMegatron && !megatron_clock_allowed) continue;
         for (MethodPoint point : baseline.frontier) {
           point.origin = baseline.method;
           kareus.frontier.push_back(std::move(point));

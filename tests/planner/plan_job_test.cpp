@@ -122,6 +122,45 @@ TEST(PlanJob, KareusNeverLosesToItsBaselinesOnCp2) {
   }
 }
 
+TEST(PlanJob, KareusKeepsMegatronsPlanWhereClockSwitchesCostMoreThanLowerClocksSave) {
+  // examples/tiny-llama.json's shape: its instructions last a few hundred microseconds, so the
+  // clock-switch latency, which the solver does not model and the simulator does, makes the
+  // solved plans that lower any clock slower than Megatron's (Perseus's fastest loses to it).
+  // Megatron's plan (the default clock, no overlap) is a kareus plan: kareus keeps it.
+  const device::GpuSpec gpu = device::load_gpu("a100-40gb");
+  workload::ModelSpec tiny;
+  tiny.name = "tiny-llama";
+  tiny.hidden = 64;
+  tiny.heads = 4;
+  tiny.kv_groups = 2;
+  tiny.head_dim = 16;
+  tiny.ffn = 128;
+  tiny.layers = 4;
+  tiny.vocab = 256;
+  workload::Parallelism parallel;
+  parallel.tp = 2;
+  parallel.mbs = 2;
+  parallel.seq = 256;
+  parallel.microbatches = 4;
+  PlanJobOptions options = quick_options(gpu);
+  options.clocks_mhz = {1230, 1320, gpu.clock_default_mhz};
+  options.search_budget_fraction = 0.05;
+  const PlanJobResult result = run_plan_job(gpu, workload::make_workload(tiny, parallel), options);
+  const MethodResult& megatron = method(result, "megatron");
+  const MethodResult& kareus = method(result, "kareus");
+  ASSERT_EQ(megatron.frontier.size(), 1u);
+  EXPECT_GT(method(result, "perseus").frontier.front().time_s, megatron.frontier.front().time_s);
+  EXPECT_TRUE(dominates(kareus, megatron));
+  EXPECT_EQ(kareus.frontier.front().origin, Method::kMegatron);
+  EXPECT_EQ(kareus.frontier.front().time_s, megatron.frontier.front().time_s);
+  // Where Megatron's clock is not one kareus may use, its plan is not kareus's to keep.
+  options.clocks_mhz = {1230, 1320};
+  for (const MethodPoint& point :
+       method(run_plan_job(gpu, workload::make_workload(tiny, parallel), options), "kareus").frontier) {
+    EXPECT_NE(point.origin, Method::kMegatron);
+  }
+}
+
 TEST(PlanJob, PerseusAndNanobatchEndsMatchA100Runs) {
   // REFERENCE.md section 9: fastest and slowest plans, time (s) and average power per GPU (W).
   struct Target {
