@@ -46,6 +46,24 @@ def write_plan(path, stages: int, microbatches: int, configs: Dict[str, Dict[str
     return str(path)
 
 
+def slot_cases(workload, collectives=None) -> List[tuple]:
+    """(key, slot) for every slot (and none) of every searchable key of stage 0 with a
+    collective (only those named in ``collectives``, when given)."""
+    cases = []
+    for direction in ("forward", "backward"):
+        slots = {}
+        for partition in workload.partitions(0, direction):
+            collective = partition["collective"]
+            if collective is None or not partition["searchable"]:
+                continue
+            if collectives is None or collective["name"] in collectives:
+                names = slots.setdefault(partition["key"], [])
+                names += [s["name"] for s in partition["slots"] if s["name"] not in names]
+        for key, names in slots.items():
+            cases += [(key, slot) for slot in names + ["none"]]
+    return cases
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -24,21 +24,6 @@ TOLERANCE = 1e-5
 CP_COLLECTIVES = {"kv_all_gather", "kv_regather", "dkv_reduce_scatter"}
 
 
-def _cp_cases(workload):
-    """(key, slot) for every slot (and none) of each key whose partitions carry a CP collective."""
-    cases = []
-    for direction in ("forward", "backward"):
-        slots = {}
-        for partition in workload.partitions(0, direction):
-            collective = partition["collective"]
-            if collective is not None and partition["searchable"] and collective["name"] in CP_COLLECTIVES:
-                names = slots.setdefault(partition["key"], [])
-                names += [s["name"] for s in partition["slots"] if s["name"] not in names]
-        for key, names in slots.items():
-            cases += [(key, slot) for slot in names + ["none"]]
-    return cases
-
-
 def _first_slots(workload):
     first = {}
     for direction in ("forward", "backward"):
@@ -90,7 +75,7 @@ def _worker(rank, world, port, out_dir):
             y.backward(kt.shard_sequence(grad, CP, cp_rank))
             results["plain"] = compare(stage, reference, x_run, y, x_ref, y_ref)
         first = _first_slots(workload)
-        for index, (key, slot) in enumerate(_cp_cases(workload)):
+        for index, (key, slot) in enumerate(helpers.slot_cases(workload, CP_COLLECTIVES)):
             configs = {"forward": {}, "backward": {}}
             for other, other_slot in first.items():
                 configs["forward" if other.startswith("fwd") else "backward"][other] = {"slot": other_slot, "ctas": 3}

@@ -23,24 +23,10 @@ MBS = 2
 TOLERANCE = 1e-5
 
 
-def _cases(workload):
-    """(key, slot) for every slot of every key's partitions with a collective, and none."""
-    cases = []
-    for direction in ("forward", "backward"):
-        slots = {}
-        for partition in workload.partitions(0, direction):
-            if partition["collective"] is not None and partition["searchable"]:
-                names = slots.setdefault(partition["key"], [])
-                names += [s["name"] for s in partition["slots"] if s["name"] not in names]
-        for key, names in slots.items():
-            cases += [(key, slot) for slot in names + ["none"]]
-    return cases
-
-
 def _case_configs(workload):
     """(key, slot, configs) per case: the case's key at its slot (on 3, 6, 9 or 12 CTAs in turn),
     every other key at its first slot on 3 CTAs."""
-    cases = _cases(workload)
+    cases = helpers.slot_cases(workload)
     first_slots = {}
     for key, slot in cases:
         first_slots.setdefault(key, slot)
@@ -76,7 +62,7 @@ def _worker(rank, world, port, out_dir):
                                                  y_ref, x_ref)
 
         first_slots = {}
-        for key, slot in _cases(workload):
+        for key, slot in helpers.slot_cases(workload):
             first_slots.setdefault(key, slot)
         for key, slot, configs in _case_configs(workload):
             path = helpers.write_plan(f"{out_dir}/plan_{rank}.json", 1, 1, configs, recompute)
