@@ -210,7 +210,6 @@ OPS: Dict[str, OpSpec] = {
 }
 
 
-
 def _rope_cp_op(layer: LayerShard, rope: Rope, qkv: torch.Tensor) -> Tuple[torch.Tensor, ...]:
     q, k, v = _rope_op(layer, rope, qkv)
     return q, torch.stack([k, v])
@@ -228,25 +227,24 @@ CP_OPS: Dict[str, OpSpec] = dict(
 @dataclass(frozen=True)
 class CollectiveSpec:
     """What a collective of the op graph does: kind ("all_reduce" in place, "all_gather" or
-    "reduce_scatter" along the sequence), its group ("tp" or "cp"), the tensor it reads and the
-    one it writes, and whether they are gradients."""
+    "reduce_scatter" along the sequence), its group ("tp" or "cp"), and the tensor it reads and
+    the one it writes (activations in a forward pass, gradients in a backward one)."""
 
     kind: str
     group: str
     source: str
     target: str
-    gradient: bool
 
 
 COLLECTIVES: Dict[str, CollectiveSpec] = {
-    "attn_all_reduce": CollectiveSpec("all_reduce", "tp", "attn_out", "attn_out", False),
-    "mlp_all_reduce": CollectiveSpec("all_reduce", "tp", "mlp_out", "mlp_out", False),
-    "fc1_grad_all_reduce": CollectiveSpec("all_reduce", "tp", "normed2", "normed2", True),
-    "qkv_grad_all_reduce": CollectiveSpec("all_reduce", "tp", "normed", "normed", True),
+    "attn_all_reduce": CollectiveSpec("all_reduce", "tp", "attn_out", "attn_out"),
+    "mlp_all_reduce": CollectiveSpec("all_reduce", "tp", "mlp_out", "mlp_out"),
+    "fc1_grad_all_reduce": CollectiveSpec("all_reduce", "tp", "normed2", "normed2"),
+    "qkv_grad_all_reduce": CollectiveSpec("all_reduce", "tp", "normed", "normed"),
     # K and V of this rank ("kv": rope's k and v stacked) -> every rank's, and their gradients back.
-    "kv_all_gather": CollectiveSpec("all_gather", "cp", "kv", "kv_all", False),
-    "kv_regather": CollectiveSpec("all_gather", "cp", "kv", "kv_all", False),
-    "dkv_reduce_scatter": CollectiveSpec("reduce_scatter", "cp", "kv_all", "kv", True),
+    "kv_all_gather": CollectiveSpec("all_gather", "cp", "kv", "kv_all"),
+    "kv_regather": CollectiveSpec("all_gather", "cp", "kv", "kv_all"),
+    "dkv_reduce_scatter": CollectiveSpec("reduce_scatter", "cp", "kv_all", "kv"),
 }
 
 # Dimension of the sequence in the stacked K and V [2, batch, seq, heads, head_dim].
