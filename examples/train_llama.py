@@ -75,7 +75,7 @@ def main(argv) -> int:
                                      seq=args.seq,
                                      microbatches=args.microbatches, nanobatches=2, recompute=args.recompute,
                                      layers_per_stage=layers)
-        reason = kt.check_supported(workload.model, args.cp, args.seq)
+        reason = kt.check_supported(workload.model, args.cp, args.seq, args.tp)
         if reason:
             raise kareus.InputError(reason)
         gpu = _runtime.load_gpu(args.gpu)

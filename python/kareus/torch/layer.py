@@ -280,6 +280,16 @@ class _ReduceBackward(torch.autograd.Function):
         return grad, None
 
 
+def tp_reduce_forward(x: torch.Tensor, group) -> torch.Tensor:
+    """A row-parallel output summed over the TP group (the gradient passes through)."""
+    return _ReduceForward.apply(x, group)
+
+
+def tp_reduce_backward(x: torch.Tensor, group) -> torch.Tensor:
+    """A column-parallel input: unchanged forward, its gradient summed over the TP group."""
+    return _ReduceBackward.apply(x, group)
+
+
 class _GatherSequence(torch.autograd.Function):
     """All-gather along ``dim`` over the CP group in forward; in backward the sum of every rank's
     gradient, this rank's part (a reduce-scatter, written as all-reduce + slice so gloo runs it)."""
@@ -304,10 +314,10 @@ def reference_layer(layer: LayerShard, rope: Rope, h: torch.Tensor, group, tp: i
     (TP) and, with cp > 1, ``cp_group``."""
 
     def reduce_forward(x: torch.Tensor) -> torch.Tensor:
-        return _ReduceForward.apply(x, group) if tp > 1 else x
+        return tp_reduce_forward(x, group) if tp > 1 else x
 
     def reduce_backward(x: torch.Tensor) -> torch.Tensor:
-        return _ReduceBackward.apply(x, group) if tp > 1 else x
+        return tp_reduce_backward(x, group) if tp > 1 else x
 
     normed = reduce_backward(rms_norm(h, layer.input_norm))
     qkv = F.linear(normed, layer.w_qkv)
@@ -330,11 +340,13 @@ def reference_stack(layers: Sequence[LayerShard], rope: Rope, h: torch.Tensor, g
     return h
 
 
-def check_supported(model: dict, cp: int = 1, seq: int = 0) -> Optional[str]:
-    """Why this engine cannot run the model (with ``cp`` ranks over a ``seq``-token sequence), or
-    None."""
+def check_supported(model: dict, cp: int = 1, seq: int = 0, tp: int = 1) -> Optional[str]:
+    """Why this engine cannot run the model (with ``cp`` ranks over a ``seq``-token sequence and
+    ``tp`` ranks), or None."""
     if model.get("mlp") != "swiglu":
         return f"model {model['name']}: kareus.torch runs SwiGLU MLPs only, found {model.get('mlp')}"
+    if model["vocab"] % tp != 0:
+        return f"model {model['name']}: vocab {model['vocab']} does not split over --tp {tp} (vocab-parallel embedding)"
     if cp > 1 and seq % (2 * cp) != 0:
         return f"--seq {seq}: context parallelism splits the sequence into 2 x --cp = {2 * cp} equal chunks"
     return None

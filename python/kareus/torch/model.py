@@ -1,9 +1,10 @@
 """One pipeline stage of a Llama-shaped model on one TP rank.
 
-Layers are ``LayerShard``s; the nonpartition work (REFERENCE.md section 2) is replicated on the
-TP ranks of its stage (each CP rank runs it on its own tokens): the token embedding on the
-first stage, the final RMSNorm, output layer and cross-entropy on the last. Every rank draws every layer's full weights from one seed, so any
-TP degree or stage split starts from the same model (and the reference run from the same one).
+Layers are ``LayerShard``s; the nonpartition work (REFERENCE.md section 2): the token embedding
+on the first stage, the final RMSNorm, output layer and cross-entropy on the last, vocab-parallel
+over the TP ranks (each CP rank runs it on its own tokens). Every rank draws every layer's full
+weights from one seed, so any TP degree or stage split starts from the same model (and the
+reference run from the same one).
 """
 
 from __future__ import annotations
@@ -11,9 +12,10 @@ from __future__ import annotations
 from typing import List
 
 import torch
+import torch.distributed as dist
 import torch.nn.functional as F
 
-from kareus.torch.layer import LayerShape, LayerShard, rms_norm
+from kareus.torch.layer import LayerShape, LayerShard, rms_norm, tp_reduce_backward, tp_reduce_forward
 
 
 class LlamaStage(torch.nn.Module):
@@ -36,24 +38,70 @@ class LlamaStage(torch.nn.Module):
         outer = torch.Generator().manual_seed(seed * 1000 + 999)
         embedding = torch.randn(model["vocab"], model["hidden"], generator=outer) * 0.02
         output = torch.randn(model["vocab"], model["hidden"], generator=outer) * 0.02
+        # Vocab-parallel, as Megatron (and the C++ cost model) does: each TP rank holds rows
+        # [vocab_start, vocab_start + vocab / tp) of the embedding table and the output layer.
+        self.tp = tp
+        rows = model["vocab"] // tp
+        self.vocab_start = tp_rank * rows
+        mine = slice(self.vocab_start, self.vocab_start + rows)
         if self.first:
-            self.embedding = torch.nn.Parameter(embedding)
+            self.embedding = torch.nn.Parameter(embedding[mine].contiguous())
         if self.last:
             self.final_norm = torch.nn.Parameter(torch.ones(model["hidden"]))
-            self.output = torch.nn.Parameter(output)
+            self.output = torch.nn.Parameter(output[mine].contiguous())
 
-    def embed(self, tokens: torch.Tensor) -> torch.Tensor:
-        return F.embedding(tokens, self.embedding)
+    def embed(self, tokens: torch.Tensor, group=None) -> torch.Tensor:
+        """The tokens' embeddings: each TP rank looks up the tokens of its rows (zeros for the
+        others) and the TP group (``group``, None when tp is 1) sums them."""
+        rows = self.embedding.shape[0]
+        local = tokens - self.vocab_start
+        inside = (local >= 0) & (local < rows)
+        looked_up = F.embedding(local.clamp(0, rows - 1), self.embedding) * inside.unsqueeze(-1)
+        return tp_reduce_forward(looked_up, group) if self.tp > 1 else looked_up
 
-    def loss(self, h: torch.Tensor, labels: torch.Tensor, tokens: int = 0) -> torch.Tensor:
-        """Cross-entropy over this rank's tokens: their mean, or with ``tokens`` (context
-        parallelism: the microbatch's tokens on all CP ranks) their sum / tokens, so that the CP
-        ranks' losses add up to the microbatch's mean."""
-        logits = F.linear(rms_norm(h, self.final_norm), self.output)
-        flat_logits, flat_labels = logits.reshape(-1, logits.shape[-1]), labels.reshape(-1)
-        if not tokens:
-            return F.cross_entropy(flat_logits, flat_labels)
-        return F.cross_entropy(flat_logits, flat_labels, reduction="sum") / tokens
+    def loss(self, h: torch.Tensor, labels: torch.Tensor, tokens: int = 0, group=None) -> torch.Tensor:
+        """Cross-entropy over this rank's tokens, the logits split over the TP group (``group``):
+        their mean, or with ``tokens`` (context parallelism: the microbatch's tokens on all CP
+        ranks) their sum / tokens, so that the CP ranks' losses add up to the microbatch's mean."""
+        normed = rms_norm(h, self.final_norm)
+        if self.tp > 1:
+            normed = tp_reduce_backward(normed, group)  # every rank's logits shard feeds h's gradient
+        logits = F.linear(normed, self.output)
+        per_token = _VocabParallelCrossEntropy.apply(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1),
+                                                     self.vocab_start, group if self.tp > 1 else None)
+        return per_token.mean() if not tokens else per_token.sum() / tokens
+
+
+class _VocabParallelCrossEntropy(torch.autograd.Function):
+    """Per-token cross-entropy of logits whose vocabulary is split over ``group`` (this rank's
+    columns start at ``start``; None: not split): the max, the sum of exponentials and the
+    target's logit are all-reduced, and the gradient is this shard's softmax minus the one-hot
+    target."""
+
+    @staticmethod
+    def forward(ctx, logits: torch.Tensor, labels: torch.Tensor, start: int, group) -> torch.Tensor:
+        def all_reduce(x, op=dist.ReduceOp.SUM):
+            if group is not None:
+                dist.all_reduce(x, op=op, group=group)
+            return x
+
+        columns = logits.shape[-1]
+        peak = all_reduce(logits.max(dim=-1).values, dist.ReduceOp.MAX)
+        shifted = logits - peak.unsqueeze(-1)
+        exps = shifted.exp()
+        total = all_reduce(exps.sum(dim=-1))
+        local = labels - start
+        inside = (local >= 0) & (local < columns)
+        index = local.clamp(0, columns - 1).unsqueeze(-1)
+        target = all_reduce(shifted.gather(-1, index).squeeze(-1) * inside)
+        ctx.save_for_backward(exps / total.unsqueeze(-1), index, inside)
+        return total.log() - target
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        softmax, index, inside = ctx.saved_tensors
+        result = softmax.scatter_add(-1, index, -inside.to(softmax.dtype).unsqueeze(-1))
+        return result * grad.unsqueeze(-1), None, None, None
 
 
 def synthetic_batch(vocab: int, microbatches: int, mbs: int, seq: int, step: int, seed: int):

@@ -139,7 +139,7 @@ class PipelineDriver:
                 if self.module.last:
                     mine = shard_sequence(labels[microbatch], self.cp, self.cp_rank).to(self.device)
                     tokens_total = self.mbs * self.seq if self.cp > 1 else 0
-                    loss = self.module.loss(y, mine, tokens_total) / microbatches
+                    loss = self.module.loss(y, mine, tokens_total, self.groups.plain) / microbatches
                     outputs[microbatch] = loss
                     total += float(loss.detach())
                 else:
@@ -181,7 +181,7 @@ class PipelineDriver:
 
     def _stage_input(self, tokens: torch.Tensor) -> torch.Tensor:
         if self.module.first:
-            return self.module.embed(shard_sequence(tokens, self.cp, self.cp_rank).to(self.device))
+            return self.module.embed(shard_sequence(tokens, self.cp, self.cp_rank).to(self.device), self.groups.plain)
         x = torch.empty(self.mbs, self.local_seq, self.hidden, device=self.device)
         dist.recv(x, self.rank - self.stage_stride)
         return x.requires_grad_()

@@ -1,7 +1,7 @@
 """examples/train_llama.py end to end: torchrun, 4 gloo ranks (TP 2 x PP 2), a plan from
 `kareus plan` for examples/tiny-llama.json, 20 steps with --check, switching plans at step 10;
 8 ranks with data parallelism (TP 2 x PP 2 x DP 2); 4 with context parallelism (CP 2 x PP 2)
-against 2 without; and a wrong plan failing on every rank without a hang."""
+against 2 without, and TP 2 against TP 1; and a wrong plan failing on every rank without a hang."""
 
 from __future__ import annotations
 
@@ -87,34 +87,50 @@ def test_data_parallel_replicas_train_in_step(plans, tmp_path):
     assert run.stderr.count("was made for --dp 1, this job runs --dp 2") == 8, run.stderr[-3000:]
 
 
-def test_context_parallel_trains_like_the_whole_sequence(tmp_path):
-    # CP 2 x PP 2 (each CP rank holds two of four sequence chunks; K and V gathered, their
-    # gradients reduce-scattered at the plan's slots) against CP 1 x PP 2 from the same seed: the
-    # same losses, step by step. Three clocks and a 5% search keep the plans quick (with TP 1 the
-    # partitions are large: the default search takes minutes).
+def _quick_train(tmp_path, name, workload, ranks, steps=3):
+    """A quick plan (three clocks, 5% searches: with TP 1 the partitions are large and the default
+    search takes a minute) for ``workload``, then ``steps`` steps with --check; the result JSON."""
     binary = helpers.kareus_binary()
     if not binary.exists():
         pytest.skip(f"{binary} is not built")
-    losses = {}
-    for cp, ranks in ((2, 4), (1, 2)):
-        workload = ["--tp", "1", "--cp", str(cp), "--pp", "2", "--microbatches", "4", "--mbs", "2", "--seq", "256"]
-        plan_dir = tmp_path / f"plan_cp{cp}"
-        subprocess.run([str(binary), "plan", "--model", helpers.TINY_MODEL, *workload, "--methods", "kareus",
-                        "--always-nanobatch", "--max-plans", "2", "--clocks", "1230:1410:90", "--search-budget",
-                        "0.05", "--out", str(plan_dir)], check=True, capture_output=True, timeout=120)
-        plan = sorted((plan_dir / "plans" / "kareus").glob("*.json"))[0]
-        out = tmp_path / f"out_cp{cp}.json"
-        run = _torchrun(["--steps", "3", "--plan", str(plan), "--check", "--json", str(out)], timeout=240, ranks=ranks,
-                        workload=workload)
-        assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-4000:]
-        result = json.loads(out.read_text())
-        assert result["max_rel_loss_diff"] < 1e-4 and result["trace_matches_plan"] is True
-        assert result["dp_replica_max_diff"] == 0.0  # the CP ranks' weights stay equal
-        if cp == 2:
-            assert {g["group"] for g in result["comm_groups"]} == {"tp", "cp"}
-        losses[cp] = result["loss"]
-    assert max(abs(a - b) / b for a, b in zip(losses[2], losses[1])) < 1e-5, losses
-    assert losses[2][2] < losses[2][0]
+    plan_dir = tmp_path / f"plan_{name}"
+    subprocess.run([str(binary), "plan", "--model", helpers.TINY_MODEL, *workload, "--methods", "kareus",
+                    "--always-nanobatch", "--max-plans", "2", "--clocks", "1230:1410:90", "--search-budget", "0.05",
+                    "--out", str(plan_dir)], check=True, capture_output=True, timeout=120)
+    plan = sorted((plan_dir / "plans" / "kareus").glob("*.json"))[0]
+    out = tmp_path / f"out_{name}.json"
+    run = _torchrun(["--steps", str(steps), "--plan", str(plan), "--check", "--json", str(out)], timeout=240,
+                    ranks=ranks, workload=workload)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-4000:]
+    result = json.loads(out.read_text())
+    assert result["max_rel_loss_diff"] < 1e-4 and result["trace_matches_plan"] is True
+    return result
+
+
+def _max_relative(a, b):
+    return max(abs(x - y) / y for x, y in zip(a, b, strict=True))
+
+
+def test_context_parallel_trains_like_the_whole_sequence(tmp_path):
+    # CP 2 x PP 2 (each CP rank holds two of four sequence chunks; K and V gathered, their
+    # gradients reduce-scattered at the plan's slots) against CP 1 x PP 2 from the same seed: the
+    # same losses, step by step.
+    base = ["--tp", "1", "--pp", "2", "--microbatches", "4", "--mbs", "2", "--seq", "256"]
+    split = _quick_train(tmp_path, "cp2", base + ["--cp", "2"], ranks=4)
+    whole = _quick_train(tmp_path, "cp1", base, ranks=2)
+    assert split["dp_replica_max_diff"] == 0.0  # the CP ranks' weights stay equal
+    assert {g["group"] for g in split["comm_groups"]} == {"tp", "cp"}
+    assert _max_relative(split["loss"], whole["loss"]) < 1e-5, (split["loss"], whole["loss"])
+    assert split["loss"][2] < split["loss"][0]
+
+
+def test_tensor_parallel_trains_like_one_rank(tmp_path):
+    # TP 2 (layers split by heads and MLP columns, embedding, output layer and cross-entropy split
+    # by vocabulary) against TP 1 from the same seed: the same losses, step by step.
+    base = ["--pp", "2", "--microbatches", "4", "--mbs", "2", "--seq", "256"]
+    split = _quick_train(tmp_path, "tp2", base + ["--tp", "2"], ranks=4)
+    whole = _quick_train(tmp_path, "tp1", base + ["--tp", "1"], ranks=2)
+    assert _max_relative(split["loss"], whole["loss"]) < 1e-5, (split["loss"], whole["loss"])
 
 
 def _distinct_ctas(path):
