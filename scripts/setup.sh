@@ -98,7 +98,7 @@ fi
 # when they are there already. Without them (no network) only the zeus_pfo test is skipped.
 if ! "$repo_root/.venv/bin/python" -c \
   "import importlib.metadata as m; assert m.version('zeus') == '0.16.0'; m.version('aiofiles')" 2>/dev/null; then
-  [[ -x $repo_root/.venv/bin/python ]] || python3 -m venv "$repo_root/.venv"
-  "$repo_root/.venv/bin/pip" install --quiet 'zeus[pfo]==0.16.0' aiofiles ||
+  { [[ -x $repo_root/.venv/bin/python ]] || python3 -m venv "$repo_root/.venv"; } &&
+    "$repo_root/.venv/bin/pip" install --quiet 'zeus[pfo]==0.16.0' aiofiles ||
     echo "setup.sh: could not install zeus[pfo]==0.16.0 into .venv/; the zeus_pfo test will be skipped" >&2
 fi
