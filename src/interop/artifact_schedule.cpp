@@ -102,8 +102,9 @@ const PyValue& expect(const Origin& origin, const PyValue& value, PyValue::Kind 
 
 Direction instruction_type(const Origin& origin, const PyValue& value, std::string_view where) {
   expect(origin, value, PyValue::Kind::kString, where);
-  if (value.string_value == "forward") return Direction::kForward;
-  if (value.string_value == "backward") return Direction::kBackward;
+  for (const Direction direction : {Direction::kForward, Direction::kBackward}) {
+    if (value.string_value == kareus::to_string(direction)) return direction;
+  }
   origin.fail(value,
               fmt::format("{}: instruction must be 'forward' or 'backward', found '{}'", where, value.string_value));
 }

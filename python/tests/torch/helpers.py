@@ -64,6 +64,34 @@ def slot_cases(workload, collectives=None) -> List[tuple]:
     return cases
 
 
+def first_slots(workload) -> Dict[str, str]:
+    """Each searchable key's first slot (stage 0)."""
+    first: Dict[str, str] = {}
+    for key, slot in slot_cases(workload):
+        first.setdefault(key, slot)
+    return first
+
+
+def plan_configs(choices: Dict[str, tuple]) -> Dict[str, Dict[str, dict]]:
+    """write_plan's configs from {key: (slot, ctas)}: fwd_* keys go to the forwards, the others
+    to the backwards."""
+    configs: Dict[str, Dict[str, dict]] = {"forward": {}, "backward": {}}
+    for key, (slot, ctas) in choices.items():
+        configs["forward" if key.startswith("fwd") else "backward"][key] = {"slot": slot, "ctas": ctas}
+    return configs
+
+
+def case_configs(workload, collectives=None, ctas_cycle: int = 4):
+    """(key, slot, configs) per case of slot_cases(workload, collectives): the case's key at its
+    slot (on 3, 6, ... CTAs in turn, ``ctas_cycle`` counts), every other key at its first slot on
+    3 CTAs."""
+    first = first_slots(workload)
+    for index, (key, slot) in enumerate(slot_cases(workload, collectives)):
+        choices = {other: (other_slot, 3) for other, other_slot in first.items()}
+        choices[key] = (slot, 3 + 3 * (index % ctas_cycle))
+        yield key, slot, plan_configs(choices)
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

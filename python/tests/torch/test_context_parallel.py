@@ -24,15 +24,6 @@ TOLERANCE = 1e-5
 CP_COLLECTIVES = {"kv_all_gather", "kv_regather", "dkv_reduce_scatter"}
 
 
-def _first_slots(workload):
-    first = {}
-    for direction in ("forward", "backward"):
-        for partition in workload.partitions(0, direction):
-            if partition["collective"] is not None and partition["searchable"]:
-                first.setdefault(partition["key"], partition["slots"][0]["name"])
-    return first
-
-
 def _worker(rank, world, port, out_dir):
     import torch.distributed as dist
 
@@ -74,13 +65,7 @@ def _worker(rank, world, port, out_dir):
             y = kt.reference_stack(stage.layers, rope, x_run, groups.plain, TP, groups.plain_cp)
             y.backward(kt.shard_sequence(grad, CP, cp_rank))
             results["plain"] = compare(stage, reference, x_run, y, x_ref, y_ref)
-        first = _first_slots(workload)
-        for index, (key, slot) in enumerate(helpers.slot_cases(workload, CP_COLLECTIVES)):
-            configs = {"forward": {}, "backward": {}}
-            for other, other_slot in first.items():
-                configs["forward" if other.startswith("fwd") else "backward"][other] = {"slot": other_slot, "ctas": 3}
-            direction = "forward" if key.startswith("fwd") else "backward"
-            configs[direction][key] = {"slot": slot, "ctas": 3 + 3 * (index % 2)}
+        for key, slot, configs in helpers.case_configs(workload, CP_COLLECTIVES, ctas_cycle=2):
             path = helpers.write_plan(f"{out_dir}/plan_{rank}.json", 1, 1, configs, recompute)
             plan = kt.ExecutionPlan(path, workload, 108, 16)
             groups.ensure(plan.distinct_ctas())

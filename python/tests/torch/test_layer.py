@@ -23,21 +23,6 @@ MBS = 2
 TOLERANCE = 1e-5
 
 
-def _case_configs(workload):
-    """(key, slot, configs) per case: the case's key at its slot (on 3, 6, 9 or 12 CTAs in turn),
-    every other key at its first slot on 3 CTAs."""
-    cases = helpers.slot_cases(workload)
-    first_slots = {}
-    for key, slot in cases:
-        first_slots.setdefault(key, slot)
-    for index, (key, slot) in enumerate(cases):
-        configs = {"forward": {}, "backward": {}}
-        for other, first in first_slots.items():
-            configs["forward" if other.startswith("fwd") else "backward"][other] = {"slot": first, "ctas": 3}
-        configs["forward" if key.startswith("fwd") else "backward"][key] = {"slot": slot, "ctas": 3 + 3 * (index % 4)}
-        yield key, slot, configs
-
-
 def _worker(rank, world, port, out_dir):
     from kareus import torch as kt
     from kareus._runtime import Workload
@@ -61,10 +46,7 @@ def _worker(rank, world, port, out_dir):
             return helpers.run_against_reference(kt, stage, reference, rope, groups, TP, recompute, plan, x, grad,
                                                  y_ref, x_ref)
 
-        first_slots = {}
-        for key, slot in helpers.slot_cases(workload):
-            first_slots.setdefault(key, slot)
-        for key, slot, configs in _case_configs(workload):
+        for key, slot, configs in helpers.case_configs(workload):
             path = helpers.write_plan(f"{out_dir}/plan_{rank}.json", 1, 1, configs, recompute)
             plan = kt.ExecutionPlan(path, workload, 108, 16)
             groups.ensure(plan.distinct_ctas())
@@ -78,8 +60,7 @@ def _worker(rank, world, port, out_dir):
                 results["trace"]["bwd_mlp_none"] = trace.events
         # An instruction with overlap "none" runs the plain layer; its partner may be nanobatched.
         for plain in ("forward", "backward"):
-            configs = {"forward": {k: {"slot": s, "ctas": 3} for k, s in first_slots.items() if k.startswith("fwd")},
-                       "backward": {k: {"slot": s, "ctas": 3} for k, s in first_slots.items() if k.startswith("bwd")}}
+            configs = helpers.plan_configs({key: (slot, 3) for key, slot in helpers.first_slots(workload).items()})
             path = helpers.write_plan(f"{out_dir}/plan_{rank}.json", 1, 1, configs, recompute)
             document = json.loads(open(path).read())
             document["stages"][0]["instructions"][0 if plain == "forward" else 1]["overlap"] = "none"

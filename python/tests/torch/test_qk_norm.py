@@ -16,7 +16,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import helpers  # noqa: E402
-from test_layer import MBS, SEQ, TOLERANCE, TP, _case_configs  # noqa: E402
+from test_layer import MBS, SEQ, TOLERANCE, TP  # noqa: E402
 
 
 def _worker(rank, world, port, out_dir, model_path):
@@ -42,7 +42,7 @@ def _worker(rank, world, port, out_dir, model_path):
     y_ref.backward(grad)
     results = {"ops": [op["name"] for op in workload.partitions(0, "forward")[1]["ops"]], "cases": []}
 
-    for key, slot, configs in _case_configs(workload):
+    for key, slot, configs in helpers.case_configs(workload):
         plan = kt.ExecutionPlan(helpers.write_plan(f"{out_dir}/plan_{rank}.json", 1, 1, configs, True), workload, 108,
                                 16)
         groups.ensure(plan.distinct_ctas())
