@@ -46,6 +46,9 @@ torch_requirements=(torch numpy pytest)
 torch_disk_needed_gib=10 # wheels (3 GB) + installed (6 GB) + slack
 
 free_gib() { df --output=avail -BG "$1" | tail -1 | tr -dc 0-9; }
+install_from_wheelhouse() {
+  "$venv/bin/python" -m pip install --quiet --no-index --find-links "$1" "${torch_requirements[@]}"
+}
 
 download_torch_wheels() {
   local wheelhouse=$1 resume=() attempt
@@ -56,7 +59,7 @@ download_torch_wheels() {
     "$venv/bin/python" -m pip download --quiet --no-cache-dir --timeout 60 --retries 5 "${resume[@]}" \
       --dest "$wheelhouse" "${torch_requirements[@]}" && return 0
     echo "setup.sh: downloading torch failed (attempt $attempt of 3)" >&2
-    sleep $((attempt * 15))
+    ((attempt < 3)) && sleep $((attempt * 15))
   done
   return 1
 }
@@ -66,10 +69,7 @@ install_torch() {
   [[ -x $venv/bin/python ]] || python3 -m venv "$venv" || return 1
   "$venv/bin/python" -c "import torch, numpy, pytest" 2>/dev/null && return 0
   mkdir -p "$wheelhouse" || return 1
-  if "$venv/bin/python" -m pip install --quiet --no-index --find-links "$wheelhouse" "${torch_requirements[@]}" \
-    2>/dev/null; then
-    return 0
-  fi
+  install_from_wheelhouse "$wheelhouse" 2>/dev/null && return 0
   local free_repo free_wheels
   free_repo=$(free_gib "$repo_root") free_wheels=$(free_gib "$wheelhouse")
   if ((free_repo < torch_disk_needed_gib || free_wheels < torch_disk_needed_gib)); then
@@ -77,8 +77,7 @@ install_torch() {
       "$wheelhouse ${free_wheels}" >&2
     return 1
   fi
-  download_torch_wheels "$wheelhouse" &&
-    "$venv/bin/python" -m pip install --quiet --no-index --find-links "$wheelhouse" "${torch_requirements[@]}"
+  download_torch_wheels "$wheelhouse" && install_from_wheelhouse "$wheelhouse"
 }
 
 if [[ -z ${KAREUS_NO_TORCH:-} ]]; then
@@ -96,9 +95,9 @@ fi
 # --- interop: Zeus's pipeline frequency optimizer client (tests/interop/zeus_pfo_test.py) -------
 # zeus[pfo]==0.16.0 and aiofiles (its common module imports it) into the repo's .venv/; a no-op
 # when they are there already. Without them (no network) only the zeus_pfo test is skipped.
-if ! "$repo_root/.venv/bin/python" -c \
+if ! "$venv/bin/python" -c \
   "import importlib.metadata as m; assert m.version('zeus') == '0.16.0'; m.version('aiofiles')" 2>/dev/null; then
-  { [[ -x $repo_root/.venv/bin/python ]] || python3 -m venv "$repo_root/.venv"; } &&
-    "$repo_root/.venv/bin/pip" install --quiet 'zeus[pfo]==0.16.0' aiofiles ||
+  { [[ -x $venv/bin/python ]] || python3 -m venv "$venv"; } &&
+    "$venv/bin/pip" install --quiet 'zeus[pfo]==0.16.0' aiofiles ||
     echo "setup.sh: could not install zeus[pfo]==0.16.0 into .venv/; the zeus_pfo test will be skipped" >&2
 fi

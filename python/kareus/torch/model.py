@@ -59,17 +59,17 @@ class LlamaStage(torch.nn.Module):
         looked_up = F.embedding(local.clamp(0, rows - 1), self.embedding) * inside.unsqueeze(-1)
         return tp_reduce_forward(looked_up, group) if self.tp > 1 else looked_up
 
-    def loss(self, h: torch.Tensor, labels: torch.Tensor, tokens: int = 0, group=None) -> torch.Tensor:
-        """Cross-entropy over this rank's tokens, the logits split over the TP group (``group``):
-        their mean, or with ``tokens`` (context parallelism: the microbatch's tokens on all CP
-        ranks) their sum / tokens, so that the CP ranks' losses add up to the microbatch's mean."""
+    def loss(self, h: torch.Tensor, labels: torch.Tensor, tokens: int, group=None) -> torch.Tensor:
+        """Cross-entropy summed over this rank's tokens / ``tokens``, the microbatch's token count
+        (all CP ranks'), so that the CP ranks' losses add up to the microbatch's mean; the logits
+        are split over the TP group ``group``."""
         normed = rms_norm(h, self.final_norm)
         if self.tp > 1:
             normed = tp_reduce_backward(normed, group)  # every rank's logits shard feeds h's gradient
         logits = F.linear(normed, self.output)
         per_token = _VocabParallelCrossEntropy.apply(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1),
                                                      self.vocab_start, group if self.tp > 1 else None)
-        return per_token.mean() if not tokens else per_token.sum() / tokens
+        return per_token.sum() / tokens
 
 
 class _VocabParallelCrossEntropy(torch.autograd.Function):

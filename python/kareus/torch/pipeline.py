@@ -22,7 +22,7 @@ from typing import List, Optional
 import torch
 import torch.distributed as dist
 
-from kareus._runtime import InputError
+from kareus._runtime import InputError, map_rank
 from kareus.torch.comm import CommGroups
 from kareus.torch.engine import StageRunner
 from kareus.torch.layer import Rope, reference_stack, shard_sequence, tp_reduce_norm_grads
@@ -75,7 +75,7 @@ class PipelineDriver:
         self.dp = dp
         self.dp_group = dp_group
         self.cp = cp
-        self.cp_rank = (rank // tp) % cp
+        self.cp_rank = map_rank(rank, tp=tp, cp=cp, pp=pp, dp=dp)["cp_rank"]
         self.stage_stride = tp * cp * dp  # global rank distance between neighbouring stages
         self.stage = stage_module.stage
         self.mbs = mbs
@@ -138,8 +138,7 @@ class PipelineDriver:
                 inputs[microbatch] = x
                 if self.module.last:
                     mine = shard_sequence(labels[microbatch], self.cp, self.cp_rank).to(self.device)
-                    tokens_total = self.mbs * self.seq if self.cp > 1 else 0
-                    loss = self.module.loss(y, mine, tokens_total, self.groups.plain) / microbatches
+                    loss = self.module.loss(y, mine, self.mbs * self.seq, self.groups.plain) / microbatches
                     outputs[microbatch] = loss
                     total += float(loss.detach())
                 else:
