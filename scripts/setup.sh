@@ -1,14 +1,28 @@
 #!/usr/bin/env bash
-# Installs what kareus needs to build and test from Debian's packages. Idempotent.
+# Installs what kareus needs, idempotently.
+#   scripts/setup.sh         the planner's build dependencies only (what `kareus plan` needs:
+#                            a compiler, CMake, Ninja and five header libraries from Debian)
+#   scripts/setup.sh --all   everything the tests need too: GoogleTest, Google Benchmark, pybind11,
+#                            clang's sanitizer runtime, Chromium (the report test), pytest, and a
+#                            .venv/ with torch, zeus and megatron-core from PyPI (several GB)
 set -euo pipefail
+all=0
+case ${1:-} in
+  "") ;;
+  --all) all=1 ;;
+  *) echo "setup.sh: unknown argument '$1' (expected nothing or --all)" >&2; exit 2 ;;
+esac
 packages=(
-  cmake ninja-build g++ python3 python3-venv python3-dev
-  nlohmann-json3-dev libcli11-dev libfmt-dev libeigen3-dev
-  libgtest-dev libgmock-dev libbenchmark-dev
-  pybind11-dev clang libclang-rt-14-dev clang-format
-  chromium ccache
-  pkg-config libcpp-httplib-dev
+  cmake ninja-build g++ ccache pkg-config
+  nlohmann-json3-dev libcli11-dev libfmt-dev libeigen3-dev libcpp-httplib-dev
 )
+if ((all)); then
+  packages+=(
+    python3 python3-venv python3-dev pybind11-dev
+    libgtest-dev libgmock-dev libbenchmark-dev
+    clang libclang-rt-14-dev clang-format chromium
+  )
+fi
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
@@ -20,6 +34,8 @@ if ((${#missing[@]})); then
   "${sudo_cmd[@]}" apt-get update -qq
   "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
+((all)) || exit 0
+
 # The Python module's tests run under the python3 on PATH (ctest calls it). pytest from PyPI,
 # or Debian's python3-pytest where that python is the system one (PEP 668 refuses pip there).
 if ! python3 -c "import pytest" 2>/dev/null; then
