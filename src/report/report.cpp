@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -53,7 +54,24 @@ std::string frontier_plot(const planner::PlanJobResult& result) {
                     {"Iteration time-energy frontiers", "iteration time (s)", "energy per iteration, all GPUs (kJ)"});
 }
 
-std::string timeline_plot(const device::GpuSpec& gpu, const planner::PlanJobResult& result) {
+/// The timeline's legend: a swatch per clock the plan uses (at most kMaxLegendClocks, spread
+/// evenly from the highest to the lowest when it uses more), then what a star means.
+std::vector<LegendEntry> clock_legend(const std::set<int>& clocks_mhz, bool any_sequential) {
+  constexpr std::size_t kMaxLegendClocks = 8;
+  const std::vector<int> descending(clocks_mhz.rbegin(), clocks_mhz.rend());
+  const int high = descending.front(), low = descending.back();
+  std::vector<LegendEntry> legend;
+  const std::size_t shown = std::min(descending.size(), kMaxLegendClocks);
+  for (std::size_t entry = 0; entry < shown; ++entry) {
+    const std::size_t index = shown == 1 ? 0 : entry * (descending.size() - 1) / (shown - 1);
+    const int clock = descending[index];
+    legend.push_back({fmt::format("{} MHz", clock), heat_color(clock, low, high)});
+  }
+  if (any_sequential) legend.push_back({"* not nanobatched", ""});
+  return legend;
+}
+
+std::string timeline_plot(const planner::PlanJobResult& result) {
   const planner::MethodResult* chosen = nullptr;
   for (const planner::MethodResult& method : result.methods) {
     if (method.method == planner::Method::kKareus || (chosen == nullptr && !method.frontier.empty())) chosen = &method;
@@ -61,13 +79,13 @@ std::string timeline_plot(const device::GpuSpec& gpu, const planner::PlanJobResu
   if (chosen == nullptr || chosen->frontier.empty()) return "<p>no plan to show</p>";
   const plan::Plan& plan = chosen->frontier.front().plan;
   const pipeline::IterationRun& run = chosen->frontier.front().run;
-  int low = gpu.clock_max_mhz, high = gpu.clock_min_mhz;
+  std::set<int> clocks_mhz;
   for (const plan::StagePlan& stage : plan.stages) {
-    for (const plan::PlannedInstruction& instruction : stage.instructions) {
-      low = std::min(low, instruction.freq_mhz);
-      high = std::max(high, instruction.freq_mhz);
-    }
+    for (const plan::PlannedInstruction& instruction : stage.instructions) clocks_mhz.insert(instruction.freq_mhz);
   }
+  if (clocks_mhz.empty()) return "<p>no plan to show</p>";
+  const int low = *clocks_mhz.begin(), high = *clocks_mhz.rbegin();
+  bool any_sequential = false;
   std::vector<TimelineBar> bars;
   std::vector<std::string> rows;
   for (const pipeline::StageRun& stage : run.stages) {
@@ -79,6 +97,7 @@ std::string timeline_plot(const device::GpuSpec& gpu, const planner::PlanJobResu
       const bool forward = scheduled.instruction.type == Direction::kForward;
       // A plan may run some instructions without nanobatching: they are marked with a star.
       const bool nanobatched = plan::effective_overlap(planned) == workload::OverlapMode::kNanobatch;
+      any_sequential = any_sequential || !nanobatched;
       const std::string label =
           fmt::format("{}{}{}", forward ? "F" : "B", scheduled.instruction.microbatch, nanobatched ? "" : "*");
       bars.push_back(
@@ -87,11 +106,10 @@ std::string timeline_plot(const device::GpuSpec& gpu, const planner::PlanJobResu
                        clock, nanobatched ? "nanobatched" : "not nanobatched", scheduled.energy_j)});
     }
   }
-  ChartOptions options{fmt::format("Pipeline timeline: {} fastest plan ({:.3f} s), colour = clock {}..{} MHz, "
-                                   "* = not nanobatched",
-                                   planner::to_string(chosen->method), run.time_s, low, high),
+  ChartOptions options{fmt::format("Pipeline timeline: {} fastest plan ({:.3f} s)", planner::to_string(chosen->method),
+                                   run.time_s),
                        "time (s)", "", 900, 80 + 44 * static_cast<int>(rows.size())};
-  return timeline_chart(bars, rows, options);
+  return timeline_chart(bars, rows, clock_legend(clocks_mhz, any_sequential), options);
 }
 
 std::string partition_plots(const device::GpuSpec& gpu, const planner::PlanJobResult& result) {
@@ -132,7 +150,7 @@ std::string render_report(const device::GpuSpec& gpu, const workload::Workload& 
       workload.gpus());
   html += "<h2>Comparison</h2>\n" + comparison_table(result, workload.gpus());
   html += "<h2>Frontiers</h2>\n" + frontier_plot(result);
-  html += "<h2>Pipeline timeline</h2>\n" + timeline_plot(gpu, result);
+  html += "<h2>Pipeline timeline</h2>\n" + timeline_plot(result);
   if (!result.measurements.empty()) html += "<h2>Partition fronts</h2>\n" + partition_plots(gpu, result);
   return html + "</body></html>\n";
 }

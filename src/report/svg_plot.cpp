@@ -10,6 +10,32 @@ namespace kareus::report {
 namespace {
 
 constexpr int kLeft = 80, kRight = 150, kTop = 40, kBottom = 55;
+constexpr int kLegendRowPx = 18;
+constexpr double kTitleFontPx = 15, kTitleMinFontPx = 11, kTitleMarginPx = 10;
+/// Average advance of a bold sans-serif glyph, in ems: generous, so estimates err towards fitting.
+constexpr double kBoldGlyphEm = 0.62;
+
+/// The title's <text>: at the plot's left edge in 15 px when it fits; otherwise from the chart's
+/// left margin, in a smaller font, and with textLength as the last resort so the browser squeezes
+/// it into the chart rather than clipping it.
+std::string title_text(const std::string& title, int chart_width) {
+  const double glyphs = static_cast<double>(title.size());
+  double font_px = kTitleFontPx;
+  double x = kLeft;
+  if (x + glyphs * kBoldGlyphEm * font_px > chart_width - kTitleMarginPx) {
+    x = kTitleMarginPx;
+    const double available = chart_width - 2 * kTitleMarginPx;
+    font_px = std::clamp(available / (glyphs * kBoldGlyphEm), kTitleMinFontPx, kTitleFontPx);
+    if (glyphs * kBoldGlyphEm * font_px > available) {
+      return fmt::format(
+          "<text x=\"{}\" y=\"22\" font-size=\"{:.1f}\" font-weight=\"bold\" textLength=\"{:.0f}\" "
+          "lengthAdjust=\"spacingAndGlyphs\">{}</text>\n",
+          x, font_px, available, escape_xml(title));
+    }
+  }
+  return fmt::format("<text x=\"{}\" y=\"22\" font-size=\"{:.1f}\" font-weight=\"bold\">{}</text>\n", x, font_px,
+                     escape_xml(title));
+}
 
 struct Range {
   double low = std::numeric_limits<double>::infinity();
@@ -45,9 +71,9 @@ std::vector<double> ticks(double low, double high) {
 std::string frame(const ChartOptions& options, const Range& x, const Range* y, double plot_w, double plot_h) {
   std::string svg = fmt::format(
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" viewBox=\"0 0 {0} {1}\" "
-      "font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"{0}\" height=\"{1}\" fill=\"white\"/>\n"
-      "<text x=\"{2}\" y=\"22\" font-size=\"15\" font-weight=\"bold\">{3}</text>\n",
-      options.width, options.height, kLeft, escape_xml(options.title));
+      "font-family=\"sans-serif\" font-size=\"12\">\n<rect width=\"{0}\" height=\"{1}\" fill=\"white\"/>\n",
+      options.width, options.height);
+  svg += title_text(options.title, options.width);
   svg += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#444\"/>\n", kLeft,
                      kTop, plot_w, plot_h);
   for (double value : ticks(x.low, x.high)) {
@@ -141,7 +167,7 @@ std::string line_chart(const std::vector<Series>& series, const ChartOptions& op
             to_px(px), to_py(py), one.color, escape_xml(one.name), px, py);
       }
     }
-    const double ly = kTop + 14 + 18 * legend_row++;
+    const double ly = kTop + 14 + kLegendRowPx * legend_row++;
     svg += fmt::format(
         "<rect x=\"{}\" y=\"{:.1f}\" width=\"12\" height=\"12\" fill=\"{}\"/>"
         "<text x=\"{}\" y=\"{:.1f}\">{}</text>\n",
@@ -151,7 +177,8 @@ std::string line_chart(const std::vector<Series>& series, const ChartOptions& op
 }
 
 std::string timeline_chart(const std::vector<TimelineBar>& bars, const std::vector<std::string>& row_names,
-                           const ChartOptions& options) {
+                           const std::vector<LegendEntry>& legend, ChartOptions options) {
+  options.height = std::max(options.height, kTop + 4 + kLegendRowPx * static_cast<int>(legend.size()));
   Range x;
   for (const TimelineBar& bar : bars) {
     x.add(bar.start);
@@ -179,6 +206,15 @@ std::string timeline_chart(const std::vector<TimelineBar>& bars, const std::vect
           "<text x=\"{:.1f}\" y=\"{:.1f}\" text-anchor=\"middle\" fill=\"white\" font-size=\"10\">{}</text>\n",
           px + width / 2, py + (row_h - 6) / 2 + 4, escape_xml(bar.label));
     }
+  }
+  for (std::size_t row = 0; row < legend.size(); ++row) {
+    const double ly = kTop + 14 + kLegendRowPx * static_cast<double>(row);
+    const LegendEntry& entry = legend[row];
+    if (!entry.color.empty()) {
+      svg += fmt::format("<rect x=\"{}\" y=\"{:.1f}\" width=\"12\" height=\"12\" fill=\"{}\"/>", kLeft + plot_w + 12,
+                         ly - 10, entry.color);
+    }
+    svg += fmt::format("<text x=\"{}\" y=\"{:.1f}\">{}</text>\n", kLeft + plot_w + 30, ly, escape_xml(entry.label));
   }
   return svg + "</svg>\n";
 }

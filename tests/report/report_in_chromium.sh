@@ -18,7 +18,7 @@ status=$?
 if [[ $status -ne 0 ]]; then echo "FAIL: chromium exited $status"; cat "$out/browser.log"; exit 1; fi
 # Console errors (script errors, failed loads) are logged as CONSOLE lines.
 if grep -E "CONSOLE|Uncaught|Failed to load" "$out/browser.log"; then echo "FAIL: the page logged errors"; exit 1; fi
-for needle in "<h2>Frontiers</h2>" "Pipeline timeline" "Partition fronts" "kareus</text>" "</svg>"; do
+for needle in "<h2>Frontiers</h2>" "Pipeline timeline" "Partition fronts" "kareus</text>" " MHz</text>" "</svg>"; do
   if ! grep -qF "$needle" "$out/dom.html"; then echo "FAIL: rendered page lacks $needle"; exit 1; fi
 done
 svgs=$(grep -o "<svg" "$out/dom.html" | wc -l)

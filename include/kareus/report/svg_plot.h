@@ -1,7 +1,8 @@
 // kareus/report/svg_plot.h - small, dependency-free SVG charts for the HTML report.
 //
 // A scatter/line chart with linear axes, ticks, a legend and tooltips (<title>), and a
-// Gantt-style timeline. Output is a standalone <svg> element; numbers are formatted in the
+// Gantt-style timeline with a legend. A title too long for the chart is set smaller, and
+// squeezed to the chart's width if it still does not fit, so no title is ever clipped. Output is a standalone <svg> element; numbers are formatted in the
 // units the caller names in the axis labels.
 #pragma once
 
@@ -38,9 +39,17 @@ struct TimelineBar {
   std::string tooltip;
 };
 
-/// Rows of bars over a shared time axis; `row_names` labels the rows.
+/// One line of a timeline's legend: a colour swatch and its meaning, or text alone (empty color).
+struct LegendEntry {
+  std::string label;
+  std::string color;
+};
+
+/// Rows of bars over a shared time axis; `row_names` labels the rows, `legend` is listed in the
+/// right margin (the chart grows taller when the legend needs it).
 [[nodiscard]] std::string timeline_chart(const std::vector<TimelineBar>& bars,
-                                         const std::vector<std::string>& row_names, const ChartOptions& options);
+                                         const std::vector<std::string>& row_names,
+                                         const std::vector<LegendEntry>& legend, ChartOptions options);
 
 /// A color for `value` in [low, high] on a blue (low) to red (high) scale.
 [[nodiscard]] std::string heat_color(double value, double low, double high);
