@@ -14,32 +14,30 @@
 #include "kareus/device/caching_device.h"
 #include "kareus/partition/partition.h"
 #include "kareus/pipeline/phillips_dessouky.h"
-#include "kareus/plan/frontier.h"
 #include "kareus/planner/plan_simulator.h"
+#include "kareus/planner/solved_plan.h"
 #include "kareus/search/search.h"
 #include "method_options.h"
 
 namespace kareus::planner {
 
 using plan::PlannedInstruction;
-using plan::StagePlan;
 namespace {
 
-/// The plan of a solved iteration: every instruction's knob turned into clock and comm configs.
+/// The plan of a solved iteration: each instruction's knob (an index into its stage's knobs)
+/// turned into its clock, overlap and comm configs.
 Plan make_plan(const pipeline::PipelineDag& dag, const pipeline::IterationResult& iteration,
                const MethodOptions& method, const std::string& workload_json) {
-  Plan plan = plan::plan_from_iteration(dag, iteration, workload_json);
-  for (StagePlan& stage : plan.stages) {
-    for (PlannedInstruction& instruction : stage.instructions) {
-      const StageKnobs& knobs = method.knobs[stage.stage];
-      const Knob& knob =
-          (instruction.type == Direction::kForward ? knobs.forward : knobs.backward)[instruction.freq_mhz];
-      instruction.freq_mhz = knob.freq_mhz;
-      instruction.overlap = knob.overlap;
-      for (const auto& [key, choice] : knob.choices) instruction.partitions[key] = {choice.slot, choice.ctas};
-    }
-  }
-  return plan;
+  return plan_from_options(dag, iteration.option_indices, workload_json,
+                           [&method](const KnobChoice& choice, PlannedInstruction& instruction) {
+                             const StageKnobs& knobs = method.knobs[choice.stage];
+                             const Knob& knob =
+                                 (choice.type == Direction::kForward ? knobs.forward : knobs.backward)[choice.knob];
+                             instruction.freq_mhz = knob.freq_mhz;
+                             instruction.overlap = knob.overlap;
+                             for (const auto& [key, config] : knob.choices)
+                               instruction.partitions[key] = {config.slot, config.ctas};
+                           });
 }
 
 MethodPoint evaluate(device::Device& device, const workload::Workload& workload, Plan plan) {

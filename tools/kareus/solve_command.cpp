@@ -6,7 +6,7 @@
 #include <CLI/CLI.hpp>
 
 #include "commands.h"
-#include "kareus/plan/frontier.h"
+#include "kareus/planner/solve_job.h"
 
 namespace kareus::cli {
 namespace {
@@ -23,7 +23,7 @@ struct SolveOptions {
 };
 
 void run_solve(const SolveOptions& options) {
-  plan::SolveRequest request;
+  planner::SolveRequest request;
   request.profile = options.profile;
   request.stages = options.stages;
   request.microbatches = options.microbatches;
@@ -38,7 +38,7 @@ void run_solve(const SolveOptions& options) {
                iteration.iteration, static_cast<double>(iteration.quant_time) * unit_time_s, iteration.time_s,
                iteration.energy_j);
   };
-  const plan::SolveSummary summary = plan::solve_perseus_profile(request);
+  const planner::SolveSummary summary = planner::solve_perseus_profile(request);
   fmt::print("{} iterations ({}) in {:.3f} s ({:.3f} s cpu), {} frontier points\n", summary.iterations,
              pipeline::to_string(summary.stop_reason), summary.solver_s, summary.solver_cpu_s, summary.points.size());
   if (!summary.points.empty()) {

@@ -1,4 +1,4 @@
-#include "kareus/plan/frontier.h"
+#include "kareus/planner/solve_job.h"
 
 #include <filesystem>
 #include <string>
@@ -8,12 +8,13 @@
 
 #include "kareus/common/error.h"
 #include "kareus/common/file_io.h"
+#include "kareus/plan/plan.h"
 
-namespace kareus::plan {
+namespace kareus::planner {
 namespace {
 
 std::filesystem::path fresh_dir(const std::string& name) {
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("kareus_frontier_test_" + name);
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("kareus_solve_job_test_" + name);
   std::filesystem::remove_all(dir);
   return dir;
 }
@@ -40,18 +41,18 @@ TEST(SolvePerseusProfile, WritesSortedFrontierWithValidPlans) {
   ASSERT_EQ(frontier["points"].size(), summary.points.size());
   ASSERT_GE(summary.points.size(), 2U);
   // Fastest plan: stage 0's critical F0 and B3 at 1410 MHz; slack reclaimed elsewhere.
-  const Plan fastest = read_plan(request.out / summary.points.front().plan);
+  const plan::Plan fastest = plan::read_plan(request.out / summary.points.front().plan);
   EXPECT_EQ(fastest.stages[0].instructions.front().freq_mhz, 1410);
   EXPECT_EQ(fastest.stages[0].instructions.back().freq_mhz, 1410);
   for (std::size_t index = 0; index + 1 < summary.points.size(); ++index) {
     EXPECT_LT(summary.points[index].time_s, summary.points[index + 1].time_s);
     EXPECT_GT(summary.points[index].energy_j, summary.points[index + 1].energy_j);
   }
-  for (const FrontierPoint& point : summary.points) {
-    const Plan plan = read_plan(request.out / point.plan);  // validates schema and 1F1B order
-    EXPECT_EQ(microbatch_count(plan), 4);
-    EXPECT_DOUBLE_EQ(plan.predicted_time_s, point.time_s);
-    EXPECT_DOUBLE_EQ(plan.predicted_energy_j, point.energy_j);
+  for (const plan::FrontierPoint& point : summary.points) {
+    const plan::Plan solved = plan::read_plan(request.out / point.plan);  // validates schema and 1F1B order
+    EXPECT_EQ(plan::microbatch_count(solved), 4);
+    EXPECT_DOUBLE_EQ(solved.predicted_time_s, point.time_s);
+    EXPECT_DOUBLE_EQ(solved.predicted_energy_j, point.energy_j);
   }
   // Fastest point by hand: stage 0: F 10 ms, B 20 ms at 1410; stage 1: F 11 ms, B 22 ms; the
   // critical path F(0,0), stage 1's 8 instructions, B(0,3): 0.010 + 4 x 0.033 + 0.020 = 0.162 s.
@@ -68,7 +69,7 @@ TEST(SolvePerseusProfile, BoundIsBelowEveryPointAndTightAtTheFastest) {
   request.static_power_w = 30;
   request.bound = true;
   const SolveSummary summary = solve_perseus_profile(request);
-  for (const FrontierPoint& point : summary.points) {
+  for (const plan::FrontierPoint& point : summary.points) {
     EXPECT_GT(point.lower_bound_energy_j, 0);
     EXPECT_LE(point.lower_bound_energy_j, point.energy_j + 1e-9);
   }
@@ -104,4 +105,4 @@ TEST(SolvePerseusProfile, BadInputFailsBeforeWriting) {
 }
 
 }  // namespace
-}  // namespace kareus::plan
+}  // namespace kareus::planner

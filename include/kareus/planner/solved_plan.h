@@ -1,0 +1,34 @@
+// kareus/planner/solved_plan.h - turning the solver's chosen options into a plan.
+//
+// The Phillips-Dessouky solver picks one ExecutionOption per DAG operation; each option carries
+// a `knob`, an integer whose meaning belongs to whoever built the options (a clock in MHz for a
+// Perseus profile, an index into a method's knobs for `kareus plan`). A plan holds clocks and
+// comm configs, never knobs: the caller says how a knob becomes an instruction's settings.
+#pragma once
+
+#include <functional>
+#include <span>
+#include <string>
+
+#include "kareus/pipeline/pipeline_dag.h"
+#include "kareus/plan/plan.h"
+
+namespace kareus::planner {
+
+/// The solver's choice for one instruction: where it runs and the knob of its chosen option.
+struct KnobChoice {
+  int stage = 0;
+  Direction type = Direction::kForward;
+  int knob = 0;
+};
+
+/// Sets an instruction's clock (and overlap and comm configs, where the method has them).
+using ApplyKnob = std::function<void(const KnobChoice&, plan::PlannedInstruction&)>;
+
+/// The plan of one option per operation (indices into each operation's options, as in
+/// pipeline::IterationResult): every instruction in 1F1B order, filled by `apply`; predicted
+/// time and energy are left 0 for the caller.
+[[nodiscard]] plan::Plan plan_from_options(const pipeline::PipelineDag& dag, std::span<const int> option_indices,
+                                           std::string workload_json, const ApplyKnob& apply);
+
+}  // namespace kareus::planner
