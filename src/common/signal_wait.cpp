@@ -15,10 +15,18 @@ SignalWait::SignalWait(std::initializer_list<int> extra) {
 }
 
 void SignalWait::run(const std::function<void()>& run, const std::function<void(int)>& on_signal) const {
+  run_until(run, [&](int signal_number) {
+    on_signal(signal_number);
+    return false;
+  });
+}
+
+void SignalWait::run_until(const std::function<void()>& run, const std::function<bool(int)>& on_signal) const {
   std::thread waiter([&] {
     int signal_number = 0;
-    sigwait(&signals_, &signal_number);
-    on_signal(signal_number);
+    do {
+      sigwait(&signals_, &signal_number);
+    } while (on_signal(signal_number));
   });
   try {
     run();

@@ -66,7 +66,7 @@ DaemonConfig parse_daemon_config(std::string_view text, std::string_view origin_
   jf::reject_unknown(
       document,
       {"socket_path", "socket_group", "allowed_uids", "allowed_gids", "max_message_bytes", "max_requests_per_second",
-       "max_clients", "backend", "nvml_library", "fake_gpu_count", "fake_clocks_mhz"},
+       "max_clients", "idle_timeout_s", "backend", "nvml_library", "fake_gpu_count", "fake_clocks_mhz"},
       origin);
   DaemonConfig config;
   config.socket_path = jf::require_string(document, "socket_path", origin);
@@ -82,7 +82,21 @@ DaemonConfig parse_daemon_config(std::string_view text, std::string_view origin_
         static_cast<std::size_t>(require_integer(document, "max_message_bytes", 64, 1 << 20, origin));
   }
   if (document.contains("max_requests_per_second")) {
-    config.max_requests_per_second = jf::require_positive(document, "max_requests_per_second", origin);
+    // The token bucket holds as many tokens as the rate: below one it could never grant a request.
+    config.max_requests_per_second = jf::require_number(document, "max_requests_per_second", origin);
+    if (!(config.max_requests_per_second >= 1 && config.max_requests_per_second <= 1e6)) {
+      throw InputError(
+          fmt::format("{}: field 'max_requests_per_second' must be in [1, 1000000] (below one request "
+                      "per second no request would ever be allowed), found {}",
+                      origin, config.max_requests_per_second));
+    }
+  }
+  if (document.contains("idle_timeout_s")) {
+    config.idle_timeout_s = jf::require_number(document, "idle_timeout_s", origin);
+    if (!(config.idle_timeout_s >= 0.1 && config.idle_timeout_s <= 86400)) {
+      throw InputError(
+          fmt::format("{}: field 'idle_timeout_s' must be in [0.1, 86400] s, found {}", origin, config.idle_timeout_s));
+    }
   }
   if (document.contains("max_clients")) {
     config.max_clients = static_cast<std::size_t>(require_integer(document, "max_clients", 1, 65536, origin));
@@ -175,6 +189,15 @@ DaemonCore::ClientId DaemonCore::connect(const PeerIdentity& peer) {
   const ClientId id = next_client_++;
   clients_[id] = Client{peer, max_requests_per_second_, -1};
   return id;
+}
+
+bool DaemonCore::holds_any(ClientId client) const {
+  return std::any_of(gpus_.begin(), gpus_.end(), [&](const Gpu& gpu) { return gpu.holder == client; });
+}
+
+void DaemonCore::set_max_requests_per_second(double rate) {
+  max_requests_per_second_ = rate;
+  for (auto& [id, client] : clients_) client.tokens = std::min(client.tokens, rate);
 }
 
 std::optional<DaemonCore::ClientId> DaemonCore::holder(int gpu) const {

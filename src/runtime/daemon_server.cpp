@@ -1,8 +1,11 @@
 // The socket side of kareusd: accept with SO_PEERCRED checks, split lines, enforce the message
 // size, and turn a closed connection into a lease release. One thread, poll(2).
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstring>
+#include <limits>
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -25,8 +28,9 @@ struct DaemonServer::Connection {
   DaemonCore::ClientId client = 0;
   PeerIdentity peer;
   std::string buffer;
-  bool discarding = false;  ///< skipping the rest of an oversized message up to its newline
-  std::string outbox;       ///< replies the socket has not taken yet
+  bool discarding = false;    ///< skipping the rest of an oversized message up to its newline
+  std::string outbox;         ///< replies the socket has not taken yet
+  double last_request_s = 0;  ///< when it connected or last sent a whole request
 };
 
 namespace {
@@ -37,6 +41,9 @@ namespace {
 // misbehaving and is dropped.
 constexpr std::size_t kPauseReadingBytes = 64 * 1024;
 constexpr std::size_t kMaxOutboxBytes = 1024 * 1024;
+/// How long accepting pauses when the daemon is out of file descriptors (or memory): the pending
+/// connection stays in the backlog, and polling it at once again would spin.
+constexpr double kAcceptPauseS = 0.1;
 
 double monotonic_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -127,6 +134,52 @@ void DaemonServer::stop() noexcept {
   [[maybe_unused]] const ssize_t written = ::write(stop_write_fd_, &byte, 1);
 }
 
+void DaemonServer::reload(DaemonConfig config) {
+  {
+    const std::lock_guard lock(reload_mutex_);
+    pending_reload_ = std::move(config);
+  }
+  const char byte = 2;
+  [[maybe_unused]] const ssize_t written = ::write(stop_write_fd_, &byte, 1);
+}
+
+void DaemonServer::apply_reload() {
+  std::optional<DaemonConfig> next;
+  {
+    const std::lock_guard lock(reload_mutex_);
+    next.swap(pending_reload_);
+  }
+  if (!next) return;
+  const auto keep = [&](const char* field, bool same) {
+    if (!same) log(fmt::format("reload: {} changed, which takes a restart; the running value stays", field));
+  };
+  keep("socket_path", next->socket_path == config_.socket_path);
+  keep("socket_group", next->socket_group == config_.socket_group);
+  keep("backend", next->backend == config_.backend);
+  keep("nvml_library", next->nvml_library == config_.nvml_library);
+  keep("fake_gpu_count", next->fake_gpu_count == config_.fake_gpu_count);
+  keep("fake_clocks_mhz", next->fake_clocks_mhz == config_.fake_clocks_mhz);
+  config_.allowed_uids = std::move(next->allowed_uids);
+  config_.allowed_gids = std::move(next->allowed_gids);
+  config_.max_message_bytes = next->max_message_bytes;
+  config_.max_requests_per_second = next->max_requests_per_second;
+  config_.max_clients = next->max_clients;
+  config_.idle_timeout_s = next->idle_timeout_s;
+  core_.set_max_requests_per_second(config_.max_requests_per_second);
+  for (std::size_t index = connections_.size(); index-- > 0;) {
+    const Connection& connection = *connections_[index];
+    if (const std::optional<std::string> refusal = check_peer(connection.peer, config_)) {
+      log(fmt::format("reload: pid {} uid {} is no longer allowed", connection.peer.pid, connection.peer.uid));
+      close_client(index);
+    }
+  }
+  log(
+      fmt::format("reload: {} allowed uids, {} allowed gids, max_message_bytes {}, max_requests_per_second {}, "
+                  "max_clients {}, idle_timeout_s {}",
+                  config_.allowed_uids.size(), config_.allowed_gids.size(), config_.max_message_bytes,
+                  config_.max_requests_per_second, config_.max_clients, config_.idle_timeout_s));
+}
+
 void DaemonServer::log(std::string_view message) const {
   if (log_) log_(message);
 }
@@ -134,19 +187,49 @@ void DaemonServer::log(std::string_view message) const {
 void DaemonServer::run() {
   log(fmt::format("serving {} GPUs on {}", core_.gpu_count(), config_.socket_path));
   while (true) {
+    double now_s = monotonic_s();
+    // Clients holding no GPU that sent no whole request for idle_timeout_s free their slot.
+    double wake_s = std::numeric_limits<double>::infinity();
+    for (std::size_t index = connections_.size(); index-- > 0;) {
+      const Connection& connection = *connections_[index];
+      if (core_.holds_any(connection.client)) continue;
+      const double idle_until_s = connection.last_request_s + config_.idle_timeout_s;
+      if (now_s >= idle_until_s) {
+        log(fmt::format("client pid {} uid {} idle for {} s: disconnecting", connection.peer.pid, connection.peer.uid,
+                        config_.idle_timeout_s));
+        close_client(index);
+      } else {
+        wake_s = std::min(wake_s, idle_until_s);
+      }
+    }
+    const bool accepting = now_s >= accept_paused_until_s_;
+    if (!accepting) wake_s = std::min(wake_s, accept_paused_until_s_);
     std::vector<pollfd> fds;
     fds.push_back({stop_read_fd_, POLLIN, 0});
-    fds.push_back({listen_fd_, POLLIN, 0});
+    fds.push_back({accepting ? listen_fd_ : -1, POLLIN, 0});
     for (const auto& connection : connections_) {
       const bool reading = connection->outbox.size() < kPauseReadingBytes;
       fds.push_back(
           {connection->fd, static_cast<short>((reading ? POLLIN : 0) | (connection->outbox.empty() ? 0 : POLLOUT)), 0});
     }
-    if (::poll(fds.data(), fds.size(), -1) < 0) {
+    const int wait_ms =
+        std::isinf(wake_s) ? -1 : static_cast<int>(std::clamp(std::ceil((wake_s - now_s) * 1000), 0.0, 60000.0));
+    if (::poll(fds.data(), fds.size(), wait_ms) < 0) {
       if (errno == EINTR) continue;
       throw Error(fmt::format("poll: {}", std::strerror(errno)));
     }
-    if (fds[0].revents != 0) return;
+    now_s = monotonic_s();
+    if (fds[0].revents != 0) {
+      char bytes[64];
+      bool stop_now = false;
+      ssize_t count = 0;
+      while ((count = ::read(stop_read_fd_, bytes, sizeof(bytes))) > 0) {
+        stop_now = stop_now || std::memchr(bytes, 1, static_cast<std::size_t>(count)) != nullptr;
+      }
+      if (stop_now) return;
+      apply_reload();
+      continue;  // the connections may have changed
+    }
     // Connections first, by index from the back, so closing one does not shift the rest.
     for (std::size_t index = fds.size() - 1; index >= 2; --index) {
       const short revents = fds[index].revents;
@@ -161,14 +244,22 @@ void DaemonServer::run() {
       }
       if (!keep) close_client(index - 2);
     }
-    if (fds[1].revents & POLLIN) accept_client();
+    if (fds[1].revents & POLLIN) accept_client(now_s);
   }
 }
 
-void DaemonServer::accept_client() {
+void DaemonServer::accept_client(double now_s) {
   while (true) {
     const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-    if (fd < 0) return;  // EAGAIN: no more pending
+    if (fd < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+        log(fmt::format("cannot accept a client: {}; pausing accepts for {} s ({} clients connected)",
+                        std::strerror(errno), kAcceptPauseS, connections_.size()));
+        accept_paused_until_s_ = now_s + kAcceptPauseS;
+      }
+      return;  // EAGAIN: no more pending
+    }
     ucred credentials{};
     socklen_t length = sizeof(credentials);
     auto connection = std::make_unique<Connection>();
@@ -190,6 +281,7 @@ void DaemonServer::accept_client() {
       continue;
     }
     connection->client = core_.connect(connection->peer);
+    connection->last_request_s = now_s;
     log(fmt::format("client pid {} uid {} connected", credentials.pid, credentials.uid));
     connections_.push_back(std::move(connection));
   }
@@ -255,6 +347,7 @@ bool DaemonServer::read_client(Connection& connection) {
     std::string line = std::move(connection.buffer);
     connection.buffer.clear();
     if (!line.empty() && line.back() == '\r') line.pop_back();
+    connection.last_request_s = now_s;
     if (!send_line(connection, core_.handle_line(connection.client, line, now_s))) return false;
   }
   return true;

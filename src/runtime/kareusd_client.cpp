@@ -1,9 +1,13 @@
 #include "kareus/runtime/kareusd_client.h"
 
 #include <cerrno>
+#include <chrono>
+#include <cmath>
 #include <cstring>
+#include <thread>
 
 #include <fmt/format.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -11,20 +15,53 @@
 #include "kareus/common/error.h"
 
 namespace kareus::runtime {
+namespace {
 
-KareusdConnection::KareusdConnection(std::string socket_path) : socket_path_(std::move(socket_path)) {
+double monotonic_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+KareusdConnection::KareusdConnection(std::string socket_path, KareusdTimeouts timeouts)
+    : socket_path_(std::move(socket_path)), timeouts_(timeouts) {
+  if (!(timeouts_.connect_s > 0) || !(timeouts_.reply_s > 0)) {
+    throw InputError(fmt::format("kareusd timeouts must be positive seconds, found connect {} and reply {}",
+                                 timeouts_.connect_s, timeouts_.reply_s));
+  }
+  if (socket_path_.empty() || socket_path_.size() >= sizeof(sockaddr_un::sun_path)) {
+    throw InputError(fmt::format("kareusd socket path \"{}\" must be 1..{} characters", socket_path_,
+                                 sizeof(sockaddr_un::sun_path) - 1));
+  }
+  connect_socket();
+}
+
+void KareusdConnection::connect_socket() {
   sockaddr_un address{};
   address.sun_family = AF_UNIX;
-  if (socket_path_.empty() || socket_path_.size() >= sizeof(address.sun_path)) {
-    throw InputError(
-        fmt::format("kareusd socket path \"{}\" must be 1..{} characters", socket_path_, sizeof(address.sun_path) - 1));
-  }
   std::memcpy(address.sun_path, socket_path_.c_str(), socket_path_.size() + 1);
-  fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  // Non-blocking throughout, so that every wait has a deadline. A Unix socket whose daemon does
+  // not accept (backlog full) answers EAGAIN at once; retry until the connect deadline.
+  fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd_ < 0) throw Error(fmt::format("cannot create a socket: {}", std::strerror(errno)));
-  if (::connect(fd_, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0) {
+  const double deadline_s = monotonic_s() + timeouts_.connect_s;
+  int result = ::connect(fd_, reinterpret_cast<const sockaddr*>(&address), sizeof(address));
+  while (result != 0 && (errno == EAGAIN || errno == EINTR) && monotonic_s() < deadline_s) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    result = ::connect(fd_, reinterpret_cast<const sockaddr*>(&address), sizeof(address));
+  }
+  if (result != 0 && errno == EAGAIN) {
+    ::close(fd_);
+    fd_ = -1;
+    throw Error(
+        fmt::format("cannot connect to kareusd at {}: not accepted within {} s (the daemon is stalled or "
+                    "has too many waiting clients)",
+                    socket_path_, timeouts_.connect_s));
+  }
+  if (result != 0) {
     const int code = errno;
     ::close(fd_);
+    fd_ = -1;
     std::string hint = code == EACCES ? "; the user must be in the socket's group (see kareusd's config)"
                        : (code == ENOENT || code == ECONNREFUSED) ? "; is kareusd running?"
                                                                   : "";
@@ -32,27 +69,65 @@ KareusdConnection::KareusdConnection(std::string socket_path) : socket_path_(std
   }
 }
 
-KareusdConnection::~KareusdConnection() { ::close(fd_); }
+KareusdConnection::~KareusdConnection() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void KareusdConnection::wait_ready(short events, double deadline_s, const char* what) const {
+  while (true) {
+    const double left_s = deadline_s - monotonic_s();
+    if (left_s <= 0) {
+      throw Error(fmt::format("kareusd at {}: no {} within {} s (the daemon is stalled or overloaded)", socket_path_,
+                              what, timeouts_.reply_s));
+    }
+    pollfd entry{fd_, events, 0};
+    const int ready = ::poll(&entry, 1, static_cast<int>(std::ceil(left_s * 1000)));
+    if (ready > 0) return;
+    if (ready < 0 && errno != EINTR) {
+      throw Error(fmt::format("kareusd at {}: poll failed: {}", socket_path_, std::strerror(errno)));
+    }
+  }
+}
+
+bool KareusdConnection::closed_by_daemon() const {
+  pollfd entry{fd_, POLLIN, 0};
+  if (::poll(&entry, 1, 0) <= 0) return false;
+  char byte = 0;
+  return ::recv(fd_, &byte, 1, MSG_PEEK) == 0;
+}
 
 std::string KareusdConnection::exchange(std::string line) {
   if (line.empty() || line.back() != '\n') line += '\n';
+  // The daemon closes a connection that holds no GPU after idle_timeout_s without a request (and
+  // a restarted daemon has none of our connections): such a connection held no lease, so open a
+  // new one rather than fail.
+  if (buffer_.empty() && closed_by_daemon()) {
+    ::close(fd_);
+    fd_ = -1;
+    connect_socket();
+  }
+  const double deadline_s = monotonic_s() + timeouts_.reply_s;
   for (std::size_t sent = 0; sent < line.size();) {
     const ssize_t count = ::send(fd_, line.data() + sent, line.size() - sent, MSG_NOSIGNAL);
     if (count < 0 && errno == EINTR) continue;
+    if (count < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      wait_ready(POLLOUT, deadline_s, "room to send the request");
+      continue;
+    }
     if (count <= 0) {
       // The daemon may have answered and closed (a refused peer): its reply explains more than EPIPE.
       const int code = errno;
-      if (std::string reply = read_line(); !reply.empty()) return reply;
+      if (std::string reply = read_line(deadline_s); !reply.empty()) return reply;
       throw Error(fmt::format("kareusd at {}: send failed: {}", socket_path_, std::strerror(code)));
     }
     sent += static_cast<std::size_t>(count);
   }
-  std::string reply = read_line();
+  std::string reply = read_line(deadline_s);
   if (reply.empty()) throw Error(fmt::format("kareusd at {} closed the connection", socket_path_));
   return reply;
 }
 
-std::string KareusdConnection::read_line() {
+std::string KareusdConnection::read_line(double deadline_s) {
   while (true) {
     if (const auto newline = buffer_.find('\n'); newline != std::string::npos) {
       std::string reply = buffer_.substr(0, newline);
@@ -62,6 +137,10 @@ std::string KareusdConnection::read_line() {
     char chunk[4096];
     const ssize_t count = ::recv(fd_, chunk, sizeof(chunk), 0);
     if (count < 0 && errno == EINTR) continue;
+    if (count < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      wait_ready(POLLIN, deadline_s, "reply");
+      continue;
+    }
     if (count < 0 && errno != ECONNRESET) {
       throw Error(fmt::format("kareusd at {}: receive failed: {}", socket_path_, std::strerror(errno)));
     }
@@ -70,8 +149,8 @@ std::string KareusdConnection::read_line() {
   }
 }
 
-KareusdClockBackend::KareusdClockBackend(std::string socket_path, int gpu_index)
-    : socket_path_(std::move(socket_path)), gpu_index_(gpu_index), connection_(socket_path_) {
+KareusdClockBackend::KareusdClockBackend(std::string socket_path, int gpu_index, KareusdTimeouts timeouts)
+    : socket_path_(std::move(socket_path)), gpu_index_(gpu_index), connection_(socket_path_, timeouts) {
   (void)call(DaemonOp::kGet);
 }
 

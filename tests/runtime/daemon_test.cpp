@@ -1,5 +1,6 @@
 #include "kareus/runtime/daemon.h"
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstring>
@@ -7,8 +8,10 @@
 #include <functional>
 #include <thread>
 
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -105,6 +108,11 @@ TEST(DaemonConfig, ParsesAndRejectsBadFields) {
        "field 'backend' must be \"nvml\" or \"fake\""},
       {R"({"socket_path": "/s", "allowed_uids": ["root"]})", "field 'allowed_uids' must hold ids >= 0"},
       {R"({"socket": "/s", "allowed_uids": [0]})", "k.json: unknown field 'socket'"},
+      {R"({"socket_path": "/s", "allowed_uids": [0], "max_requests_per_second": 0.5})",
+       "k.json: field 'max_requests_per_second' must be in [1, 1000000] (below one request per second no request "
+       "would ever be allowed), found 0.5"},
+      {R"({"socket_path": "/s", "allowed_uids": [0], "idle_timeout_s": 0})",
+       "k.json: field 'idle_timeout_s' must be in [0.1, 86400] s, found 0"},
   };
   for (const Row& row : rows) {
     SCOPED_TRACE(row.text);
@@ -252,6 +260,10 @@ class DaemonServerTest : public ::testing::Test {
         (std::filesystem::temp_directory_path() / ("kareusd_test_" + std::to_string(::getpid()) + ".sock")).string();
     config_.allowed_uids = {::getuid()};
     config_.max_message_bytes = 256;
+    start();
+  }
+  /// Starts a server on config_ (again, after stop(), for a test with another config).
+  void start() {
     server_ = std::make_unique<DaemonServer>(config_, fake_.make(2), [this](std::string_view message) {
       std::lock_guard lock(log_mutex_);
       log_.emplace_back(message);
@@ -259,6 +271,11 @@ class DaemonServerTest : public ::testing::Test {
     thread_ = std::thread([this] { server_->run(); });
   }
   void TearDown() override { stop(); }
+  std::size_t log_lines_with(std::string_view text) {
+    std::lock_guard lock(log_mutex_);
+    return static_cast<std::size_t>(std::count_if(
+        log_.begin(), log_.end(), [&](const std::string& line) { return line.find(text) != std::string::npos; }));
+  }
   void stop() {
     if (!server_) return;
     server_->stop();
@@ -452,6 +469,68 @@ TEST(KareusdClient, UnreachableDaemonIsExplained) {
   EXPECT_THROW((void)make_clock_backend("kareusd:", 0), InputError);  // no socket path
 }
 
+// A socket that listens but never accepts or answers: a stalled daemon.
+struct StalledDaemon {
+  std::string path =
+      (std::filesystem::temp_directory_path() / ("kareusd_stalled_" + std::to_string(::getpid()) + ".sock")).string();
+  int fd = ::socket(AF_UNIX, SOCK_STREAM, 0);
+  explicit StalledDaemon(int backlog) {
+    ::unlink(path.c_str());
+    sockaddr_un address{};
+    address.sun_family = AF_UNIX;
+    std::strncpy(address.sun_path, path.c_str(), sizeof(address.sun_path) - 1);
+    EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+    EXPECT_EQ(::listen(fd, backlog), 0);
+  }
+  ~StalledDaemon() {
+    ::close(fd);
+    ::unlink(path.c_str());
+  }
+};
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+TEST(KareusdClient, AStalledDaemonTimesOutTheReplyWithAClearError) {
+  StalledDaemon daemon(8);
+  KareusdConnection connection(daemon.path, {1.0, 0.2});  // queued in the backlog: connected
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(error_of<Error>([&] { (void)connection.exchange(R"({"op": "get", "gpu": 0})"); }),
+            fmt::format("kareusd at {}: no reply within 0.2 s (the daemon is stalled or overloaded)", daemon.path));
+  EXPECT_GE(seconds_since(start), 0.2);
+  EXPECT_LT(seconds_since(start), 2.0);
+}
+
+TEST(KareusdClient, ADaemonThatDoesNotAcceptTimesOutTheConnect) {
+  StalledDaemon daemon(0);
+  // Fill the backlog (Linux queues backlog + 1 connections); the next connect would block forever.
+  std::vector<int> queued;
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    sockaddr_un address{};
+    address.sun_family = AF_UNIX;
+    std::strncpy(address.sun_path, daemon.path.c_str(), sizeof(address.sun_path) - 1);
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) != 0) {
+      ::close(fd);
+      break;
+    }
+    queued.push_back(fd);
+  }
+  ASSERT_FALSE(queued.empty());
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(error_of<Error>([&] {
+              KareusdClockBackend backend(daemon.path, 0, {0.3, 0.3});
+            }),
+            fmt::format("cannot connect to kareusd at {}: not accepted within 0.3 s (the daemon is stalled or has "
+                        "too many waiting clients)",
+                        daemon.path));
+  EXPECT_GE(seconds_since(start), 0.3);
+  EXPECT_LT(seconds_since(start), 2.0);
+  for (const int fd : queued) ::close(fd);
+  EXPECT_THROW(KareusdConnection(daemon.path, {0, 1}), InputError);
+}
+
 TEST(DaemonServerSetup, StaleSocketIsReplacedOtherFilesAreNot) {
   DaemonConfig config;
   config.socket_path = (std::filesystem::temp_directory_path() / "kareusd_setup_test.sock").string();
@@ -538,6 +617,107 @@ TEST(DaemonServer, RefusesALiveSocketAndReplacesAStaleOne) {
   ::close(listener);                          // its owner died: the socket file is stale
   { DaemonServer server(config, fake.make(1)); }
   EXPECT_NE(::stat(path.c_str(), &info), 0);  // replaced, then removed on shutdown
+}
+
+}  // namespace
+}  // namespace kareus::runtime
+
+namespace kareus::runtime {
+namespace {
+
+TEST_F(DaemonServerTest, AnIdleClientWithoutALeaseIsDisconnectedAndALeaseHolderIsNot) {
+  stop();
+  config_.idle_timeout_s = 0.3;
+  start();
+  const auto start_time = std::chrono::steady_clock::now();
+  RawClient idle(config_.socket_path);
+  RawClient holder(config_.socket_path);
+  holder.write(R"({"op": "set", "gpu": 0, "freq_mhz": 1410})"
+               "\n");
+  ASSERT_EQ(holder.read_line(), R"({"ok":true})");
+  EXPECT_EQ(idle.read_line(), "(closed)");  // blocks until the daemon closes it
+  const double idle_s = seconds_since(start_time);
+  EXPECT_GE(idle_s, 0.3);
+  EXPECT_LT(idle_s, 2.0);
+  EXPECT_EQ(log_lines_with("idle for 0.3 s: disconnecting"), 1u);
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  holder.write(R"({"op": "get", "gpu": 0})"
+               "\n");
+  EXPECT_EQ(holder.read_line(), R"({"freq_mhz":1410,"ok":true})");  // the lease holder stays
+  // A client's connection the daemon closed while idle is opened again on the next request.
+  KareusdConnection client(config_.socket_path);
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  EXPECT_EQ(client.exchange(R"({"op": "get", "gpu": 1})"), R"({"freq_mhz":1980,"ok":true})");
+}
+
+TEST_F(DaemonServerTest, OutOfFileDescriptorsPausesAcceptingInsteadOfSpinning) {
+  // Client sockets made first; then the process may open no new descriptor, so the daemon's
+  // accept fails with EMFILE while the connections wait in its backlog.
+  std::vector<int> clients;
+  for (int index = 0; index < 4; ++index) clients.push_back(::socket(AF_UNIX, SOCK_STREAM, 0));
+  rlimit saved{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &saved), 0);
+  rlimit tight = saved;
+  tight.rlim_cur = static_cast<rlim_t>(*std::max_element(clients.begin(), clients.end()) + 1);
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &tight), 0);
+  std::vector<int> fillers;  // free descriptor numbers below the limit, taken
+  for (int fd = ::open("/dev/null", O_RDONLY); fd >= 0; fd = ::open("/dev/null", O_RDONLY)) fillers.push_back(fd);
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  std::strncpy(address.sun_path, config_.socket_path.c_str(), sizeof(address.sun_path) - 1);
+  for (const int fd : clients) ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+  rusage before{};
+  ::getrusage(RUSAGE_SELF, &before);
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  rusage after{};
+  ::getrusage(RUSAGE_SELF, &after);
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &saved), 0);
+  for (const int fd : fillers) ::close(fd);
+  const auto cpu_s = [](const rusage& usage) {
+    return static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
+           static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) * 1e-6;
+  };
+  // About one failed accept per 100 ms pause (a spinning loop makes tens of thousands per second).
+  const std::size_t pauses = log_lines_with("cannot accept a client: Too many open files; pausing accepts for 0.1 s");
+  EXPECT_GE(pauses, 1u);
+  EXPECT_LE(pauses, 8u);
+  EXPECT_LT(cpu_s(after) - cpu_s(before), 0.1);
+  // With descriptors back, the waiting clients are served.
+  const std::string request = R"({"op": "get", "gpu": 0})"
+                              "\n";
+  ASSERT_EQ(::send(clients[0], request.data(), request.size(), MSG_NOSIGNAL), static_cast<ssize_t>(request.size()));
+  char reply[64] = {};
+  EXPECT_GT(::recv(clients[0], reply, sizeof(reply) - 1, 0), 0);
+  EXPECT_EQ(std::string(reply), "{\"freq_mhz\":1980,\"ok\":true}\n");
+  for (const int fd : clients) ::close(fd);
+}
+
+TEST_F(DaemonServerTest, AReloadChangesAllowListsAndLimitsAndKeepsLeases) {
+  RawClient holder(config_.socket_path);
+  holder.write(R"({"op": "set", "gpu": 1, "freq_mhz": 1005})"
+               "\n");
+  ASSERT_EQ(holder.read_line(), R"({"ok":true})");
+  DaemonConfig next = config_;
+  next.max_requests_per_second = 1;
+  next.socket_path = config_.socket_path + ".other";  // needs a restart: kept
+  server_->reload(next);
+  ASSERT_TRUE(eventually([&] { return log_lines_with("reload: 1 allowed uids") == 1; }));
+  EXPECT_EQ(log_lines_with("reload: socket_path changed, which takes a restart; the running value stays"), 1u);
+  // The lease holder is still connected, under the new rate (a burst of 1).
+  std::string replies;
+  for (int index = 0; index < 2; ++index) {
+    holder.write(R"({"op": "get", "gpu": 1})"
+                 "\n");
+    replies += holder.read_line() + "\n";
+  }
+  EXPECT_EQ(replies,
+            "{\"freq_mhz\":1005,\"ok\":true}\n"
+            "{\"error\":\"rate limit: at most 1 requests per second per client\",\"ok\":false}\n");
+  // An allow-list without this uid: the client is disconnected and its clock reset.
+  next.allowed_uids = {::getuid() + 1};
+  server_->reload(next);
+  EXPECT_EQ(holder.read_line(), "(closed)");
+  EXPECT_TRUE(eventually([&] { return !fake_.recorders[1]->locked_clock_mhz(); }));
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # End to end over a real socket: the kareusd binary ($KAREUSD) with the fake GPU backend, its
 # socket mode and group, an allowed client, a client of another uid (setpriv, needs root),
-# refused clocks and GPUs, and a SIGTERM shutdown that resets a clock a live client holds.
+# refused clocks and GPUs, a SIGHUP reload, and a SIGTERM shutdown that resets a clock a live
+# client holds.
 set -u
 KAREUSD=${KAREUSD:?set KAREUSD to the kareusd binary}
 if [[ $(id -u) -ne 0 ]] || ! command -v setpriv >/dev/null || ! getent group nogroup >/dev/null; then
@@ -81,6 +82,23 @@ limited = sum(1 for line in lines if "rate limit: at most 500 requests per secon
 print(len(lines), ok >= 500, ok + limited)
 PY
 [[ $(cat "$dir/pipelined") == "1000 True 1000" ]]; check "pipelined requests all answered" $? "$(cat "$dir/pipelined")"
+
+# SIGHUP reloads the config: a new rate applies and the daemon keeps serving; a config that does
+# not parse is logged and the running one kept.
+cp "$dir/config.json" "$dir/config.saved"
+sed -i 's/"backend": "fake"/"max_requests_per_second": 2, "backend": "fake"/' "$dir/config.json"
+kill -HUP "$daemon"
+for _ in $(seq 100); do grep -q "reload: 1 allowed uids" "$dir/daemon.log" && break; sleep 0.05; done
+out=$("$dir/kareusd" --socket "$socket" --send '{"op":"get","gpu":0}' --send '{"op":"get","gpu":0}' \
+  --send '{"op":"get","gpu":0}' 2>&1)
+[[ $out == *'"rate limit: at most 2 requests per second per client"'* ]]; check "sighup reloads the rate" $? "$out"
+echo '{"socket_path": ' >"$dir/config.json"
+kill -HUP "$daemon"
+for _ in $(seq 100); do grep -q "SIGHUP: not reloaded" "$dir/daemon.log" && break; sleep 0.05; done
+out=$("$dir/kareusd" --socket "$socket" --send '{"op":"get","gpu":0}' 2>&1)
+[[ $out == '{"freq_mhz":1980,"ok":true}' ]] && grep -q "SIGHUP: not reloaded, the running config stays" "$dir/daemon.log"
+check "sighup with a broken config keeps serving" $? "$out; log: $(tail -2 "$dir/daemon.log")"
+cp "$dir/config.saved" "$dir/config.json"
 
 # A client that keeps its lease open while the daemon gets SIGTERM.
 mkfifo "$dir/hold"

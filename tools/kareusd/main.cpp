@@ -1,5 +1,5 @@
 // kareusd: the privileged GPU clock daemon (see include/kareus/runtime/daemon.h).
-//   kareusd --config /etc/kareusd/kareusd.json           serve until SIGTERM/SIGINT
+//   kareusd --config /etc/kareusd/kareusd.json           serve until SIGTERM/SIGINT (SIGHUP: reload)
 //   kareusd --socket PATH --send '{"op": "get", "gpu": 0}' [--send ...]  as a client: print each reply
 #include <csignal>
 #include <cstdio>
@@ -24,11 +24,22 @@ int serve(const std::string& config_path) {
   const kareus::SignalWait signals({SIGINT, SIGHUP});
   DaemonServer server(config, make_daemon_gpus(config),
                       [](std::string_view message) { fmt::print(stderr, "kareusd: {}\n", message); });
-  signals.run([&] { server.run(); },
-              [&](int signal_number) {
-                fmt::print(stderr, "kareusd: signal {}, shutting down\n", signal_number);
-                server.stop();
-              });
+  signals.run_until([&] { server.run(); },
+                    [&](int signal_number) {
+                      if (signal_number == SIGHUP) {
+                        // Reload: a config that does not parse leaves the running one in place.
+                        try {
+                          server.reload(read_daemon_config(config_path));
+                        } catch (const std::exception& error) {
+                          fmt::print(stderr, "kareusd: SIGHUP: not reloaded, the running config stays: {}\n",
+                                     error.what());
+                        }
+                        return true;
+                      }
+                      fmt::print(stderr, "kareusd: signal {}, shutting down\n", signal_number);
+                      server.stop();
+                      return false;
+                    });
   return 0;
 }
 

@@ -22,6 +22,9 @@ class SignalWait {
   /// then calls `on_signal(signal_number)`, which should make `run` return. If `run` throws,
   /// the process sends itself SIGTERM to wake the waiter, and the exception propagates.
   void run(const std::function<void()>& run, const std::function<void(int)>& on_signal) const;
+  /// Like run, but the waiter goes on taking signals while `on_signal` returns true (a signal
+  /// such as SIGHUP that asks for something other than a stop).
+  void run_until(const std::function<void()>& run, const std::function<bool(int)>& on_signal) const;
 
  private:
   sigset_t signals_;

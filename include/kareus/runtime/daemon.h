@@ -17,6 +17,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -34,8 +35,11 @@ struct DaemonConfig {
   std::vector<uid_t> allowed_uids;
   std::vector<gid_t> allowed_gids;  ///< matched against the peer's primary and supplementary groups
   std::size_t max_message_bytes = 4096;
-  double max_requests_per_second = 500;  ///< per client; bursts of the same size are allowed
+  double max_requests_per_second = 500;  ///< per client, >= 1; bursts of the same size are allowed
   std::size_t max_clients = 256;
+  /// A client holding no GPU that sends no whole request for this long is disconnected (its
+  /// slot freed); a client holding a GPU is never timed out (its connection is its lease).
+  double idle_timeout_s = 60;
   std::string backend = "nvml";  ///< "nvml" or "fake" (tests: GPUs that only remember clocks)
   std::string nvml_library = "libnvidia-ml.so.1";
   int fake_gpu_count = 2;
@@ -85,6 +89,10 @@ class DaemonCore {
   std::vector<int> reset_all();
 
   [[nodiscard]] int gpu_count() const { return static_cast<int>(gpus_.size()); }
+  /// Whether `client` holds any GPU's lock.
+  [[nodiscard]] bool holds_any(ClientId client) const;
+  /// A new rate (a reloaded config); buckets above it are cut to it.
+  void set_max_requests_per_second(double rate);
   /// The client holding `gpu`'s lock, if any.
   [[nodiscard]] std::optional<ClientId> holder(int gpu) const;
 
@@ -127,10 +135,16 @@ class DaemonServer {
   void run();
   /// Makes run() return; safe from any thread and from a signal handler.
   void stop() noexcept;
+  /// Makes the serving loop take `config` (SIGHUP): the allow-lists and limits change at once,
+  /// clients no longer allowed are disconnected (their clocks reset), leases stay; fields that
+  /// need a restart (socket_path, socket_group, backend, nvml_library, fake_*) are kept and a
+  /// changed one is logged. Safe from any thread.
+  void reload(DaemonConfig config);
 
  private:
   struct Connection;
-  void accept_client();
+  void accept_client(double now_s);
+  void apply_reload();
   bool read_client(Connection& connection);                         ///< false: close it
   bool send_line(Connection& connection, const std::string& line);  ///< false: close it
   bool flush(Connection& connection);                               ///< false: close it
@@ -142,8 +156,11 @@ class DaemonServer {
   DaemonCore core_;
   Log log_;
   int listen_fd_ = -1;
-  int stop_read_fd_ = -1;
+  int stop_read_fd_ = -1;  ///< a byte 1: stop; 2: a reload waits in pending_reload_
   int stop_write_fd_ = -1;
+  double accept_paused_until_s_ = 0;  ///< out of file descriptors: accepting waits until then
+  std::mutex reload_mutex_;
+  std::optional<DaemonConfig> pending_reload_;
   std::vector<std::unique_ptr<Connection>> connections_;
 };
 
