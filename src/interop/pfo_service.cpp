@@ -6,6 +6,11 @@
 #include <set>
 #include <tuple>
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -18,11 +23,13 @@ namespace kareus::interop {
 using nlohmann::json;
 
 struct PfoService::Job {
+  using Coordinates = std::tuple<int, int, int>;  ///< (dp, pp, tp)
   std::string id;
   JobInfo info;
   std::size_t plan_index = 0;
-  std::map<int, RankInfo> ranks;                         ///< by global rank
-  std::map<std::tuple<int, int, int>, int> coordinates;  ///< (dp, pp, tp) -> global rank
+  std::uint64_t last_used = 0;
+  std::map<int, Coordinates> ranks;        ///< by global rank (their clock lists are checked, not kept)
+  std::map<Coordinates, int> coordinates;  ///< -> global rank
 };
 
 namespace {
@@ -61,26 +68,79 @@ std::string sanitized_metadata(const std::string& metadata) {
 
 }  // namespace
 
-ResultLog::ResultLog(const std::filesystem::path& path) : path_(path.string()) {
-  file_ = std::fopen(path_.c_str(), "a");
-  if (file_ == nullptr) {
+ResultLog::ResultLog(const std::filesystem::path& path, std::uint64_t max_bytes)
+    : max_bytes_(max_bytes), path_(path.string()) {
+  // O_NONBLOCK: a FIFO named by mistake must not block the open; it is refused just below.
+  fd_ = ::open(path_.c_str(), O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC | O_NONBLOCK, 0644);
+  if (fd_ < 0) {
     throw InputError(fmt::format("--results {}: cannot open for appending: {}", path_, std::strerror(errno)));
+  }
+  const auto refuse = [&](const std::string& message) {
+    ::close(fd_);
+    throw InputError(fmt::format("--results {}: {}", path_, message));
+  };
+  struct stat status {};
+  if (::fstat(fd_, &status) != 0 || !S_ISREG(status.st_mode)) refuse("not a regular file");
+  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) refuse("in use by another kareus serve (flock)");
+  (void)::fcntl(fd_, F_SETFL, O_APPEND);  // blocking writes from here on
+  size_ = static_cast<std::uint64_t>(status.st_size);
+  // A line torn by a crash of an older writer is cut off, so the next line is not glued to it.
+  if (size_ > 0) {
+    char last = '\n';
+    if (::pread(fd_, &last, 1, static_cast<off_t>(size_ - 1)) != 1) refuse("cannot read its last byte");
+    std::uint64_t keep = size_;
+    char chunk[4096];
+    while (last != '\n' && keep > 0) {
+      const std::uint64_t start = keep > sizeof(chunk) ? keep - sizeof(chunk) : 0;
+      const ssize_t count = ::pread(fd_, chunk, keep - start, static_cast<off_t>(start));
+      if (count != static_cast<ssize_t>(keep - start)) refuse("cannot read it");
+      const std::string_view text(chunk, static_cast<std::size_t>(count));
+      const std::size_t newline = text.rfind('\n');
+      keep = newline == std::string_view::npos ? start : start + newline + 1;
+      if (newline != std::string_view::npos) break;
+    }
+    if (keep < size_) {
+      if (::ftruncate(fd_, static_cast<off_t>(keep)) != 0) refuse("cannot cut off its torn last line");
+      dropped_tail_bytes_ = size_ - keep;
+      size_ = keep;
+    }
   }
 }
 
 ResultLog::~ResultLog() {
-  if (file_ != nullptr) std::fclose(file_);
+  if (fd_ >= 0) ::close(fd_);
 }
 
 void ResultLog::append(const std::string& line) {
+  const std::string whole = line + '\n';
   const std::lock_guard lock(mutex_);
-  if (std::fputs(line.c_str(), file_) < 0 || std::fputc('\n', file_) == EOF || std::fflush(file_) != 0) {
-    throw Error(fmt::format("{}: write failed: {}", path_, std::strerror(errno)));
+  if (size_ + whole.size() > max_bytes_) {
+    throw ResultLogFull(
+        fmt::format("--results {} holds {} bytes, and this result of {} bytes would pass its cap of {} "
+                    "(--max-results-bytes); the result was not written",
+                    path_, size_, whole.size(), max_bytes_));
   }
+  std::size_t written = 0;
+  while (written < whole.size()) {
+    const ssize_t count = ::write(fd_, whole.data() + written, whole.size() - written);
+    if (count < 0 && errno == EINTR) continue;
+    if (count <= 0) {
+      const int code = count < 0 ? errno : ENOSPC;
+      // Undo the part that was written: the file keeps whole lines only.
+      const bool undone = ::ftruncate(fd_, static_cast<off_t>(size_)) == 0;
+      const std::string message =
+          fmt::format("--results {}: write failed: {}; the result was not written{}", path_, std::strerror(code),
+                      undone ? "" : " (and cutting off its partial line failed too)");
+      if (code == ENOSPC || code == EDQUOT || code == EFBIG) throw ResultLogFull(message);
+      throw Error(message);
+    }
+    written += static_cast<std::size_t>(count);
+  }
+  size_ += whole.size();
 }
 
-PfoService::PfoService(std::vector<ServedPlan> frontier, ResultLog* results, std::size_t max_jobs)
-    : frontier_(std::move(frontier)), results_(results), max_jobs_(max_jobs) {
+PfoService::PfoService(std::vector<ServedPlan> frontier, ResultLog* results, PfoServiceLimits limits)
+    : frontier_(std::move(frontier)), results_(results), limits_(limits) {
   if (frontier_.empty()) throw InputError("the served frontier has no plans");
   for (const ServedPlan& point : frontier_) {
     std::vector<std::string> frequencies;
@@ -112,6 +172,38 @@ PfoService::~PfoService() = default;
 std::size_t PfoService::job_count() const {
   const std::lock_guard lock(mutex_);
   return jobs_.size();
+}
+
+std::size_t PfoService::rank_count() const {
+  const std::lock_guard lock(mutex_);
+  return rank_count_;
+}
+
+PfoService::Job* PfoService::find_job(const std::string& job_id) {
+  const auto found = jobs_.find(job_id);
+  if (found == jobs_.end()) return nullptr;
+  found->second->last_used = ++use_clock_;
+  return found->second.get();
+}
+
+template <typename Fits>
+void PfoService::evict_until(const Job* keep, Fits fits) {
+  while (!fits()) {
+    auto oldest = jobs_.end();
+    for (auto entry = jobs_.begin(); entry != jobs_.end(); ++entry) {
+      if (entry->second.get() == keep) continue;
+      if (oldest == jobs_.end() || entry->second->last_used < oldest->second->last_used) oldest = entry;
+    }
+    if (oldest == jobs_.end()) return;
+    rank_count_ -= oldest->second->ranks.size();
+    jobs_.erase(oldest);
+  }
+}
+
+HttpResponse PfoService::unknown_job(const std::string& job_id) const {
+  return error_response(404, fmt::format("unknown job '{}' (never registered, or forgotten: the server keeps the {} "
+                                         "most recently used jobs and {} ranks)",
+                                         job_id.substr(0, 128), limits_.max_jobs, limits_.max_ranks));
 }
 
 HttpResponse PfoService::handle(const HttpRequest& request) {
@@ -159,9 +251,10 @@ HttpResponse PfoService::register_job(const std::string& body) {
                                                 stages, info.pp_degree));
   }
   const std::lock_guard lock(mutex_);
-  if (jobs_.size() >= max_jobs_) return error_response(503, fmt::format("the server holds {} jobs already", max_jobs_));
+  evict_until(nullptr, [&] { return jobs_.size() < limits_.max_jobs; });
   auto job = std::make_unique<Job>();
   job->info = info;
+  job->last_used = ++use_clock_;
   job->id = fmt::format("kareus-{}-dp{}-pp{}-tp{}", next_job_++, info.dp_degree, info.pp_degree, info.tp_degree);
   if (info.job_metadata && !info.job_metadata->empty()) job->id += "-" + sanitized_metadata(*info.job_metadata);
   const std::string id = job->id;
@@ -172,9 +265,9 @@ HttpResponse PfoService::register_job(const std::string& body) {
 HttpResponse PfoService::register_rank(const std::string& job_id, const std::string& body) {
   const RankInfo info = parse_rank_info(body);
   const std::lock_guard lock(mutex_);
-  const auto found = jobs_.find(job_id);
-  if (found == jobs_.end()) return error_response(404, fmt::format("unknown job '{}'", job_id.substr(0, 128)));
-  Job& job = *found->second;
+  Job* found = find_job(job_id);
+  if (found == nullptr) return unknown_job(job_id);
+  Job& job = *found;
   const JobInfo& shape = job.info;
   const auto check = [](int value, int limit, const char* field, const char* degree) {
     if (value >= limit) {
@@ -206,11 +299,17 @@ HttpResponse PfoService::register_rank(const std::string& job_id, const std::str
   }
   // A rank that registers again (a restarted process) replaces its earlier registration.
   if (const auto previous = job.ranks.find(info.rank); previous != job.ranks.end()) {
-    job.coordinates.erase(
-        std::make_tuple(previous->second.dp_rank, previous->second.pp_rank, previous->second.tp_rank));
+    job.coordinates.erase(previous->second);
+  } else {
+    if (job.ranks.size() + 1 > limits_.max_ranks) {
+      return error_response(
+          503, fmt::format("job '{}' would hold more than the {} ranks the server keeps", job_id, limits_.max_ranks));
+    }
+    evict_until(&job, [&] { return rank_count_ < limits_.max_ranks; });
+    ++rank_count_;
   }
   job.coordinates[coordinates] = info.rank;
-  job.ranks[info.rank] = info;
+  job.ranks[info.rank] = coordinates;
   return {200, "null"};
 }
 
@@ -221,9 +320,9 @@ HttpResponse PfoService::schedule(const std::string& job_id, const HttpRequest& 
   std::size_t plan_index = 0;
   {
     const std::lock_guard lock(mutex_);
-    const auto found = jobs_.find(job_id);
-    if (found == jobs_.end()) return error_response(404, fmt::format("unknown job '{}'", job_id.substr(0, 128)));
-    const Job& job = *found->second;
+    const Job* found = find_job(job_id);
+    if (found == nullptr) return unknown_job(job_id);
+    const Job& job = *found;
     if (rank >= job.info.world_size) {
       throw RequestError("rank", fmt::format("query parameter 'rank' must be below the job's world_size {}, found {}",
                                              job.info.world_size, rank));
@@ -235,7 +334,7 @@ HttpResponse PfoService::schedule(const std::string& job_id, const HttpRequest& 
           fmt::format("rank {} has not registered with job '{}' (POST /register_rank/{} first)", rank, job_id, job_id),
           "rank");
     }
-    stage = registered->second.pp_rank;
+    stage = std::get<1>(registered->second);
     plan_index = job.plan_index;
   }
   if (comm) {
@@ -252,9 +351,9 @@ HttpResponse PfoService::deadline(const std::string& job_id, const std::string& 
   const runtime::DeadlineChoice choice = runtime::choose_for_deadline(points, deadline_s);
   {
     const std::lock_guard lock(mutex_);
-    const auto found = jobs_.find(job_id);
-    if (found == jobs_.end()) return error_response(404, fmt::format("unknown job '{}'", job_id.substr(0, 128)));
-    found->second->plan_index = choice.index;
+    Job* found = find_job(job_id);
+    if (found == nullptr) return unknown_job(job_id);
+    found->plan_index = choice.index;
   }
   const ServedPlan& chosen = frontier_[choice.index];
   json answer = {{"plan_index", choice.index},
@@ -270,17 +369,21 @@ HttpResponse PfoService::result(const std::string& job_id, const std::string& bo
   std::size_t plan_index = 0;
   {
     const std::lock_guard lock(mutex_);
-    const auto found = jobs_.find(job_id);
-    if (found == jobs_.end()) return error_response(404, fmt::format("unknown job '{}'", job_id.substr(0, 128)));
-    if (posted.rank >= found->second->info.world_size) {
+    const Job* found = find_job(job_id);
+    if (found == nullptr) return unknown_job(job_id);
+    if (posted.rank >= found->info.world_size) {
       throw RequestError("rank", fmt::format("field 'rank' must be below the job's world_size {}, found {}",
-                                             found->second->info.world_size, posted.rank));
+                                             found->info.world_size, posted.rank));
     }
-    plan_index = found->second->plan_index;
+    plan_index = found->plan_index;
   }
   if (results_ != nullptr) {
-    results_->append(fmt::format(R"({{"job_id":{},"plan_index":{},"plan":{},"result":{}}})", dump(json(job_id)),
-                                 plan_index, dump(json(frontier_[plan_index].path)), posted.json));
+    try {
+      results_->append(fmt::format(R"({{"job_id":{},"plan_index":{},"plan":{},"result":{}}})", dump(json(job_id)),
+                                   plan_index, dump(json(frontier_[plan_index].path)), posted.json));
+    } catch (const ResultLogFull& full) {
+      return error_response(507, full.what());
+    }
   }
   return {200, "null"};
 }

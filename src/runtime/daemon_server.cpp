@@ -2,8 +2,6 @@
 // size, and turn a closed connection into a lease release. One thread, poll(2).
 #include <algorithm>
 #include <cerrno>
-#include <chrono>
-#include <cmath>
 #include <cstring>
 #include <limits>
 
@@ -18,6 +16,7 @@
 
 #include "kareus/common/error.h"
 #include "kareus/common/file_lock.h"
+#include "kareus/common/poll_until.h"
 #include "kareus/runtime/daemon.h"
 #include "kareus/runtime/daemon_protocol.h"
 
@@ -44,10 +43,6 @@ constexpr std::size_t kMaxOutboxBytes = 1024 * 1024;
 /// How long accepting pauses when the daemon is out of file descriptors (or memory): the pending
 /// connection stays in the backlog, and polling it at once again would spin.
 constexpr double kAcceptPauseS = 0.1;
-
-double monotonic_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 std::string error_line(const std::string& message) {
   DaemonReply reply;
@@ -212,12 +207,7 @@ void DaemonServer::run() {
       fds.push_back(
           {connection->fd, static_cast<short>((reading ? POLLIN : 0) | (connection->outbox.empty() ? 0 : POLLOUT)), 0});
     }
-    const int wait_ms =
-        std::isinf(wake_s) ? -1 : static_cast<int>(std::clamp(std::ceil((wake_s - now_s) * 1000), 0.0, 60000.0));
-    if (::poll(fds.data(), fds.size(), wait_ms) < 0) {
-      if (errno == EINTR) continue;
-      throw Error(fmt::format("poll: {}", std::strerror(errno)));
-    }
+    if (!poll_until(fds, wake_s)) continue;
     now_s = monotonic_s();
     if (fds[0].revents != 0) {
       char bytes[64];

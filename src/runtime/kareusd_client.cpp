@@ -2,7 +2,6 @@
 
 #include <cerrno>
 #include <chrono>
-#include <cmath>
 #include <cstring>
 #include <thread>
 
@@ -13,16 +12,9 @@
 #include <unistd.h>
 
 #include "kareus/common/error.h"
+#include "kareus/common/poll_until.h"
 
 namespace kareus::runtime {
-namespace {
-
-double monotonic_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-}  // namespace
-
 KareusdConnection::KareusdConnection(std::string socket_path, KareusdTimeouts timeouts)
     : socket_path_(std::move(socket_path)), timeouts_(timeouts) {
   if (!(timeouts_.connect_s > 0) || !(timeouts_.reply_s > 0)) {
@@ -74,19 +66,12 @@ KareusdConnection::~KareusdConnection() {
 }
 
 void KareusdConnection::wait_ready(short events, double deadline_s, const char* what) const {
-  while (true) {
-    const double left_s = deadline_s - monotonic_s();
-    if (left_s <= 0) {
-      throw Error(fmt::format("kareusd at {}: no {} within {} s (the daemon is stalled or overloaded)", socket_path_,
-                              what, timeouts_.reply_s));
-    }
-    pollfd entry{fd_, events, 0};
-    const int ready = ::poll(&entry, 1, static_cast<int>(std::ceil(left_s * 1000)));
-    if (ready > 0) return;
-    if (ready < 0 && errno != EINTR) {
-      throw Error(fmt::format("kareusd at {}: poll failed: {}", socket_path_, std::strerror(errno)));
-    }
+  std::vector<pollfd> entry{{fd_, events, 0}};
+  while (monotonic_s() < deadline_s) {
+    if (poll_until(entry, deadline_s) && entry[0].revents != 0) return;
   }
+  throw Error(fmt::format("kareusd at {}: no {} within {} s (the daemon is stalled or overloaded)", socket_path_, what,
+                          timeouts_.reply_s));
 }
 
 bool KareusdConnection::closed_by_daemon() const {

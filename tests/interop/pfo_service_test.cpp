@@ -1,6 +1,10 @@
 #include "kareus/interop/pfo_service.h"
 
+#include <sys/resource.h>
+
+#include <algorithm>
 #include <atomic>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -20,6 +24,10 @@ namespace {
 
 using nlohmann::json;
 using ::testing::HasSubstr;
+
+/// How a 404 for a job explains itself under the default limits.
+const std::string kForgotten =
+    " (never registered, or forgotten: the server keeps the 1024 most recently used jobs and 1048576 ranks)";
 
 /// Three frontier points: (4.0 s, 3000 J), (4.5 s, 2500 J), (5.0 s, 2200 J), clocks by variant.
 std::vector<ServedPlan> three_points() {
@@ -174,9 +182,10 @@ TEST(PfoService, BadRequestsNameTheField) {
        "time_breakdown.forward[0]", "field 'time_breakdown.forward[0]' must be a list of numbers"},
       {"/result/" + job, R"({"rank": 99, "iter_time": [], "iter_energy": []})", 400, "rank",
        "field 'rank' must be below the job's world_size 16, found 99"},
-      {"/register_rank/nope", rank_body(0, 0, 0).dump(), 404, "", "unknown job 'nope'"},
-      {"/deadline/nope", R"({"deadline_s": 5})", 404, "", "unknown job 'nope'"},
-      {"/result/nope", R"({"rank": 0, "iter_time": [], "iter_energy": []})", 404, "", "unknown job 'nope'"},
+      {"/register_rank/nope", rank_body(0, 0, 0).dump(), 404, "", "unknown job 'nope'" + kForgotten},
+      {"/deadline/nope", R"({"deadline_s": 5})", 404, "", "unknown job 'nope'" + kForgotten},
+      {"/result/nope", R"({"rank": 0, "iter_time": [], "iter_energy": []})", 404, "",
+       "unknown job 'nope'" + kForgotten},
       {"/nothing", "{}", 404, "", "no route /nothing"},
       {"/schedule/" + job, "{}", 405, "", "method POST is not allowed on /schedule"},
   };
@@ -207,8 +216,8 @@ TEST(PfoService, ScheduleQueriesAreChecked) {
       {"/schedule/" + job, "16", 400, "query parameter 'rank' must be below the job's world_size 16, found 16"},
       {"/schedule/" + job, "3", 409,
        fmt::format("rank 3 has not registered with job '{}' (POST /register_rank/{} first)", job, job)},
-      {"/schedule/unknown", "0", 404, "unknown job 'unknown'"},
-      {"/comm_schedule/unknown", "0", 404, "unknown job 'unknown'"},
+      {"/schedule/unknown", "0", 404, "unknown job 'unknown'" + kForgotten},
+      {"/comm_schedule/unknown", "0", 404, "unknown job 'unknown'" + kForgotten},
   };
   for (const Case& row : cases) {
     SCOPED_TRACE(row.path + " " + row.rank.value_or("<none>"));
@@ -235,13 +244,48 @@ TEST(PfoService, DuplicateCoordinatesAreRefusedAndReRegistrationReplaces) {
   EXPECT_EQ(post(service, "/register_rank/" + job, rank_body(5, 0, 4)).status, 200);
 }
 
-TEST(PfoService, JobCountIsBounded) {
-  PfoService service(three_points(), nullptr, 2);
-  (void)register_job(service);
-  (void)register_job(service);
-  const HttpResponse third = post(service, "/register_job", job_body(2, 1, 8, 16));
-  EXPECT_EQ(third.status, 503);
+TEST(PfoService, PastMaxJobsTheLeastRecentlyUsedJobIsForgotten) {
+  PfoService service(three_points(), nullptr, {2, 1024});
+  const std::string first = register_job(service);
+  const std::string second = register_job(service);
+  ASSERT_EQ(post(service, "/register_rank/" + first, rank_body(0, 0, 0)).status, 200);  // first used last
+  const std::string third = register_job(service);
   EXPECT_EQ(service.job_count(), 2u);
+  EXPECT_EQ(get(service, "/schedule/" + first, "0").status, 200);
+  const HttpResponse forgotten = post(service, "/register_rank/" + second, rank_body(0, 0, 0));
+  EXPECT_EQ(forgotten.status, 404);
+  EXPECT_EQ(json::parse(forgotten.body)["detail"],
+            "unknown job '" + second +
+                "' (never registered, or forgotten: the server keeps the 2 most recently used jobs and 1024 ranks)");
+  EXPECT_EQ(post(service, "/register_rank/" + third, rank_body(0, 0, 0)).status, 200);
+}
+
+TEST(PfoService, RanksAreBoundedPerJobAndOverAllJobs) {
+  PfoService service(three_points(), nullptr, {16, 4});
+  const std::string first = register_job(service, 2, 1, 2);  // world size 4
+  for (int rank = 0; rank < 3; ++rank) {
+    ASSERT_EQ(post(service, "/register_rank/" + first, rank_body(rank, rank / 2, rank % 2)).status, 200);
+  }
+  // A rank at or past the world size is refused, and a rank registering again is not counted twice.
+  EXPECT_EQ(post(service, "/register_rank/" + first, rank_body(4, 0, 0)).status, 400);
+  ASSERT_EQ(post(service, "/register_rank/" + first, rank_body(2, 1, 0)).status, 200);
+  EXPECT_EQ(service.rank_count(), 3u);
+  const std::string second = register_job(service, 2, 1, 2);
+  ASSERT_EQ(post(service, "/register_rank/" + second, rank_body(0, 0, 0)).status, 200);  // 4 ranks: fits
+  EXPECT_EQ(service.job_count(), 2u);
+  ASSERT_EQ(post(service, "/register_rank/" + second, rank_body(1, 0, 1)).status, 200);  // 5: first goes
+  EXPECT_EQ(service.job_count(), 1u);
+  EXPECT_EQ(service.rank_count(), 2u);
+  EXPECT_EQ(get(service, "/schedule/" + first, "0").status, 404);
+  // One job alone may not pass the bound: 503, and nothing is forgotten for it.
+  PfoService small(three_points(), nullptr, {16, 2});
+  const std::string wide = register_job(small, 2, 1, 2);
+  ASSERT_EQ(post(small, "/register_rank/" + wide, rank_body(0, 0, 0)).status, 200);
+  ASSERT_EQ(post(small, "/register_rank/" + wide, rank_body(1, 0, 1)).status, 200);
+  const HttpResponse over = post(small, "/register_rank/" + wide, rank_body(2, 1, 0));
+  EXPECT_EQ(over.status, 503);
+  EXPECT_EQ(json::parse(over.body)["detail"], "job '" + wide + "' would hold more than the 2 ranks the server keeps");
+  EXPECT_EQ(small.rank_count(), 2u);
 }
 
 TEST(PfoService, ResultsAreAppendedOneLineEachFromManyThreads) {
@@ -282,6 +326,78 @@ TEST(PfoService, ResultsAreAppendedOneLineEachFromManyThreads) {
   std::filesystem::remove(path);
   EXPECT_THAT(test_common::error_of([] { ResultLog bad("/nonexistent-dir/results.jsonl"); }),
               HasSubstr("--results /nonexistent-dir/results.jsonl: cannot open for appending"));
+}
+
+std::string read_all(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+const json kResult = {{"rank", 0}, {"iter_time", {4.5}}, {"iter_energy", {2500.0}}};
+
+TEST(ResultLog, ACappedFileTakesWholeLinesOnlyAndRefusesTheRestWith507) {
+  const std::filesystem::path path = std::filesystem::temp_directory_path() / "kareus_results_cap.jsonl";
+  std::filesystem::remove(path);
+  std::size_t line_bytes = 0;
+  {
+    ResultLog log(path, 1024);
+    PfoService service(three_points(), &log);
+    const std::string job = register_job(service);
+    ASSERT_EQ(post(service, "/result/" + job, kResult).status, 200);
+    line_bytes = std::filesystem::file_size(path);
+    int accepted = 1;
+    HttpResponse refused;
+    while ((refused = post(service, "/result/" + job, kResult)).status == 200) ++accepted;
+    EXPECT_EQ(refused.status, 507);
+    EXPECT_EQ(accepted, static_cast<int>(1024 / line_bytes));
+    EXPECT_THAT(json::parse(refused.body)["detail"].get<std::string>(),
+                HasSubstr(fmt::format("bytes would pass its cap of 1024 (--max-results-bytes); the result was not "
+                                      "written")));
+  }
+  EXPECT_EQ(std::filesystem::file_size(path), (1024 / line_bytes) * line_bytes);
+  std::filesystem::remove(path);
+}
+
+TEST(ResultLog, AWriteCutShortLeavesNoFragmentAndATornTailIsCutOffOnOpen) {
+  const std::filesystem::path path = std::filesystem::temp_directory_path() / "kareus_results_torn.jsonl";
+  std::filesystem::remove(path);
+  {
+    std::ofstream torn(path, std::ios::binary);
+    torn << "{\"whole\": 1}\n{\"torn";  // a crash of an older writer in the middle of a line
+  }
+  ResultLog log(path);
+  EXPECT_EQ(log.dropped_tail_bytes(), 6u);
+  EXPECT_EQ(read_all(path), "{\"whole\": 1}\n");
+  PfoService service(three_points(), &log);
+  const std::string job = register_job(service);
+  // The file size limit stands in for a full disk: the write stops in the middle of the line.
+  const auto previous = std::signal(SIGXFSZ, SIG_IGN);
+  rlimit saved{};
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &saved), 0);
+  rlimit small = saved;
+  small.rlim_cur = std::filesystem::file_size(path) + 20;
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &small), 0);
+  const HttpResponse full = post(service, "/result/" + job, kResult);
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &saved), 0);
+  std::signal(SIGXFSZ, previous);
+  EXPECT_EQ(full.status, 507);
+  EXPECT_THAT(json::parse(full.body)["detail"].get<std::string>(),
+              HasSubstr("write failed: File too large; the result was not written"));
+  EXPECT_EQ(read_all(path), "{\"whole\": 1}\n");  // the fragment was taken back
+  ASSERT_EQ(post(service, "/result/" + job, kResult).status, 200);
+  const std::string text = read_all(path);
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 2);
+  EXPECT_EQ(json::parse(text.substr(text.find('\n') + 1))["result"]["rank"], 0);  // whole, not glued
+  std::filesystem::remove(path);
+}
+
+TEST(ResultLog, RefusesWhatIsNotARegularFileAndASecondWriter) {
+  EXPECT_EQ(test_common::error_of([] { ResultLog fifo("/dev/null"); }), "--results /dev/null: not a regular file");
+  const std::filesystem::path path = std::filesystem::temp_directory_path() / "kareus_results_twice.jsonl";
+  ResultLog first(path);
+  EXPECT_EQ(test_common::error_of([&] { ResultLog second(path); }),
+            "--results " + path.string() + ": in use by another kareus serve (flock)");
+  std::filesystem::remove(path);
 }
 
 TEST(PfoService, InvalidUtf8IsAnsweredNotThrown) {

@@ -12,7 +12,7 @@
 #pragma once
 
 #include <cstddef>
-#include <cstdio>
+#include <cstdint>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "kareus/common/error.h"
 #include "kareus/plan/plan.h"
 
 namespace kareus::interop {
@@ -41,21 +42,39 @@ struct ServedPlan {
 [[nodiscard]] std::vector<ServedPlan> load_served_frontier(const std::filesystem::path& path,
                                                            const std::string& method = "kareus");
 
-/// Appends one JSON object per line to a file; one writer at a time (a mutex), flushed per line.
+/// Appends one JSON object per line to the `--results` file: each line with one write(2), undone
+/// (the file cut back) when the write fails or is short, so the file only ever holds whole lines;
+/// at most `max_bytes` in all. One writer: a mutex within the process, flock(2) across processes.
 class ResultLog {
  public:
-  /// Opens `path` for appending. Throws InputError naming --results when it cannot.
-  explicit ResultLog(const std::filesystem::path& path);
+  static constexpr std::uint64_t kDefaultMaxBytes = std::uint64_t{1} << 30;  ///< 1 GiB
+
+  /// Opens `path` (a regular file or none) for appending. A torn last line left by a crash of
+  /// an older writer is cut off (see dropped_tail_bytes). Throws InputError naming --results when
+  /// it cannot open or lock the file, or when it is not a regular file.
+  explicit ResultLog(const std::filesystem::path& path, std::uint64_t max_bytes = kDefaultMaxBytes);
   ~ResultLog();
   ResultLog(const ResultLog&) = delete;
   ResultLog& operator=(const ResultLog&) = delete;
-  /// Appends `line` (no newline inside) and flushes. Throws Error when the write fails.
+  /// Appends `line` (no newline inside) and its newline. Throws ResultLogFull (nothing written)
+  /// past max_bytes or when the disk is full, Error when the write fails otherwise.
   void append(const std::string& line);
+  /// Bytes of a torn last line cut off when the file was opened (0: none).
+  [[nodiscard]] std::uint64_t dropped_tail_bytes() const { return dropped_tail_bytes_; }
 
  private:
   std::mutex mutex_;
-  std::FILE* file_ = nullptr;
+  int fd_ = -1;
+  std::uint64_t size_ = 0;
+  std::uint64_t max_bytes_;
+  std::uint64_t dropped_tail_bytes_ = 0;
   std::string path_;
+};
+
+/// The results file cannot take a line (its cap or the disk is full); HTTP 507.
+class ResultLogFull : public Error {
+ public:
+  using Error::Error;
 };
 
 struct HttpRequest {
@@ -70,18 +89,27 @@ struct HttpResponse {
   std::string body;  ///< JSON; errors are {"detail": "...", "field": "..."}
 };
 
+/// What the service holds at most. Past either bound the least recently used other jobs are
+/// forgotten (their later requests get 404); one job's ranks are at most its world size.
+struct PfoServiceLimits {
+  std::size_t max_jobs = 1024;
+  std::size_t max_ranks = std::size_t{1} << 20;  ///< registered ranks over all jobs
+};
+
 class PfoService {
  public:
   /// `frontier` non-empty, sorted by time; `results` may be null (posted results are then
-  /// validated and dropped). `max_jobs` bounds the jobs held at once (503 beyond).
-  PfoService(std::vector<ServedPlan> frontier, ResultLog* results, std::size_t max_jobs = 1024);
+  /// validated and dropped).
+  PfoService(std::vector<ServedPlan> frontier, ResultLog* results, PfoServiceLimits limits = {});
   ~PfoService();
 
   /// Routes one request; never throws. 400 malformed body or query (naming the field), 404
-  /// unknown route or job, 405 wrong method, 409 a rank that has not registered, 503 too many jobs.
+  /// unknown route or job, 405 wrong method, 409 a rank that has not registered, 503 a job whose
+  /// ranks alone pass max_ranks, 507 a result the results file cannot take.
   [[nodiscard]] HttpResponse handle(const HttpRequest& request);
 
   [[nodiscard]] std::size_t job_count() const;
+  [[nodiscard]] std::size_t rank_count() const;
 
  private:
   struct Job;
@@ -91,16 +119,24 @@ class PfoService {
   HttpResponse deadline(const std::string& job_id, const std::string& body);
   HttpResponse result(const std::string& job_id, const std::string& body);
   HttpResponse info() const;
+  /// The job named `job_id`, marked as just used; nullptr when unknown. Caller holds mutex_.
+  Job* find_job(const std::string& job_id);
+  /// Forgets least recently used jobs other than `keep` until `fits` holds. Caller holds mutex_.
+  template <typename Fits>
+  void evict_until(const Job* keep, Fits fits);
+  [[nodiscard]] HttpResponse unknown_job(const std::string& job_id) const;
 
   std::vector<ServedPlan> frontier_;
   /// Per plan and stage, the JSON arrays the schedule routes answer (built once).
   std::vector<std::vector<std::string>> frequencies_json_;
   std::vector<std::vector<std::string>> comm_json_;
   ResultLog* results_;
-  std::size_t max_jobs_;
+  PfoServiceLimits limits_;
   mutable std::mutex mutex_;
   std::map<std::string, std::unique_ptr<Job>> jobs_;
   std::size_t next_job_ = 0;
+  std::size_t rank_count_ = 0;   ///< registered ranks over all jobs
+  std::uint64_t use_clock_ = 0;  ///< ticks once per job use, for least-recently-used eviction
 };
 
 }  // namespace kareus::interop

@@ -1,5 +1,6 @@
 // libFuzzer target: `kareus serve`'s request handling (PfoService::handle, so routing, body and
-// query parsing and the job state behind them) and the artifact files' Python-literal reader.
+// query parsing and the job state behind them), its HTTP request parser (fed in two pieces, its
+// bounds checked) and the artifact files' Python-literal reader.
 // The first byte picks the entry point; the rest is the body, query or file text.
 #include <cstddef>
 #include <cstdint>
@@ -7,6 +8,7 @@
 
 #include "interop/python_literal.h"
 #include "kareus/common/error.h"
+#include "kareus/interop/http_request_parser.h"
 #include "kareus/interop/pfo_service.h"
 
 namespace {
@@ -31,7 +33,7 @@ interop::PfoService& service() {
       }
       frontier.push_back({4.0 + variant, 3000.0 - 500 * variant, "plan", plan});
     }
-    auto* created = new interop::PfoService(std::move(frontier), nullptr, 64);
+    auto* created = new interop::PfoService(std::move(frontier), nullptr, {64, 4096});
     const interop::HttpResponse job = created->handle(
         {"POST", "/register_job", {}, R"({"pp_degree": 2, "dp_degree": 1, "tp_degree": 2, "world_size": 4})"});
     if (job.status != 200 || job.body != "\"kareus-0-dp1-pp2-tp2\"") __builtin_trap();
@@ -47,7 +49,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::string text(reinterpret_cast<const char*>(data) + 1, size - 1);
   const std::string job = "/kareus-0-dp1-pp2-tp2";
   interop::HttpResponse response;
-  switch (data[0] % 7) {
+  switch (data[0] % 8) {
     case 0:
       response = service().handle({"POST", "/register_job", {}, text});
       break;
@@ -74,6 +76,20 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                                    {{"rank", "1"}},
                                    text.substr(newline + 1)});
       break;
+    }
+    case 6: {
+      // Small bounds, so that the fuzzer reaches them; the split point comes from the first byte.
+      interop::HttpRequestParser parser({64, 256, 8});
+      const std::size_t split = text.size() * (data[0] >> 3) / 32;
+      std::size_t consumed = parser.feed(std::string_view(text).substr(0, split));
+      if (consumed == split && parser.state() == interop::HttpRequestParser::State::kNeedMore) {
+        consumed += parser.feed(std::string_view(text).substr(split));
+      }
+      if (consumed > text.size()) __builtin_trap();
+      if (parser.state() == interop::HttpRequestParser::State::kComplete && parser.take().request.body.size() > 64) {
+        __builtin_trap();
+      }
+      return 0;
     }
     default:
       try {
