@@ -2,6 +2,8 @@
 
     python3 tests/interop/serve_soak_test.py KAREUS_BINARY [--sanitized]
 
+(--sanitized: the binary is built with ASan, whose allocator makes the memory check meaningless.)
+
 Serves a small frontier with a 1 s timeout and a 64 KiB body limit, then: an endless chunked body
 (answered 413 long before its end, the server's memory flat), a header flood (431), 64 clients
 trickling one byte every 0.2 s while a normal client is served at once (and each trickler cut off
@@ -241,8 +243,10 @@ def main():
               written)
 
         growth_mib = (memory_kib(server.pid, "VmHWM") - baseline_kib) / 1024
-        bound_mib = 128 if sanitized else 48
-        check(f"peak memory grew less than {bound_mib} MiB", growth_mib < bound_mib, f"{growth_mib:.0f} MiB")
+        if sanitized:  # ASan's allocator keeps freed memory in quarantine: the peak says nothing
+            print(f"skip peak memory check under ASan (grew {growth_mib:.0f} MiB)", flush=True)
+        else:
+            check("peak memory grew less than 48 MiB", growth_mib < 48, f"{growth_mib:.0f} MiB")
 
         # SIGTERM under load: tricklers, clients that pipeline and never read, and busy clients.
         tricklers = Tricklers(port, 32)
