@@ -128,12 +128,15 @@ struct PfoHttpServer::Impl {
   }
 
   void queue_answer(Connection& connection, int status, const std::string& body, bool keep_alive, bool head) {
-    const bool was_empty = connection.outbox.empty();
-    connection.outbox +=
-        fmt::format("HTTP/1.1 {} {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n{}\r\n", status,
-                    http_reason(status), body.size(), keep_alive ? "" : "Connection: close\r\n");
-    if (!head) connection.outbox += body;
-    if (was_empty) connection.deadline_s = monotonic_s() + options.timeout_s;
+    queue_bytes(connection,
+                fmt::format("HTTP/1.1 {} {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n{}\r\n{}",
+                            status, http_reason(status), body.size(), keep_alive ? "" : "Connection: close\r\n",
+                            head ? std::string_view() : std::string_view(body)));
+  }
+
+  void queue_bytes(Connection& connection, std::string_view bytes) {
+    if (connection.outbox.empty()) connection.deadline_s = monotonic_s() + options.timeout_s;  // to take them
+    connection.outbox += bytes;
   }
 
   /// Sends what the socket takes now. False: the connection is finished (closed or failed).
@@ -179,14 +182,9 @@ struct PfoHttpServer::Impl {
     if (connection.mode != Mode::kReading) connection.inbox.clear();
     if (connection.mode == Mode::kReading && connection.parser.awaits_continue() && !connection.continue_sent) {
       // The client waits for this before sending a body the headers showed to be within bounds.
-      queue_answer_raw(connection, "HTTP/1.1 100 Continue\r\n\r\n");
+      queue_bytes(connection, "HTTP/1.1 100 Continue\r\n\r\n");
       connection.continue_sent = true;
     }
-  }
-
-  void queue_answer_raw(Connection& connection, const std::string& bytes) {
-    if (connection.outbox.empty()) connection.deadline_s = monotonic_s() + options.timeout_s;
-    connection.outbox += bytes;
   }
 
   /// Handles poll's report for one connection. False: close it.

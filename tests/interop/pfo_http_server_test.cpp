@@ -224,6 +224,20 @@ TEST_F(PfoHttpServerTest, PipelinedRequestsAreAnsweredInOrder) {
   EXPECT_EQ(json::parse(client.response().second), "kareus-1-dp1-pp2-tp1");
 }
 
+TEST_F(PfoHttpServerTest, ExpectContinueGetsAnInterimAnswerBeforeTheBody) {
+  RawClient client(port_);
+  ASSERT_TRUE(client.send(fmt::format(
+      "POST /register_job HTTP/1.1\r\nContent-Length: {}\r\nExpect: 100-continue\r\n\r\n", kJobBody.size())));
+  ASSERT_TRUE(client.readable(2000));
+  char interim[64] = {};
+  ASSERT_EQ(::recv(client.fd(), interim, 25, 0), 25);
+  EXPECT_STREQ(interim, "HTTP/1.1 100 Continue\r\n\r\n");
+  ASSERT_TRUE(client.send(kJobBody));
+  const auto [status, body] = client.response();
+  EXPECT_EQ(status, 200);
+  EXPECT_EQ(json::parse(body), "kareus-0-dp1-pp2-tp1");
+}
+
 TEST_F(PfoHttpServerTest, ATricklingClientIsCutOffByTheTimeoutHeadersIncluded) {
   RawClient client(port_);
   const auto start = Clock::now();
