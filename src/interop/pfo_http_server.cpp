@@ -20,7 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kareus/common/error.h"
-#include "kareus/common/poll_until.h"
+#include "kareus/common/nonblocking_io.h"
 
 namespace kareus::interop {
 namespace {
@@ -141,19 +141,9 @@ struct PfoHttpServer::Impl {
 
   /// Sends what the socket takes now. False: the connection is finished (closed or failed).
   bool flush(Connection& connection, double now_s) {
-    std::size_t sent = 0;
-    while (sent < connection.outbox.size()) {
-      const ssize_t count = ::send(connection.fd, connection.outbox.data() + sent, connection.outbox.size() - sent,
-                                   MSG_NOSIGNAL | MSG_DONTWAIT);
-      if (count < 0 && errno == EINTR) continue;
-      if (count < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
-      if (count <= 0) return false;
-      sent += static_cast<std::size_t>(count);
-    }
-    if (sent > 0) {
-      connection.outbox.erase(0, sent);
-      connection.deadline_s = now_s + options.timeout_s;  // progress: the client reads its answers
-    }
+    const std::optional<std::size_t> sent = send_pending(connection.fd, connection.outbox);
+    if (!sent) return false;
+    if (*sent > 0) connection.deadline_s = now_s + options.timeout_s;  // progress: the client reads its answers
     if (!connection.outbox.empty() || connection.mode != Mode::kClosing) return true;
     if (stopping) return false;
     ::shutdown(connection.fd, SHUT_WR);

@@ -16,7 +16,7 @@
 
 #include "kareus/common/error.h"
 #include "kareus/common/file_lock.h"
-#include "kareus/common/poll_until.h"
+#include "kareus/common/nonblocking_io.h"
 #include "kareus/runtime/daemon.h"
 #include "kareus/runtime/daemon_protocol.h"
 
@@ -284,17 +284,7 @@ bool DaemonServer::send_line(Connection& connection, const std::string& line) {
 
 bool DaemonServer::flush(Connection& connection) {
   // Never blocks: what the socket does not take now waits in the outbox for POLLOUT.
-  std::size_t sent = 0;
-  while (sent < connection.outbox.size()) {
-    const ssize_t count = ::send(connection.fd, connection.outbox.data() + sent, connection.outbox.size() - sent,
-                                 MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (count < 0 && errno == EINTR) continue;
-    if (count < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
-    if (count <= 0) return false;
-    sent += static_cast<std::size_t>(count);
-  }
-  connection.outbox.erase(0, sent);
-  return connection.outbox.size() <= kMaxOutboxBytes;
+  return send_pending(connection.fd, connection.outbox) && connection.outbox.size() <= kMaxOutboxBytes;
 }
 
 bool DaemonServer::read_client(Connection& connection) {

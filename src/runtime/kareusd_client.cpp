@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "kareus/common/error.h"
-#include "kareus/common/poll_until.h"
+#include "kareus/common/nonblocking_io.h"
 
 namespace kareus::runtime {
 KareusdConnection::KareusdConnection(std::string socket_path, KareusdTimeouts timeouts)

@@ -1,4 +1,6 @@
-#include "kareus/common/poll_until.h"
+#include "kareus/common/nonblocking_io.h"
+
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -22,6 +24,19 @@ bool poll_until(std::vector<pollfd>& fds, double wake_s) {
   if (::poll(fds.data(), fds.size(), wait_ms) >= 0) return true;
   if (errno == EINTR) return false;
   throw Error(fmt::format("poll: {}", std::strerror(errno)));
+}
+
+std::optional<std::size_t> send_pending(int fd, std::string& outbox) {
+  std::size_t sent = 0;
+  while (sent < outbox.size()) {
+    const ssize_t count = ::send(fd, outbox.data() + sent, outbox.size() - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (count < 0 && errno == EINTR) continue;
+    if (count < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+    if (count <= 0) return std::nullopt;
+    sent += static_cast<std::size_t>(count);
+  }
+  outbox.erase(0, sent);
+  return sent;
 }
 
 }  // namespace kareus
