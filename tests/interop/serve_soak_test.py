@@ -185,10 +185,9 @@ class Tricklers:
             client.close()
 
 
-def main():
+def main(tmp):
     kareus = sys.argv[1]
     sanitized = "--sanitized" in sys.argv
-    tmp = tempfile.mkdtemp(prefix="kareus_soak_")
     frontier = os.path.join(tmp, "frontier")
     subprocess.run([kareus, "solve", "--profile", os.path.join(ROOT, "tests/data/plan/perseus_csv/valid.csv"),
                     "--stages", "2", "--microbatches", "4", "--out", frontier], check=True, stdout=subprocess.DEVNULL)
@@ -314,4 +313,6 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    with tempfile.TemporaryDirectory(prefix="kareus_soak_") as folder:
+        status = main(folder)
+    sys.exit(status)
