@@ -106,9 +106,9 @@ std::string timeline_plot(const planner::PlanJobResult& result) {
                        clock, nanobatched ? "nanobatched" : "not nanobatched", scheduled.energy_j)});
     }
   }
-  ChartOptions options{fmt::format("Pipeline timeline: {} fastest plan ({:.3f} s)", planner::to_string(chosen->method),
-                                   run.time_s),
-                       "time (s)", "", 900, 80 + 44 * static_cast<int>(rows.size())};
+  ChartOptions options{
+      fmt::format("Pipeline timeline: {} fastest plan ({:.3f} s)", planner::to_string(chosen->method), run.time_s),
+      "time (s)", "", 900, 80 + 44 * static_cast<int>(rows.size())};
   return timeline_chart(bars, rows, clock_legend(clocks_mhz, any_sequential), options);
 }
 

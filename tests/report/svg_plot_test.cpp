@@ -43,7 +43,8 @@ TEST(SvgPlot, TimelineDrawsEveryBarAndLabelsOnlyWideOnes) {
 TEST(SvgPlot, TimelineLegendListsEverySwatchAndGrowsTheChartToFit) {
   const std::vector<LegendEntry> legend = {
       {"1410 MHz", "red"}, {"1200 MHz", "purple"}, {"900 MHz", "blue"}, {"* not nanobatched", ""}};
-  const std::string svg = timeline_chart({{0, 0, 1, "F0", "red", "f"}}, {"stage 0"}, legend, {"t", "time (s)", "", 800, 60});
+  const std::string svg =
+      timeline_chart({{0, 0, 1, "F0", "red", "f"}}, {"stage 0"}, legend, {"t", "time (s)", "", 800, 60});
   EXPECT_EQ(count(svg, "<rect x="), 2 + 3);  // the frame, one bar, three swatches (text-only entry has none)
   for (const LegendEntry& entry : legend) EXPECT_NE(svg.find(">" + entry.label + "</text>"), std::string::npos);
   // Four legend rows of 18 px below the 40 px title band need 40 + 4 + 72 = 116 px, not the 60 asked.

@@ -2,8 +2,8 @@
 //
 // A scatter/line chart with linear axes, ticks, a legend and tooltips (<title>), and a
 // Gantt-style timeline with a legend. A title too long for the chart is set smaller, and
-// squeezed to the chart's width if it still does not fit, so no title is ever clipped. Output is a standalone <svg> element; numbers are formatted in the
-// units the caller names in the axis labels.
+// squeezed to the chart's width if it still does not fit, so no title is ever clipped. Output is a standalone <svg>
+// element; numbers are formatted in the units the caller names in the axis labels.
 #pragma once
 
 #include <string>
