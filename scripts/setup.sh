@@ -108,6 +108,30 @@ if [[ -z ${KAREUS_NO_TORCH:-} ]]; then
   fi
 fi
 
+# --- kareus.megatron: megatron-core into .venv/ beside torch (python/tests/megatron) ----------------
+# 0.16.1 is the newest release that installs on Python 3.11. Its wheel goes into the wheelhouse
+# (its dependencies torch, numpy and packaging are there already), so a fresh clone installs it
+# from disk; the download is retried like torch's. Without it the megatron tests skip.
+megatron_requirement=megatron-core==0.16.1
+install_megatron() {
+  local wheelhouse=${KAREUS_WHEELHOUSE:-$HOME/.cache/kareus/wheels} attempt
+  "$venv/bin/python" -c "import importlib.metadata as m; assert m.version('megatron-core') == '0.16.1'" \
+    2>/dev/null && return 0
+  for attempt in 1 2 3; do
+    "$venv/bin/python" -m pip install --quiet --no-index --find-links "$wheelhouse" "$megatron_requirement" \
+      2>/dev/null && return 0
+    "$venv/bin/python" -m pip download --quiet --no-deps --timeout 60 --retries 5 --dest "$wheelhouse" \
+      "$megatron_requirement" && continue
+    echo "setup.sh: downloading $megatron_requirement failed (attempt $attempt of 3)" >&2
+    ((attempt < 3)) && sleep $((attempt * 15))
+  done
+  return 1
+}
+if [[ -z ${KAREUS_NO_TORCH:-} ]] && "$venv/bin/python" -c "import torch" 2>/dev/null; then
+  install_megatron || echo "setup.sh: WARNING: $megatron_requirement is not installed; the kareus.megatron tests" \
+    "will be skipped" >&2
+fi
+
 # --- interop: Zeus's pipeline frequency optimizer client (tests/interop/zeus_pfo_test.py) -------
 # zeus[pfo]==0.16.0 and aiofiles (its common module imports it) into the repo's .venv/; a no-op
 # when they are there already. Without them (no network) only the zeus_pfo test is skipped.

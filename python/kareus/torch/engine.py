@@ -15,12 +15,12 @@ the backward from its saved queries and the keys and values kv_regather brings b
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
 from kareus.torch.comm import CommGroups, LaunchTrace
-from kareus.torch.layer import COLLECTIVES, CP_OPS, KV_SEQ_DIM, OPS, LayerShard, Rope, param_list, reference_stack
+from kareus.torch.layer import COLLECTIVES, CP_OPS, KV_SEQ_DIM, OPS, LayerShard, OpSpec, Rope, param_list, reference_stack
 from kareus.torch.plan import InstructionPlan, PlannedPartition
 
 TensorKey = Tuple[str, int]  # (tensor name, stage-local layer)
@@ -48,6 +48,9 @@ class StageRunner:
         tp: int,
         recompute: bool,
         trace: Optional[LaunchTrace] = None,
+        ops: Optional[Dict[str, OpSpec]] = None,
+        plain: Optional[Callable[[torch.Tensor], torch.Tensor]] = None,
+        batch_dim: int = 0,
     ) -> None:
         self.layers = list(layers)
         self.rope = rope
@@ -55,7 +58,11 @@ class StageRunner:
         self.tp = tp
         self.recompute = recompute
         self.trace = trace if trace is not None else LaunchTrace(enabled=False)
-        self.ops = CP_OPS if rope.cp > 1 else OPS
+        # Another model's layers (kareus.megatron's) bring their own ops under the op graph's
+        # names, their own plain stack and their own batch dimension.
+        self.ops = ops if ops is not None else (CP_OPS if rope.cp > 1 else OPS)
+        self._plain_stack = plain
+        self.batch_dim = batch_dim
         self.instruction: Optional[InstructionPlan] = None
         self._saved: Dict[int, _Saved] = {}
         self.params: List[torch.nn.Parameter] = [p for layer in self.layers for p in layer.parameters()]
@@ -91,7 +98,7 @@ class StageRunner:
             saved.op_graphs = [{}, {}]
             self._forward_pass(instruction.passes[0], states, saved.op_graphs)
         last = len(self.layers)
-        return torch.cat([states[0][("h", last)], states[1][("h", last)]])
+        return torch.cat([states[0][("h", last)], states[1][("h", last)]], dim=self.batch_dim)
 
     def backward(self, microbatch: int, grad: torch.Tensor) -> Tuple[torch.Tensor, List[torch.Tensor]]:
         instruction = self._current("backward")
@@ -118,7 +125,7 @@ class StageRunner:
         grads = self._split_grads(grad, last)
         param_grads: List[Optional[torch.Tensor]] = [None] * len(self.params)
         self._backward_pass(backward_pass, grads, graphs, param_grads)
-        grad_input = torch.cat([grads[0].pop(("h", 0)), grads[1].pop(("h", 0))])
+        grad_input = torch.cat([grads[0].pop(("h", 0)), grads[1].pop(("h", 0))], dim=self.batch_dim)
         return grad_input, [g if g is not None else torch.zeros_like(p) for g, p in zip(param_grads, self.params)]
 
     # -- partitions ----------------------------------------------------------------------------
@@ -220,16 +227,17 @@ class StageRunner:
 
     # -- helpers -------------------------------------------------------------------------------
     def _plain(self, x: torch.Tensor) -> torch.Tensor:
+        if self._plain_stack is not None:
+            return self._plain_stack(x)
         return reference_stack(self.layers, self.rope, x, self.groups.plain, self.tp, self.groups.plain_cp)
 
     def _split(self, x: torch.Tensor) -> List[Dict[TensorKey, torch.Tensor]]:
-        half = x.shape[0] // 2
-        return [{("h", 0): x[:half]}, {("h", 0): x[half:]}]
+        first, second = x.chunk(2, dim=self.batch_dim)
+        return [{("h", 0): first}, {("h", 0): second}]
 
-    @staticmethod
-    def _split_grads(grad: torch.Tensor, last: int) -> List[Dict[TensorKey, torch.Tensor]]:
-        half = grad.shape[0] // 2
-        return [{("h", last): grad[:half].contiguous()}, {("h", last): grad[half:].contiguous()}]
+    def _split_grads(self, grad: torch.Tensor, last: int) -> List[Dict[TensorKey, torch.Tensor]]:
+        first, second = grad.chunk(2, dim=self.batch_dim)
+        return [{("h", last): first.contiguous()}, {("h", last): second.contiguous()}]
 
     def _current(self, kind: str) -> InstructionPlan:
         instruction = self.instruction

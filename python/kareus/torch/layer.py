@@ -363,5 +363,6 @@ def tp_reduce_norm_grads(layers: Sequence[LayerShard], group, tp: int) -> None:
                     dist.all_reduce(param.grad, group=group)
 
 
-def param_list(layer: LayerShard, names: Sequence[str]) -> List[torch.nn.Parameter]:
-    return [getattr(layer, name) for name in names]
+def param_list(layer: torch.nn.Module, names: Sequence[str]) -> List[torch.nn.Parameter]:
+    """The parameters of ``layer`` by (dotted) name."""
+    return [layer.get_parameter(name) for name in names]

@@ -1,0 +1,239 @@
+#!/usr/bin/env python3
+"""Pretrain a small Megatron-Core GPT (local spec) following a kareus plan, with kareus.megatron.
+
+    build/tools/kareus plan --model tiny-gpt.json ...   # the .json from --write-model
+    .venv/bin/torchrun --standalone --nproc-per-node 4 examples/megatron/train_gpt.py \
+        --model examples/tiny-llama.json --tp 2 --pp 2 --microbatches 4 --mbs 2 --seq 64 --steps 10 \
+        --kareus-plan PLAN --check --json OUT.json
+
+A GPTModel built from the kareus model file (RMSNorm, RoPE, GQA, SwiGLU, no biases, fp32),
+trained by Megatron's own schedule (``get_forward_backward_func``) on synthetic tokens with SGD.
+kareus.megatron applies the plan's clock per instruction (the clock backend) and runs every
+layer as the plan's partitions. --check trains the stock GPTModel again from the same seed and
+compares the losses, the recorded clocks and the launch trace with the plan.
+--write-model FILE writes the model .json kareus.megatron.workload derives from the Megatron
+config (for ``kareus plan --model``) and prints the plan command's workload flags; no torchrun
+needed. Without a GPU it runs on gloo through cpu_shim.py (beside this file). Exits 2 for bad
+input (every rank, before any collective), 1 when --check fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default="examples/tiny-llama.json", help="preset name or model .json")
+    parser.add_argument("--tp", type=int, default=2)
+    parser.add_argument("--cp", type=int, default=1)
+    parser.add_argument("--pp", type=int, default=2)
+    parser.add_argument("--dp", type=int, default=1)
+    parser.add_argument("--microbatches", type=int, default=4)
+    parser.add_argument("--mbs", type=int, default=2)
+    parser.add_argument("--seq", type=int, default=64)
+    parser.add_argument("--recompute", default="full", choices=["full", "none"])
+    parser.add_argument("--layers-per-stage", default="", help="e.g. 3,1 (default: even split)")
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--kareus-plan", default="", help="kareus.plan/1 file made by `kareus plan` for this workload")
+    parser.add_argument("--write-model", default="", help="write the workload's model .json here and exit")
+    parser.add_argument("--gpu", default="a100-40gb", help="GPU preset or .json (SM count without a GPU)")
+    parser.add_argument("--clock-backend", default="recorder", help="kareus clock backend")
+    parser.add_argument("--cpu", action="store_true", help="run on CPU with gloo (the default without a GPU)")
+    parser.add_argument("--lr", type=float, default=0.2, help="SGD learning rate")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--check", action="store_true", help="also train the stock model and compare")
+    parser.add_argument("--json", default="", help="write the result JSON here (rank 0)")
+    return parser.parse_args(argv)
+
+
+def megatron_config(model: dict, args, layers_per_stage):
+    """The TransformerConfig of the kareus model file under the flags."""
+    import torch
+    import torch.nn.functional as F
+    from megatron.core.transformer.transformer_config import TransformerConfig
+
+    split = {}
+    if layers_per_stage:
+        split = {"num_layers_in_first_pipeline_stage": layers_per_stage[0]}
+        if len(layers_per_stage) > 1:
+            split["num_layers_in_last_pipeline_stage"] = layers_per_stage[-1]
+    recompute = {}
+    if args.recompute == "full":
+        recompute = {"recompute_granularity": "full", "recompute_method": "uniform", "recompute_num_layers": 1}
+    swiglu = model["mlp"] == "swiglu"
+    return TransformerConfig(
+        num_layers=model["layers"], hidden_size=model["hidden"], num_attention_heads=model["heads"],
+        num_query_groups=model["kv_groups"], kv_channels=model["head_dim"], ffn_hidden_size=model["ffn"],
+        normalization="RMSNorm", layernorm_epsilon=1e-5, gated_linear_unit=swiglu,
+        activation_func=F.silu if swiglu else F.gelu, qk_layernorm=model["qk_norm"], add_bias_linear=False,
+        hidden_dropout=0.0, attention_dropout=0.0, bias_activation_fusion=False, bias_dropout_fusion=False,
+        masked_softmax_fusion=False, gradient_accumulation_fusion=False, persist_layer_norm=False,
+        use_cpu_initialization=True, params_dtype=torch.float32, pipeline_dtype=torch.float32,
+        tensor_model_parallel_size=args.tp, pipeline_model_parallel_size=args.pp,
+        context_parallel_size=args.cp, **split, **recompute)
+
+
+def main(argv) -> int:
+    args = parse_args(argv)
+    import torch
+    import torch.distributed as dist
+
+    import kareus
+    import kareus.megatron as km
+    from kareus import _runtime
+
+    rank = int(os.environ.get("RANK", "0"))
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    cpu = args.cpu or not torch.cuda.is_available()
+    # Everything a user can get wrong is checked here, on every rank, before any collective.
+    try:
+        model = _runtime.load_model(args.model)
+        layers = [int(v) for v in args.layers_per_stage.split(",")] if args.layers_per_stage else []
+        config = megatron_config(model, args, layers)
+        workload = km.workload(config, vocab_size=model["vocab"], seq_length=args.seq, micro_batch_size=args.mbs,
+                               num_microbatches=args.microbatches, data_parallel_size=args.dp,
+                               share_embeddings_and_output_weights=model["tied_embeddings"], name=model["name"])
+        if args.write_model:
+            workload.write_model(args.write_model)
+            print(f"wrote {args.write_model}; plan it with: kareus plan --model {args.write_model} "
+                  f"{' '.join(workload.plan_flags())} --out DIR")
+            return 0
+        if not args.kareus_plan:
+            raise kareus.InputError("--kareus-plan is required (or --write-model)")
+        ranks = args.tp * args.cp * args.pp * args.dp
+        if world != ranks:
+            raise kareus.InputError(f"--tp {args.tp} x --cp {args.cp} x --pp {args.pp} x --dp {args.dp} = {ranks} "
+                                    f"ranks, but torchrun started {world}")
+        job = km.MegatronJob(args.kareus_plan, config, workload, rank=rank, device_id=local_rank,
+                             clock_backend=args.clock_backend, gpu=args.gpu, trace=args.check)
+    except ValueError as error:  # kareus.InputError is a ValueError
+        print(f"error: rank {rank}: {error}", file=sys.stderr)
+        return 2
+
+    if cpu:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import cpu_shim
+
+        torch.set_num_threads(1)
+        dist.init_process_group("gloo", rank=rank, world_size=world)
+        cpu_shim.install()
+    else:
+        torch.cuda.set_device(local_rank)
+        dist.init_process_group("nccl", rank=rank, world_size=world)
+    from megatron.core import __version__ as megatron_version
+    from megatron.core import parallel_state
+    from megatron.core.models.gpt import GPTModel
+    from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
+    from megatron.core.pipeline_parallel.schedules import get_forward_backward_func
+
+    from kareus.torch import describe_groups, synthetic_batch
+
+    parallel_state.initialize_model_parallel(tensor_model_parallel_size=args.tp,
+                                             pipeline_model_parallel_size=args.pp, context_parallel_size=args.cp)
+    first, last = parallel_state.is_pipeline_first_stage(), parallel_state.is_pipeline_last_stage()
+    device = torch.device("cpu") if cpu else torch.device("cuda", local_rank)
+
+    def build():
+        torch.manual_seed(args.seed)
+        gpt = GPTModel(config=config, transformer_layer_spec=get_gpt_layer_local_spec(normalization="RMSNorm"),
+                       vocab_size=model["vocab"], max_sequence_length=args.seq, pre_process=first, post_process=last,
+                       share_embeddings_and_output_weights=model["tied_embeddings"], position_embedding_type="rope")
+        return gpt.to(device)
+
+    def train(gpt, forward_backward, after_step=None):
+        optimizer = torch.optim.SGD(gpt.parameters(), lr=args.lr)
+        dp_group = parallel_state.get_data_parallel_group()
+        losses = []
+        for step in range(args.steps):
+            tokens, labels = synthetic_batch(model["vocab"], args.microbatches, args.mbs, args.seq,
+                                             step * args.dp + parallel_state.get_data_parallel_rank(), args.seed)
+            batches = iter(zip(tokens, labels))
+            optimizer.zero_grad(set_to_none=True)
+            stored = forward_backward(forward_step_func=forward_step, data_iterator=batches, model=gpt,
+                                      num_microbatches=args.microbatches, seq_length=args.seq,
+                                      micro_batch_size=args.mbs, forward_only=False)
+            for param in gpt.parameters():  # mean over data-parallel replicas
+                if args.dp > 1 and param.grad is not None:
+                    dist.all_reduce(param.grad, group=dp_group)
+                    param.grad /= args.dp
+            if model["tied_embeddings"] and args.pp > 1 and (first or last):
+                shared = gpt.shared_embedding_or_output_weight()
+                dist.all_reduce(shared.grad, group=parallel_state.get_embedding_group())
+            optimizer.step()
+            local = sum(float(entry["loss"]) for entry in stored) / args.microbatches if stored else 0.0
+            total = torch.tensor([local / args.dp if last and parallel_state.get_tensor_model_parallel_rank() == 0
+                                  else 0.0], dtype=torch.float64)
+            dist.all_reduce(total)
+            losses.append(float(total.item()))
+            if after_step is not None:
+                after_step(step)
+        return losses
+
+    def forward_step(batches, gpt):
+        tokens, labels = (t.to(device) for t in next(batches))
+        positions = torch.arange(args.seq, device=device).unsqueeze(0).expand_as(tokens)
+        output = gpt(tokens, positions, None, labels=labels)
+
+        def loss_func(per_token):
+            loss = per_token.float().sum() / per_token.numel()
+            return loss, {"loss": loss.detach().clone()}  # Megatron divides loss in place
+
+        return output, loss_func
+
+    # The kareus run.
+    gpt = build()
+    job.attach(gpt)
+    problems = []
+
+    def check_step(step):
+        if args.check:
+            _, found = job.check_trace()
+            problems.extend(f"step {step}: {p}" for p in found)
+
+    start = time.perf_counter()
+    losses = train(gpt, job.forward_backward(get_forward_backward_func()), check_step)
+    kareus_time_s = time.perf_counter() - start
+    job.pfo.flush()
+    clocks_mhz = [sample.requested_mhz for sample in job.pfo.timeline() if sample.requested_mhz != 0]
+    planned = [i.freq_mhz for i in job.plan.stages[job.stage]] * args.steps
+    planned = [f for index, f in enumerate(planned) if index == 0 or f != planned[index - 1]]
+    job.close()
+
+    result = {"steps": args.steps, "loss": losses, "comm_groups": describe_groups(job.groups),
+              "megatron_core_version": megatron_version, "kareus_time_s": kareus_time_s,
+              "backend": dist.get_backend(), "rank0_clocks_mhz": clocks_mhz}
+    status = 0
+    if args.check:
+        reference_losses = train(build(), get_forward_backward_func())
+        flags = torch.tensor([0 if problems else 1, 1 if clocks_mhz == planned else 0], dtype=torch.int64)
+        dist.all_reduce(flags, op=dist.ReduceOp.MIN)
+        max_rel = max(abs(a - b) / abs(b) for a, b in zip(losses, reference_losses))
+        result.update({"reference_loss": reference_losses, "max_rel_loss_diff": max_rel,
+                       "trace_matches_plan": bool(flags[0]), "clocks_match_plan": bool(flags[1]),
+                       "trace_problems": problems[:5]})
+        if max_rel > 1e-4 or not flags.all() or not losses[-1] < losses[0]:
+            status = 1
+    if rank == 0:
+        text = json.dumps(result, indent=2)
+        if args.json:
+            with open(args.json + ".tmp", "w", encoding="utf-8") as handle:
+                handle.write(text + "\n")
+            os.replace(args.json + ".tmp", args.json)
+        summary = {k: result[k] for k in ("max_rel_loss_diff", "trace_matches_plan", "clocks_match_plan")
+                   if k in result}
+        print(f"loss {losses[0]:.4f} -> {losses[-1]:.4f} in {args.steps} steps ({kareus_time_s:.1f} s) {summary}")
+    if problems:
+        print(f"rank {rank}: trace does not match the plan: {problems[0]}", file=sys.stderr)
+    parallel_state.destroy_model_parallel()
+    dist.destroy_process_group()
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

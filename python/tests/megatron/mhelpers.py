@@ -1,0 +1,64 @@
+"""Shared helpers of the kareus.megatron tests: kareus.torch's test helpers (plans, gloo
+launcher), the CPU shim of examples/megatron, and a tiny Megatron GPT configuration."""
+
+from __future__ import annotations
+
+import pathlib
+import sys
+
+import pytest
+
+HERE = pathlib.Path(__file__).resolve().parent
+sys.path.append(str(HERE.parent / "torch"))
+sys.path.insert(0, str(HERE.parents[2] / "examples" / "megatron"))
+
+import helpers  # noqa: E402  (python/tests/torch/helpers.py)
+
+REPO = helpers.REPO
+TINY_MODEL = helpers.TINY_MODEL
+EXAMPLE = REPO / "examples" / "megatron" / "train_gpt.py"
+
+
+def require_megatron():
+    """Skips the calling test (with the reason) without torch or megatron-core."""
+    pytest.importorskip("torch", reason="kareus.megatron needs torch (scripts/setup.sh installs it)")
+    pytest.importorskip("megatron.core", reason="megatron-core is not installed in this Python "
+                        "(scripts/setup.sh installs megatron-core==0.16.1 into .venv/)")
+
+
+def tiny_config(tp: int = 1, pp: int = 1, **overrides):
+    """The TransformerConfig of examples/tiny-llama.json (fp32, CPU, no dropout, no biases)."""
+    import torch
+    import torch.nn.functional as F
+    from megatron.core.transformer.transformer_config import TransformerConfig
+
+    settings = dict(num_layers=4, hidden_size=64, num_attention_heads=4, num_query_groups=2, kv_channels=16,
+                    ffn_hidden_size=128, normalization="RMSNorm", gated_linear_unit=True, activation_func=F.silu,
+                    add_bias_linear=False, hidden_dropout=0.0, attention_dropout=0.0, bias_activation_fusion=False,
+                    bias_dropout_fusion=False, masked_softmax_fusion=False, gradient_accumulation_fusion=False,
+                    persist_layer_norm=False, use_cpu_initialization=True, params_dtype=torch.float32,
+                    pipeline_dtype=torch.float32, tensor_model_parallel_size=tp, pipeline_model_parallel_size=pp)
+    settings.update(overrides)
+    return TransformerConfig(**settings)
+
+
+def init_megatron(rank: int, world: int, port: int, tp: int, pp: int = 1) -> None:
+    """gloo process group, the CPU shim and Megatron's parallel state."""
+    import cpu_shim
+    from megatron.core import parallel_state
+
+    helpers.init_gloo(rank, world, port)
+    cpu_shim.install()
+    parallel_state.initialize_model_parallel(tensor_model_parallel_size=tp, pipeline_model_parallel_size=pp)
+
+
+def write_job_plan(path, job_workload, slot_ctas: int = 6) -> str:
+    """A plan for one stage of ``job_workload`` (a kareus.megatron.MegatronWorkload): every
+    searchable key at its first slot on ``slot_ctas`` CTAs, the workload block the job's."""
+    import json
+
+    runtime_workload = job_workload.runtime_workload()
+    configs = helpers.plan_configs({key: (slot, slot_ctas)
+                                    for key, slot in helpers.first_slots(runtime_workload).items()})
+    return helpers.write_plan(path, job_workload.pp, job_workload.microbatches, configs,
+                              job_workload.recompute == "full", workload=json.loads(runtime_workload.to_json()))
