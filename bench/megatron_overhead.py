@@ -9,9 +9,11 @@ fp32), 4 microbatches of 2 x --seq tokens, Megatron's schedule and SGD. Measured
                recorder backend), stock layers
   kareus       clock and comm half: every layer as the plan's nanobatched partitions
   hook         the clock half per instruction, alone: begin + end through InstructionTimers
-  engine       the partition executor per partition with the ops stubbed (compute removed):
-               kareus.torch's loop, slot check, tensor lookups, collective enqueue and wait
-               (gloo, 1 rank) over Megatron's op table
+
+The comm half's extra time per partition (kareus - stock, over the step's partitions) is an
+upper bound on its bookkeeping: it also holds the cost of running each op on half the batch
+(smaller GEMMs), the per-op autograd graphs and the gloo collectives' launch and join.
+The partition executor's own bookkeeping is bench/torch_bookkeeping.py's.
 
     PYTHONPATH=build/python .venv/bin/python bench/megatron_overhead.py [--steps 30] [--json OUT]
 """

@@ -69,7 +69,7 @@ def megatron_config(model: dict, args, layers_per_stage):
     return TransformerConfig(
         num_layers=model["layers"], hidden_size=model["hidden"], num_attention_heads=model["heads"],
         num_query_groups=model["kv_groups"], kv_channels=model["head_dim"], ffn_hidden_size=model["ffn"],
-        normalization="RMSNorm", layernorm_epsilon=1e-5, gated_linear_unit=swiglu,
+        normalization="RMSNorm", layernorm_epsilon=model["norm_eps"], gated_linear_unit=swiglu,
         activation_func=F.silu if swiglu else F.gelu, qk_layernorm=model["qk_norm"], add_bias_linear=False,
         hidden_dropout=0.0, attention_dropout=0.0, bias_activation_fusion=False, bias_dropout_fusion=False,
         masked_softmax_fusion=False, gradient_accumulation_fusion=False, persist_layer_norm=False,
@@ -98,7 +98,8 @@ def main(argv) -> int:
         config = megatron_config(model, args, layers)
         workload = km.workload(config, vocab_size=model["vocab"], seq_length=args.seq, micro_batch_size=args.mbs,
                                num_microbatches=args.microbatches, data_parallel_size=args.dp,
-                               share_embeddings_and_output_weights=model["tied_embeddings"], name=model["name"])
+                               share_embeddings_and_output_weights=model["tied_embeddings"],
+                               rotary_base=model["rotary_base"], name=model["name"])
         if args.write_model:
             workload.write_model(args.write_model)
             print(f"wrote {args.write_model}; plan it with: kareus plan --model {args.write_model} "
@@ -143,7 +144,8 @@ def main(argv) -> int:
         torch.manual_seed(args.seed)
         gpt = GPTModel(config=config, transformer_layer_spec=get_gpt_layer_local_spec(normalization="RMSNorm"),
                        vocab_size=model["vocab"], max_sequence_length=args.seq, pre_process=first, post_process=last,
-                       share_embeddings_and_output_weights=model["tied_embeddings"], position_embedding_type="rope")
+                       share_embeddings_and_output_weights=model["tied_embeddings"], position_embedding_type="rope",
+                       rotary_base=model["rotary_base"])
         return gpt.to(device)
 
     def train(gpt, forward_backward, after_step=None):

@@ -44,6 +44,8 @@ py::dict model_dict(const wl::ModelSpec& model) {
   result["qk_norm"] = model.qk_norm;
   result["tied_embeddings"] = model.tied_embeddings;
   result["mlp"] = model.mlp == wl::MlpKind::kSwiGlu ? "swiglu" : "gelu";
+  result["norm_eps"] = model.norm_eps;
+  result["rotary_base"] = model.rotary_base;
   return result;
 }
 

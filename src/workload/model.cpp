@@ -37,16 +37,19 @@ double ModelSpec::parameters() const {
 }
 
 std::string model_shape_json(const ModelSpec& model) {
-  const nlohmann::ordered_json shape = {{"hidden", model.hidden},
-                                        {"heads", model.heads},
-                                        {"kv_groups", model.kv_groups},
-                                        {"head_dim", model.head_dim},
-                                        {"ffn", model.ffn},
-                                        {"layers", model.layers},
-                                        {"vocab", model.vocab},
-                                        {"qk_norm", model.qk_norm},
-                                        {"mlp", model.mlp == MlpKind::kSwiGlu ? "swiglu" : "gelu"},
-                                        {"tied_embeddings", model.tied_embeddings}};
+  nlohmann::ordered_json shape = {{"hidden", model.hidden},
+                                  {"heads", model.heads},
+                                  {"kv_groups", model.kv_groups},
+                                  {"head_dim", model.head_dim},
+                                  {"ffn", model.ffn},
+                                  {"layers", model.layers},
+                                  {"vocab", model.vocab},
+                                  {"qk_norm", model.qk_norm},
+                                  {"mlp", model.mlp == MlpKind::kSwiGlu ? "swiglu" : "gelu"},
+                                  {"tied_embeddings", model.tied_embeddings}};
+  // Written only when set, so plans of models that leave them at their defaults keep their shape.
+  if (model.norm_eps != kDefaultNormEps) shape["norm_eps"] = model.norm_eps;
+  if (model.rotary_base != kDefaultRotaryBase) shape["rotary_base"] = model.rotary_base;
   return shape.dump();
 }
 
@@ -56,7 +59,7 @@ ModelSpec parse_model(std::string_view json_text, std::string_view origin) {
   const nlohmann::json document = parse_json(json_text, origin);
   jf::reject_unknown(document,
                      {"name", "hidden", "heads", "kv_groups", "head_dim", "ffn", "layers", "vocab", "qk_norm", "mlp",
-                      "tied_embeddings", "source"},
+                      "tied_embeddings", "norm_eps", "rotary_base", "source"},
                      origin);
   ModelSpec model;
   model.name = jf::require_string(document, "name", origin);
@@ -69,6 +72,8 @@ ModelSpec parse_model(std::string_view json_text, std::string_view origin) {
   model.vocab = positive_int(document, "vocab", origin);
   model.qk_norm = jf::optional_bool(document, "qk_norm", false, origin);
   model.tied_embeddings = jf::optional_bool(document, "tied_embeddings", false, origin);
+  if (document.contains("norm_eps")) model.norm_eps = jf::require_positive(document, "norm_eps", origin);
+  if (document.contains("rotary_base")) model.rotary_base = jf::require_positive(document, "rotary_base", origin);
   const std::string mlp = document.contains("mlp") ? jf::require_string(document, "mlp", origin) : "swiglu";
   if (mlp == "swiglu") {
     model.mlp = MlpKind::kSwiGlu;

@@ -117,10 +117,28 @@ TEST(ParseModel, BadDocumentNamesOriginAndField) {
       {"\"vocab\": 1000", "\"vocab\": 1000, \"qk_norm\": 1", "field 'qk_norm' must be true or false"},
       {"\"kv_groups\": 2", "\"kv_groups\": 3", "m.json: kv_groups 3 must divide heads 4"},
       {"\"layers\": 2,", "\"layers\": 2,,", "m.json:2:"},
+      {"\"vocab\": 1000", "\"vocab\": 1000, \"norm_eps\": 0", "field 'norm_eps' must be"},
+      {"\"vocab\": 1000", "\"vocab\": 1000, \"rotary_base\": \"big\"", "field 'rotary_base' must be"},
   };
   (void)parse_model(good, "m.json");
   test_common::expect_each_edit_rejected(good, edits,
                                          [](const std::string& text) { (void)parse_model(text, "m.json"); });
+}
+
+TEST(ParseModel, NormEpsilonAndRotaryBaseEnterTheShapeOnlyWhenSet) {
+  const std::string base = R"({"name": "m", "hidden": 256, "heads": 4, "kv_groups": 2, "head_dim": 64,
+ "ffn": 512, "layers": 2, "vocab": 1000)";
+  const ModelSpec defaults = parse_model(base + "}", "m.json");
+  EXPECT_EQ(defaults.norm_eps, 1e-5);
+  EXPECT_EQ(defaults.rotary_base, 10000.0);
+  EXPECT_EQ(model_shape_json(defaults).find("norm_eps"), std::string::npos);
+  EXPECT_EQ(model_shape_json(defaults).find("rotary_base"), std::string::npos);
+  const ModelSpec set = parse_model(base + R"(, "norm_eps": 1e-6, "rotary_base": 500000})", "m.json");
+  EXPECT_EQ(set.norm_eps, 1e-6);
+  EXPECT_EQ(set.rotary_base, 500000.0);
+  const std::string shape = model_shape_json(set);
+  EXPECT_NE(shape.find("\"norm_eps\":1e-06"), std::string::npos) << shape;
+  EXPECT_NE(shape.find("\"rotary_base\":500000.0"), std::string::npos) << shape;
 }
 
 }  // namespace

@@ -13,6 +13,9 @@ namespace kareus::workload {
 
 enum class MlpKind { kSwiGlu, kGelu };
 
+inline constexpr double kDefaultNormEps = 1e-5;
+inline constexpr double kDefaultRotaryBase = 10000.0;
+
 struct ModelSpec {
   std::string name;
   int hidden = 0;     ///< model width
@@ -25,6 +28,10 @@ struct ModelSpec {
   bool qk_norm = false;  ///< RMSNorm on q and k (Qwen3)
   bool tied_embeddings = false;
   MlpKind mlp = MlpKind::kSwiGlu;
+  /// Numerics that change no cost but must match between a plan and the job that runs it
+  /// (kareus.megatron reads them from Megatron's config): RMSNorm epsilon and RoPE base.
+  double norm_eps = kDefaultNormEps;
+  double rotary_base = kDefaultRotaryBase;
 
   /// Parameters of one transformer layer (weights of the linears and norms).
   [[nodiscard]] double layer_parameters() const;

@@ -83,8 +83,8 @@ class MegatronJob:
 
         def make_runner(layers, ops, plain, batch_dim):
             if len(layers) != w.layers_per_stage[self.stage]:
-                raise InputError(f"kareus.megatron: rank {self.rank}: stage {self.stage} holds {len(layers)} layers, the plan's "
-                                 f"workload {w.layers_per_stage[self.stage]}")
+                raise InputError(f"kareus.megatron: rank {self.rank}: stage {self.stage} holds {len(layers)} "
+                                 f"layers, the plan's workload {w.layers_per_stage[self.stage]}")
             return kt.StageRunner(layers, None, self.groups, w.tp, recompute, self.launch_trace, ops=ops,
                                   plain=plain, batch_dim=batch_dim)
 
@@ -103,6 +103,9 @@ class MegatronJob:
     def forward_backward(self, schedule):
         """Wraps Megatron's forward-backward function (``get_forward_backward_func()``): a
         training call follows the plan, a ``forward_only`` call runs as Megatron's."""
+        if getattr(schedule, "__name__", "") == "forward_backward_pipelining_with_interleaving":
+            raise InputError("kareus.megatron: the interleaved 1F1B schedule (virtual pipeline stages) runs several "
+                             "model chunks per stage; kareus plans one forward and one backward per microbatch")
         job = self
 
         def run(*args, forward_only: bool = False, **kwargs):

@@ -19,8 +19,7 @@ from typing import Dict, List
 
 from kareus import InputError
 
-# Defaults of the kareus model format for the fields that do not change the cost model.
-DEFAULT_NORM_EPS = 1e-5
+# The kareus model format's default RoPE base (GPTModel's too).
 DEFAULT_ROTARY_BASE = 10000
 
 
@@ -38,8 +37,6 @@ class MegatronWorkload:
     microbatches: int
     recompute: str  # "full" | "none"
     layers_per_stage: List[int] = field(default_factory=list)
-    norm_eps: float = DEFAULT_NORM_EPS
-    rotary_base: float = DEFAULT_ROTARY_BASE
 
     def write_model(self, path: str) -> str:
         """Writes the model .json (``kareus plan --model PATH``) atomically; returns the path."""
@@ -132,7 +129,8 @@ def workload(config, *, vocab_size: int, seq_length: int, micro_batch_size: int,
              data_parallel_size: int = 1, share_embeddings_and_output_weights: bool = False,
              rotary_base: float = DEFAULT_ROTARY_BASE, name: str = "megatron-gpt",
              position_embedding_type: str = "rope") -> MegatronWorkload:
-    """The kareus workload of a GPTModel built from ``config`` (a TransformerConfig) with these
+    """The kareus workload of a GPTModel built from ``config`` (a TransformerConfig; its norm
+    epsilon goes into the model .json) with these
     GPTModel arguments (``vocab_size``, ``share_embeddings_and_output_weights``, ``rotary_base``,
     ``position_embedding_type``), trained on ``num_microbatches`` microbatches of
     ``micro_batch_size`` sequences of ``seq_length`` tokens per step on ``data_parallel_size``
@@ -166,12 +164,13 @@ def workload(config, *, vocab_size: int, seq_length: int, micro_batch_size: int,
         "qk_norm": bool(config.qk_layernorm),
         "mlp": _mlp_kind(config),
         "tied_embeddings": bool(share_embeddings_and_output_weights),
+        "norm_eps": float(config.layernorm_epsilon),
+        "rotary_base": float(rotary_base),
         "source": "kareus.megatron.workload from a Megatron-Core TransformerConfig",
     }
     pp = config.pipeline_model_parallel_size
     return MegatronWorkload(
         model=model, tp=config.tensor_model_parallel_size, cp=config.context_parallel_size, pp=pp,
         dp=data_parallel_size, mbs=micro_batch_size, seq=seq_length, microbatches=num_microbatches,
-        recompute=_recompute(config), layers_per_stage=_layer_split(config, pp),
-        norm_eps=float(config.layernorm_epsilon), rotary_base=float(rotary_base))
+        recompute=_recompute(config), layers_per_stage=_layer_split(config, pp))
 

@@ -343,6 +343,9 @@ def reference_stack(layers: Sequence[LayerShard], rope: Rope, h: torch.Tensor, g
 def check_supported(model: dict, cp: int = 1, seq: int = 0, tp: int = 1) -> Optional[str]:
     """Why this engine cannot run the model (with ``cp`` ranks over a ``seq``-token sequence and
     ``tp`` ranks), or None."""
+    for name, value in (("norm_eps", RMS_EPS), ("rotary_base", ROPE_THETA)):
+        if model.get(name, value) != value:
+            return f"model {model['name']}: kareus.torch runs {name} {value:g}, found {model[name]:g}"
     if model.get("mlp") != "swiglu":
         return f"model {model['name']}: kareus.torch runs SwiGLU MLPs only, found {model.get('mlp')}"
     if model["vocab"] % tp != 0:

@@ -26,6 +26,12 @@ def require_megatron():
                         "(scripts/setup.sh installs megatron-core==0.16.1 into .venv/)")
 
 
+def run_megatron_workers(worker, world: int, out) -> dict:
+    """helpers.run_workers, skipped (with the reason) without torch or megatron-core."""
+    require_megatron()
+    return helpers.run_workers(worker, world, out)
+
+
 def tiny_config(tp: int = 1, pp: int = 1, **overrides):
     """The TransformerConfig of examples/tiny-llama.json (fp32, CPU, no dropout, no biases)."""
     import torch

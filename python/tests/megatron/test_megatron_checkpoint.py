@@ -91,8 +91,7 @@ def _worker(rank, world, port, out_dir):
 
 @pytest.fixture(scope="module")
 def results(tmp_path_factory):
-    mhelpers.require_megatron()
-    return helpers.run_workers(_worker, 2, tmp_path_factory.mktemp("megatron_checkpoint"))
+    return mhelpers.run_megatron_workers(_worker, 2, tmp_path_factory.mktemp("megatron_checkpoint"))
 
 
 def test_a_kareus_checkpoint_loads_into_a_stock_model_and_back_bit_for_bit(results):

@@ -176,4 +176,8 @@ def test_forward_only_runs_with_the_timers_megatron_has(plan):
     assert [s.requested_mhz for s in job.pfo.timeline()] == [1200, 1230, 1260, 1290]  # F m, B m share one
     with pytest.raises(InputError, match="num_microbatches 3, the plan runs 4"):
         forward_backward(forward_only=False, num_microbatches=3)
+    from megatron.core.pipeline_parallel.schedules import forward_backward_pipelining_with_interleaving
+
+    with pytest.raises(InputError, match="interleaved 1F1B schedule"):
+        job.forward_backward(forward_backward_pipelining_with_interleaving)
     job.close()

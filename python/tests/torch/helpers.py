@@ -164,3 +164,18 @@ def run_workers(fn, world: int, out: pathlib.Path, *args) -> dict:
     """Spawns fn(rank, world, port, str(out), *args) and returns the results.json it wrote."""
     spawn(fn, world, str(out), *args)
     return json.loads((out / "results.json").read_text())
+
+
+def check_slot_cases(cases, tolerance: float, errors_per_case: int) -> None:
+    """Asserts the per-slot cases of a layer test (case_configs, recompute and not): every slot
+    of the tiny model's four keys (fwd_attn 5, fwd_mlp 4, bwd_mlp 5, bwd_attn 5 slots, each + none:
+    23 per recompute setting), each within ``tolerance`` on its ``errors_per_case`` compared
+    tensors, with a launch trace matching the plan."""
+    assert len(cases) == 2 * 23
+    assert {(c["key"], c["slot"]) for c in cases} >= {("fwd_attn", "rope_0"), ("bwd_attn", "attn_0"),
+                                                      ("fwd_mlp", "none"), ("bwd_mlp", "elementwise_0")}
+    for case in cases:
+        worst = max(case["errors"], key=case["errors"].get)
+        assert case["errors"][worst] < tolerance, (case["key"], case["slot"], case["recompute"], worst)
+        assert len(case["errors"]) == errors_per_case
+        assert case["trace_ok"], case["problems"]

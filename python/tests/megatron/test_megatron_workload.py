@@ -1,0 +1,84 @@
+"""kareus.megatron.workload: the kareus workload of a Megatron config, and what it refuses.
+
+The tiny GPT's TransformerConfig gives back examples/tiny-llama.json's shape; Megatron's layer
+split (first/last stage sizes) and full recompute carry over; a norm epsilon or rotary base off
+the defaults reaches the workload's shape (so a plan must agree on it); each setting kareus does
+not model is refused by name.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import mhelpers
+from mhelpers import helpers
+
+from kareus import InputError
+
+
+@pytest.fixture(autouse=True)
+def megatron():
+    mhelpers.require_megatron()
+
+
+def _workload(config, **overrides):
+    from kareus.megatron import workload
+
+    arguments = dict(vocab_size=256, seq_length=16, micro_batch_size=2, num_microbatches=4, name="tiny-llama")
+    arguments.update(overrides)
+    return workload(config, **arguments)
+
+
+def test_the_tiny_config_gives_the_tiny_model_back(tmp_path):
+    from kareus._runtime import load_model
+
+    job = _workload(mhelpers.tiny_config(tp=2, pp=2))
+    path = job.write_model(str(tmp_path / "tiny.json"))
+    loaded, tiny = load_model(path), load_model(helpers.TINY_MODEL)
+    assert loaded == tiny  # every field, norm_eps 1e-5 and rotary_base 10000 included
+    assert job.plan_flags() == ["--tp", "2", "--cp", "1", "--pp", "2", "--dp", "1", "--mbs", "2", "--seq", "16",
+                                "--microbatches", "4", "--recompute", "none", "--layers-per-stage", "2,2"]
+    workload = job.runtime_workload()
+    assert list(workload.stage_layers) == [2, 2] and workload.parallel["tp"] == 2
+
+
+def test_megatrons_layer_split_and_full_recompute_carry_over():
+    config = mhelpers.tiny_config(pp=2, num_layers_in_first_pipeline_stage=3, recompute_granularity="full",
+                                  recompute_method="uniform", recompute_num_layers=1)
+    job = _workload(config)
+    assert job.layers_per_stage == [3, 1] and job.recompute == "full"
+    assert list(job.runtime_workload().stage_layers) == [3, 1]
+
+
+def test_a_norm_epsilon_and_rotary_base_off_the_defaults_reach_the_plans_shape():
+    job = _workload(mhelpers.tiny_config(layernorm_epsilon=1e-6), rotary_base=500000)
+    shape = json.loads(job.runtime_workload().to_json())["shape"]
+    assert shape["norm_eps"] == 1e-6 and shape["rotary_base"] == 500000
+    default = json.loads(_workload(mhelpers.tiny_config()).runtime_workload().to_json())["shape"]
+    assert "norm_eps" not in default and "rotary_base" not in default
+
+
+@pytest.mark.parametrize("overrides, arguments, named", [
+    ({"normalization": "LayerNorm"}, {}, "normalization='LayerNorm'"),
+    ({"recompute_granularity": "selective"}, {}, "recompute_granularity='selective'"),
+    ({"num_moe_experts": 4}, {}, "num_moe_experts=4"),
+    ({"gated_linear_unit": False}, {}, "activation_func='silu'"),
+    ({}, {"position_embedding_type": "learned_absolute"}, "position_embedding_type='learned_absolute'"),
+    ({}, {"seq_length": 0}, "seq_length must be a positive integer, found 0"),
+])
+def test_what_kareus_does_not_model_is_refused_by_name(overrides, arguments, named):
+    with pytest.raises(InputError, match=named.replace("(", r"\(")):
+        _workload(mhelpers.tiny_config(**overrides), **arguments)
+
+
+def test_the_layers_kareus_runs_refuse_megatrons_own_comm_overlap_and_sequence_parallelism():
+    from kareus.megatron.layer_ops import refuse_unsupported_layers
+
+    refuse_unsupported_layers(mhelpers.tiny_config(tp=2))
+    for setting in ("tp_comm_overlap", "sequence_parallel"):
+        config = mhelpers.tiny_config(tp=2)
+        setattr(config, setting, True)
+        with pytest.raises(InputError, match=f"{setting}=True is not supported"):
+            refuse_unsupported_layers(config)
