@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """kareus.megatron's bookkeeping against Megatron-Core's stock training step, on CPU.
 
-One process (TP 1, PP 1, gloo), the tiny GPT of examples/tiny-llama.json (4 layers, local spec,
+Two processes under torchrun (TP 2, PP 1, gloo; rank 0 reports), the tiny GPT of examples/tiny-llama.json (4 layers, local spec,
 fp32), 4 microbatches of 2 x --seq tokens, Megatron's schedule and SGD. Measured in one run:
 
   stock        the stock GPTModel's step
@@ -15,7 +15,8 @@ upper bound on its bookkeeping: it also holds the cost of running each op on hal
 (smaller GEMMs), the per-op autograd graphs and the gloo collectives' launch and join.
 The partition executor's own bookkeeping is bench/torch_bookkeeping.py's.
 
-    PYTHONPATH=build/python .venv/bin/python bench/megatron_overhead.py [--steps 30] [--json OUT]
+    PYTHONPATH=build/python .venv/bin/torchrun --standalone --nproc-per-node 2 \
+        bench/megatron_overhead.py [--steps 30] [--json OUT]
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import statistics
 import sys
 import tempfile
@@ -71,25 +71,22 @@ def main() -> None:
     from kareus import PipelineFrequencyOptimizer
     from kareus.torch import synthetic_batch
 
+    rank, tp = int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1"))
     config = TransformerConfig(num_layers=4, hidden_size=64, num_attention_heads=4, num_query_groups=2,
                                kv_channels=16, ffn_hidden_size=128, normalization="RMSNorm", gated_linear_unit=True,
                                activation_func=F.silu, add_bias_linear=False, hidden_dropout=0.0,
                                attention_dropout=0.0, bias_activation_fusion=False, bias_dropout_fusion=False,
                                masked_softmax_fusion=False, gradient_accumulation_fusion=False,
                                persist_layer_norm=False, use_cpu_initialization=True, params_dtype=torch.float32,
-                               pipeline_dtype=torch.float32)
+                               pipeline_dtype=torch.float32, tensor_model_parallel_size=tp)
     workload = km.workload(config, vocab_size=256, seq_length=args.seq, micro_batch_size=MBS,
                            num_microbatches=MICROBATCHES)
     tmp = tempfile.mkdtemp()
-    plan = mhelpers.write_job_plan(os.path.join(tmp, "plan.json"), workload)
-    job = km.MegatronJob(plan, config, workload, rank=0)
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
+    plan = mhelpers.write_job_plan(os.path.join(tmp, f"plan_{rank}.json"), workload)
+    job = km.MegatronJob(plan, config, workload, rank=rank)
+    dist.init_process_group("gloo")
     cpu_shim.install()
-    parallel_state.initialize_model_parallel()
+    parallel_state.initialize_model_parallel(tensor_model_parallel_size=tp)
 
     def build():
         torch.manual_seed(1)
@@ -130,8 +127,8 @@ def main() -> None:
     job.close()
 
     # The clock half alone, per instruction (recorder backend, no Megatron timers).
-    pfo = PipelineFrequencyOptimizer(plan, install_signal_handlers=False)
-    timers = km.InstructionTimers(None, km.InstructionHook(pfo, rank=0))
+    pfo = PipelineFrequencyOptimizer(plan, rank=rank, tp=tp, install_signal_handlers=False)
+    timers = km.InstructionTimers(None, km.InstructionHook(pfo, rank=rank))
     order = [(i["type"], i["microbatch"]) for i in json.load(open(plan))["stages"][0]["instructions"]]
     repeats = 2000
     start = time.perf_counter()
@@ -153,6 +150,8 @@ def main() -> None:
     results["kareus_extra_us_per_partition"] = (results["kareus_step_ms"] - stock_ms) * 1e3 / partitions
     parallel_state.destroy_model_parallel()
     dist.destroy_process_group()
+    if rank != 0:
+        return
     for key, value in results.items():
         print(f"{key:34s} {value:10.3f}" if isinstance(value, float) else f"{key:34s} {value:>10}")
     if args.json:

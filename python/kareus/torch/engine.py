@@ -60,7 +60,7 @@ class StageRunner:
         self.trace = trace if trace is not None else LaunchTrace(enabled=False)
         # Another model's layers (kareus.megatron's) bring their own ops under the op graph's
         # names, their own plain stack and their own batch dimension.
-        self.ops = ops if ops is not None else (CP_OPS if rope.cp > 1 else OPS)
+        self.ops = ops if ops is not None else (CP_OPS if rope is not None and rope.cp > 1 else OPS)
         self._plain_stack = plain
         self.batch_dim = batch_dim
         self.instruction: Optional[InstructionPlan] = None
