@@ -4,11 +4,12 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <system_error>
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <nlohmann/json.hpp>
 
@@ -17,30 +18,65 @@
 
 namespace kareus {
 
-std::string read_text_file(const std::filesystem::path& path) {
-  std::error_code error;
-  if (std::filesystem::is_directory(path, error)) {
-    throw InputError(fmt::format("cannot read {}: it is a directory", path.string()));
+namespace {
+
+// What a non-regular file is, for the message that refuses it.
+std::string_view file_kind(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
+void check_regular(const struct stat& status, const std::filesystem::path& path) {
+  if (S_ISDIR(status.st_mode)) throw InputError(fmt::format("cannot read {}: it is a directory", path.string()));
+  if (!S_ISREG(status.st_mode)) {
+    throw InputError(
+        fmt::format("cannot read {}: it is {}, expected a regular file", path.string(), file_kind(status.st_mode)));
   }
-  const auto too_large = [&] {
-    return InputError(
+  if (static_cast<std::uintmax_t>(status.st_size) > kMaxInputFileBytes) {
+    throw InputError(
         fmt::format("{}: larger than {} bytes, the limit for an input file", path.string(), kMaxInputFileBytes));
-  };
-  if (std::filesystem::is_regular_file(path, error) && std::filesystem::file_size(path, error) > kMaxInputFileBytes &&
-      !error) {
-    throw too_large();
   }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(fmt::format("cannot read {}", path.string()));
-  // Read in chunks up to the limit, so /dev/zero or a file still growing ends in an error, not OOM.
+}
+
+}  // namespace
+
+std::string read_text_file(const std::filesystem::path& path) {
+  // Checked before it is opened (a FIFO would block the open, a device could be endless), and
+  // again on the open file, which is what is read, in case the path changed in between.
+  struct stat status {};
+  if (::stat(path.c_str(), &status) != 0) {
+    throw InputError(fmt::format("cannot read {}: {}", path.string(), std::strerror(errno)));
+  }
+  check_regular(status, path);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+  if (fd < 0) throw InputError(fmt::format("cannot read {}: {}", path.string(), std::strerror(errno)));
   std::string content;
-  std::string chunk(1 << 20, '\0');
-  while (in) {
-    in.read(chunk.data(), static_cast<std::streamsize>(chunk.size()));
-    content.append(chunk.data(), static_cast<std::size_t>(in.gcount()));
-    if (content.size() > kMaxInputFileBytes) throw too_large();
+  try {
+    if (::fstat(fd, &status) != 0) throw InputError(fmt::format("cannot read {}", path.string()));
+    check_regular(status, path);
+    // Read up to the limit, so a file still growing ends in an error, not OOM.
+    content.reserve(static_cast<std::size_t>(status.st_size));
+    char chunk[1 << 16];
+    for (;;) {
+      const ssize_t count = ::read(fd, chunk, sizeof chunk);
+      if (count < 0 && errno == EINTR) continue;
+      if (count < 0) throw InputError(fmt::format("cannot read {}: {}", path.string(), std::strerror(errno)));
+      if (count == 0) break;
+      content.append(chunk, static_cast<std::size_t>(count));
+      if (content.size() > kMaxInputFileBytes) {
+        throw InputError(
+            fmt::format("{}: larger than {} bytes, the limit for an input file", path.string(), kMaxInputFileBytes));
+      }
+    }
+  } catch (...) {
+    ::close(fd);
+    throw;
   }
-  if (in.bad()) throw InputError(fmt::format("cannot read {}", path.string()));
+  ::close(fd);
   return content;
 }
 
@@ -113,13 +149,47 @@ nlohmann::json read_json_file(const std::filesystem::path& path) {
   return parse_json(read_text_file(path), path.string());
 }
 
-void write_file_atomic(const std::filesystem::path& path, std::string_view content) {
-  // A name no other process (pid) and no other call of this one (counter) uses, created
-  // exclusively: concurrent writers of one PATH each rename a complete file of their own.
+std::filesystem::path temporary_beside(const std::filesystem::path& path) {
   static std::atomic<unsigned long> counter{0};
   std::filesystem::path temporary = path;
   temporary += fmt::format(".{}-{}.tmp", ::getpid(), counter.fetch_add(1));
-  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+  return temporary;
+}
+
+int remove_dead_temporaries(const std::filesystem::path& path) {
+  std::filesystem::path dir = path.parent_path();
+  if (dir.empty()) dir = ".";
+  const std::string prefix = path.filename().string() + ".";
+  int removed = 0;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, error)) {
+    const std::string name = entry.path().filename().string();
+    if (!name.starts_with(prefix) || !name.ends_with(".tmp")) continue;
+    // NAME.<pid>-<n>.tmp: the pid and the counter, digits only.
+    const std::string_view middle = std::string_view(name).substr(prefix.size(), name.size() - prefix.size() - 4);
+    const std::size_t dash = middle.find('-');
+    const auto digits = [](std::string_view text, std::size_t most) {
+      return !text.empty() && text.size() <= most && text.find_first_not_of("0123456789") == std::string_view::npos;
+    };
+    if (dash == std::string_view::npos || !digits(middle.substr(0, dash), 9) || !digits(middle.substr(dash + 1), 19)) {
+      continue;
+    }
+    const auto pid = static_cast<pid_t>(std::stol(std::string(middle.substr(0, dash))));
+    // Only a process that no longer exists (ESRCH) gives its temporaries up; EPERM means alive.
+    if (pid <= 0 || pid == ::getpid() || ::kill(pid, 0) == 0 || errno != ESRCH) continue;
+    std::error_code ignored;
+    if (std::filesystem::remove_all(entry.path(), ignored) > 0) ++removed;
+  }
+  return removed;
+}
+
+void write_file_atomic(const std::filesystem::path& path, std::string_view content) {
+  // A name no other process (pid) and no other call of this one (counter) uses, created
+  // exclusively and never through a symlink: concurrent writers of one PATH each rename a
+  // complete file of their own, and no existing file is ever written into.
+  remove_dead_temporaries(path);
+  const std::filesystem::path temporary = temporary_beside(path);
+  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
   std::FILE* file = fd < 0 ? nullptr : ::fdopen(fd, "wb");
   if (file == nullptr) {
     const int code = errno;

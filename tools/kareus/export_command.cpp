@@ -4,6 +4,7 @@
 
 #include "commands.h"
 #include "kareus/common/error.h"
+#include "kareus/common/output_folder.h"
 #include "kareus/interop/artifact_schedule.h"
 #include "workload_flags.h"
 
@@ -26,6 +27,9 @@ void run_export(const ExportOptions& options) {
     throw InputError("give either --plan FILE or --frontier DIR (a folder of plan_N.json files)");
   }
   const workload::Workload workload = options.workload.resolve();
+  OutputFolder out(options.out, "--out", "kareus export");
+  out.check_input_outside(options.frontier.empty() ? options.plan : options.frontier,
+                          options.frontier.empty() ? "--plan" : "--frontier");
   std::vector<interop::ExportedPlan> plans;
   if (!options.frontier.empty()) {
     plans = interop::plans_in_directory(options.frontier);
@@ -39,9 +43,9 @@ void run_export(const ExportOptions& options) {
     }
     plans.push_back({options.plan, number});
   }
-  for (const auto& path : interop::export_artifact_files(plans, workload, options.out)) {
-    fmt::print("{}\n", path.string());
-  }
+  const auto written = interop::export_artifact_files(plans, workload, out.staging());
+  out.commit();
+  for (const auto& path : written) fmt::print("{}\n", out.final_path(path, options.out).string());
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 
 #include "commands.h"
 #include "kareus/common/error.h"
+#include "kareus/common/output_folder.h"
 #include "kareus/interop/artifact_schedule.h"
 #include "workload_flags.h"
 
@@ -22,9 +23,11 @@ void run_import(const ImportOptions& options) {
     throw InputError(fmt::format("--format must be 'artifact', found '{}'", options.format));
   }
   const workload::Workload workload = options.workload.resolve();
-  for (const auto& path : interop::import_artifact_files(options.in, workload, options.out)) {
-    fmt::print("{}\n", path.string());
-  }
+  OutputFolder out(options.out, "--out", "kareus import");
+  out.check_input_outside(options.in, "dir");
+  const auto written = interop::import_artifact_files(options.in, workload, out.staging());
+  out.commit();
+  for (const auto& path : written) fmt::print("{}\n", out.final_path(path, options.out).string());
 }
 
 }  // namespace

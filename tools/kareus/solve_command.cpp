@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 
 #include "commands.h"
+#include "kareus/common/output_folder.h"
 #include "kareus/planner/solve_job.h"
 
 namespace kareus::cli {
@@ -23,6 +24,8 @@ struct SolveOptions {
 };
 
 void run_solve(const SolveOptions& options) {
+  OutputFolder out(options.out, "--out", "kareus solve");
+  out.check_input_outside(options.profile, "--profile");
   planner::SolveRequest request;
   request.profile = options.profile;
   request.stages = options.stages;
@@ -31,7 +34,7 @@ void run_solve(const SolveOptions& options) {
   request.static_power_w = options.static_power_w;
   request.max_points = options.max_points;
   request.bound = options.bound;
-  request.out = options.out;
+  request.out = out.staging();
   request.progress = [unit_time_s = options.unit_time_s](const pipeline::IterationResult& iteration) {
     if (iteration.iteration == 0 || iteration.iteration % 2000 != 0) return;
     fmt::print(stderr, "kareus solve: iteration {}, planned makespan {:.3f} s (this plan: {:.3f} s, {:.1f} J)\n",
@@ -39,6 +42,7 @@ void run_solve(const SolveOptions& options) {
                iteration.energy_j);
   };
   const planner::SolveSummary summary = planner::solve_perseus_profile(request);
+  out.commit();
   fmt::print("{} iterations ({}) in {:.3f} s ({:.3f} s cpu), {} frontier points\n", summary.iterations,
              pipeline::to_string(summary.stop_reason), summary.solver_s, summary.solver_cpu_s, summary.points.size());
   if (!summary.points.empty()) {

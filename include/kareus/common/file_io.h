@@ -16,8 +16,9 @@ namespace kareus {
 /// The largest input file read_text_file reads (docs/limits.md): 1 GiB.
 inline constexpr std::size_t kMaxInputFileBytes = std::size_t{1} << 30;
 
-/// Reads a whole file. Throws InputError naming the path if it cannot be read, is a directory or
-/// is larger than kMaxInputFileBytes.
+/// Reads a whole file. Throws InputError naming the path if it cannot be read, is not a regular
+/// file (a directory, FIFO or device is refused before it is opened, so nothing blocks) or is
+/// larger than kMaxInputFileBytes.
 std::string read_text_file(const std::filesystem::path& path);
 
 /// The deepest nesting of arrays and objects any JSON input may have (docs/limits.md). Deeper
@@ -39,9 +40,17 @@ nlohmann::json read_json_file(const std::filesystem::path& path);
 /// bad JSON and on nesting deeper than kMaxJsonDepth.
 nlohmann::json parse_json(std::string_view text, std::string_view origin);
 
+/// A fresh temporary name beside `path`: PATH.<pid>-<n>.tmp, unique to this process and call.
+[[nodiscard]] std::filesystem::path temporary_beside(const std::filesystem::path& path);
+
+/// Removes the temporaries beside `path` (PATH.<pid>-<n>.tmp, files or folders) whose process no
+/// longer exists, left by a run that was killed; returns how many. Those of live processes stay.
+int remove_dead_temporaries(const std::filesystem::path& path);
+
 /// Writes `content` to a temporary file beside PATH (PATH.<pid>-<n>.tmp, unique to this process
-/// and call, so two processes writing PATH never share one), flushes, and renames it to PATH.
-/// Throws Error on failure.
+/// and call, so two processes writing PATH never share one; created with O_EXCL | O_NOFOLLOW, so
+/// it never writes through a symlink or into an existing file), flushes, and renames it to PATH.
+/// Removes dead processes' temporaries of PATH first. Throws Error on failure.
 void write_file_atomic(const std::filesystem::path& path, std::string_view content);
 
 /// Checks, before any work, that `path` can be written as a file: it is not a directory and its

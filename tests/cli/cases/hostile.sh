@@ -65,12 +65,11 @@ if [[ $stale == $'plan_00.json\nplan_01.json' ]]; then passed=$((passed + 1)); e
   echo "FAIL: stale plan files after --max-plans 2: $stale"; failed=$((failed + 1)); fi
 
 # Two processes on one output: the second is refused (exit 2) naming the holder's pid.
-mkdir -p "$hostile/held"
-echo 4242 >"$hostile/held/.kareus.lock"
-(flock 9 && touch "$hostile/locked" && sleep 30) 9>>"$hostile/held/.kareus.lock" &
+echo 4242 >"$hostile/held.lock"
+(flock 9 && touch "$hostile/locked" && sleep 30) 9>>"$hostile/held.lock" &
 holder=$!
 for _ in $(seq 200); do [[ -e $hostile/locked ]] && break; sleep 0.05; done
-expect 2 "--out $hostile/held: in use by another kareus process \(pid 4242, lock $hostile/held/\.kareus\.lock\)" -- plan --methods megatron --out "$hostile/held"
+expect 2 "--out $hostile/held: in use by another kareus process \(pid 4242, lock $hostile/held\.lock\)" -- plan --methods megatron --out "$hostile/held"
 echo 4343 >"$hostile/log2.jsonl.lock"
 rm -f "$hostile/locked"
 (flock 9 && touch "$hostile/locked" && sleep 30) 9>>"$hostile/log2.jsonl.lock" &
