@@ -3,7 +3,6 @@
 #include <cerrno>
 #include <cstring>
 #include <ctime>
-#include <fstream>
 #include <optional>
 
 #include <fmt/format.h>
@@ -12,6 +11,7 @@
 #include "kareus/common/error.h"
 #include "kareus/common/file_io.h"
 #include "kareus/common/json_fields.h"
+#include "kareus/common/jsonl_log.h"
 #include "kareus/device/nvml.h"
 
 namespace kareus::device {
@@ -208,23 +208,14 @@ MeasurementRecord parse_measurement_line(std::string_view line, std::string_view
   }
 }
 
-namespace {
-
-void append_line(const std::filesystem::path& path, const std::string& line, std::string_view what) {
-  std::ofstream file(path, std::ios::app);
-  file << line << '\n';
-  file.flush();
-  if (!file) throw Error(fmt::format("{}: cannot append {} ({})", path.string(), what, std::strerror(errno)));
-}
-
-}  // namespace
-
 void append_measurement(const std::filesystem::path& path, const MeasurementRecord& record) {
-  append_line(path, to_json_line(record), "a measurement");
+  JsonlAppender log(path, path.string());
+  log.append(to_json_line(record));
 }
 
 void append_profile_header(const std::filesystem::path& path, const ProfileHeader& header) {
-  append_line(path, to_json_line(header), "a profile header");
+  JsonlAppender log(path, path.string());
+  log.append(to_json_line(header));
 }
 
 std::string to_json_line(const ProfileHeader& header) {
@@ -264,22 +255,6 @@ ProfileHeader parse_header(const json& value, std::string_view origin) {
   }
 }
 
-/// Calls `on_line(line, origin)` for each non-blank line of `path`.
-template <typename OnLine>
-void for_each_line(const std::filesystem::path& path, OnLine on_line) {
-  const std::string text = read_text_file(path);
-  std::size_t begin = 0;
-  for (int line_number = 1; begin < text.size(); ++line_number) {
-    std::size_t end = text.find('\n', begin);
-    if (end == std::string::npos) end = text.size();
-    const std::string_view line(text.data() + begin, end - begin);
-    if (line.find_first_not_of(" \t\r") != std::string_view::npos) {
-      on_line(line, fmt::format("{}:{}", path.string(), line_number));
-    }
-    begin = end + 1;
-  }
-}
-
 /// The header of `line` if it is one (a cheap test first: records far outnumber headers).
 std::optional<ProfileHeader> header_of(std::string_view line, std::string_view origin) {
   if (line.find(kProfileHeaderSchema) == std::string_view::npos) return std::nullopt;
@@ -290,19 +265,24 @@ std::optional<ProfileHeader> header_of(std::string_view line, std::string_view o
 
 }  // namespace
 
-std::vector<MeasurementRecord> read_measurements(const std::filesystem::path& path) {
-  return read_profile_log(path).records;
+std::vector<MeasurementRecord> read_measurements(const std::filesystem::path& path, const JsonlAppender::Warn& warn) {
+  return read_profile_log(path, warn).records;
 }
 
-ProfileLog read_profile_log(const std::filesystem::path& path) {
+ProfileLog read_profile_log(const std::filesystem::path& path, const JsonlAppender::Warn& warn) {
   ProfileLog log;
-  for_each_line(path, [&log](std::string_view line, const std::string& origin) {
-    if (std::optional<ProfileHeader> header = header_of(line, origin)) {
-      log.headers.push_back(std::move(*header));
-    } else {
-      log.records.push_back(parse_measurement_line(line, origin));
-    }
-  });
+  for_each_jsonl_line(
+      read_text_file(path), path.string(),
+      [&](std::string_view line, int line_number) {
+        if (line.find_first_not_of(" \t\r") == std::string_view::npos) return;  // blank
+        const std::string origin = fmt::format("{}:{}", path.string(), line_number);
+        if (std::optional<ProfileHeader> header = header_of(line, origin)) {
+          log.headers.push_back(std::move(*header));
+        } else {
+          log.records.push_back(parse_measurement_line(line, origin));
+        }
+      },
+      warn);
   return log;
 }
 

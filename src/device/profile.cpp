@@ -99,6 +99,11 @@ Measurement RecordingDevice::measure_serial(const SerialWork& work, int freq_mhz
   return measurement;
 }
 
+RecordingDevice::RecordingDevice(Device& inner, const ProfileSink& sink, std::size_t expected)
+    : inner_(inner), sink_(sink), expected_(expected) {
+  if (!sink_.out.empty()) log_.emplace(sink_.out, sink_.out.string(), sink_.warn);
+}
+
 void RecordingDevice::record(const partition::Partition& partition, const partition::KnobConfig& config,
                              const Measurement& measurement) {
   MeasurementRecord record;
@@ -111,7 +116,11 @@ void RecordingDevice::record(const partition::Partition& partition, const partit
   record.time_s = measurement.time_s;
   record.energy_j = measurement.energy_j;
   if (sink_.details) record.details = sink_.details();
-  if (!sink_.out.empty()) append_measurement(sink_.out, record);
+  if (log_) {
+    log_->append(to_json_line(record));
+    // A sync every 64 records and at the end: a crash loses at most the last few.
+    if (records_.size() % 64 == 63) log_->checkpoint();
+  }
   records_.push_back(std::move(record));
   if (sink_.progress) sink_.progress(records_.back(), records_.size(), expected_);
 }

@@ -2,12 +2,41 @@
 
 #include <fmt/format.h>
 
+#include "kareus/common/error.h"
+
 namespace kareus::device {
 namespace {
 
 std::string signature_of(const partition::Partition& partition) {
   return op_signature(partition.compute_ops, partition.collective ? &*partition.collective : nullptr);
 }
+
+std::string where(const MeasurementRecord& record, std::string_view fallback) {
+  return record.origin.empty() ? std::string(fallback) : record.origin;
+}
+
+// A record no GPU of this kind could have produced: refused before it can steer a plan.
+void check_physical(const MeasurementRecord& record, const GpuSpec& gpu, std::string_view fallback) {
+  if (record.gpu != gpu.name) {
+    throw InputError(fmt::format("{}: the record was measured on gpu {}, the plan is for {}", where(record, fallback),
+                                 record.gpu, gpu.name));
+  }
+  if (record.time_s < kMinMeasuredTimeS) {
+    throw InputError(fmt::format("{}: time_s {:g} of {} is under {:g} s, shorter than anything measurable",
+                                 where(record, fallback), record.time_s, record.partition.key, kMinMeasuredTimeS));
+  }
+  const double power_w = record.energy_j / record.time_s;
+  const double low_w = gpu.idle_power_w / 10;
+  const double high_w = 2 * gpu.power_limit_w;
+  if (power_w < low_w || (high_w > 0 && power_w > high_w)) {
+    throw InputError(fmt::format(
+        "{}: energy_j / time_s = {:.4g} W for {} is outside [{:g}, {:g}] W (a tenth of the {}'s idle power, twice its "
+        "power limit)",
+        where(record, fallback), power_w, record.partition.key, low_w, high_w, gpu.name));
+  }
+}
+
+double ratio(double a, double b) { return a > b ? a / b : b / a; }
 
 }  // namespace
 
@@ -25,8 +54,21 @@ ReplayDevice::ReplayDevice(GpuSpec gpu, const std::vector<MeasurementRecord>& re
     if (work.slots.empty()) {
       for (const partition::Slot& slot : record.partition.slots) work.slots.push_back(slot.name);
     }
+    check_physical(record, gpu_, origin_);
     MeasuredConfig& entry = work.configs[{record.config.freq_mhz, record.config.ctas, record.config.slot}];
     entry.config = record.config;
+    if (entry.count == 0) {
+      entry.first = {record.time_s, record.energy_j};
+      entry.first_origin = where(record, origin_);
+    } else if (ratio(record.time_s, entry.first.time_s) > kMaxRepeatRatio ||
+               ratio(record.energy_j, entry.first.energy_j) > kMaxRepeatRatio) {
+      throw InputError(fmt::format(
+          "{}: {} at {} MHz, {} CTAs, slot '{}' measured {:.6g} s, {:.6g} J; {} measured it {:.6g} s, {:.6g} J: "
+          "repeats of one measurement must agree within {:g}x, so one of the two lines is wrong (remove it)",
+          where(record, origin_), record.partition.key, record.config.freq_mhz, record.config.ctas, record.config.slot,
+          record.time_s, record.energy_j, entry.first_origin, entry.first.time_s, entry.first.energy_j,
+          kMaxRepeatRatio));
+    }
     // A running mean: logs can hold a config many times (front re-measurements, resumed runs).
     ++entry.count;
     entry.mean.time_s += (record.time_s - entry.mean.time_s) / entry.count;

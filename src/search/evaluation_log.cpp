@@ -1,17 +1,12 @@
 #include "kareus/search/evaluation_log.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
-
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "kareus/common/error.h"
 #include "kareus/common/file_io.h"
 #include "kareus/common/json_fields.h"
+#include "kareus/common/jsonl_log.h"
 
 namespace kareus::search {
 namespace {
@@ -25,30 +20,6 @@ nlohmann::ordered_json header_json(const LogHeader& header) {
           {"nanobatch", header.nanobatch},
           {"device", {{"kind", header.device_kind}, {"gpu", header.gpu}}},
           {"seed", header.seed}};
-}
-
-// Writes all of `text` with as few write() calls as the kernel allows, then fsyncs.
-void write_durably(int fd, std::string_view text, const std::filesystem::path& path) {
-  while (!text.empty()) {
-    const ssize_t written = ::write(fd, text.data(), text.size());
-    if (written < 0) {
-      if (errno == EINTR) continue;
-      throw Error(fmt::format("cannot append to evaluation log {}: {}", path.string(), std::strerror(errno)));
-    }
-    text.remove_prefix(static_cast<std::size_t>(written));
-  }
-  if (::fsync(fd) != 0) {
-    throw Error(fmt::format("cannot fsync evaluation log {}: {}", path.string(), std::strerror(errno)));
-  }
-}
-
-void sync_directory(const std::filesystem::path& path) {
-  std::filesystem::path directory = path.parent_path();
-  if (directory.empty()) directory = ".";
-  const int fd = ::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return;  // best effort: the file itself is already synced
-  ::fsync(fd);
-  ::close(fd);
 }
 
 std::string describe(const nlohmann::json& value) {
@@ -108,92 +79,47 @@ Evaluation parse_evaluation(const nlohmann::json& line, const std::string& origi
 }  // namespace
 
 EvaluationLog::EvaluationLog(std::filesystem::path path, const LogHeader& header, const WarningCallback& warn)
-    : path_(std::move(path)) {
+    : path_(std::move(path)), log_(path_, "--log " + path_.string(), warn) {
   const nlohmann::ordered_json expected = header_json(header);
-  std::filesystem::path lock_path = path_;
-  lock_path += ".lock";
-  lock_.emplace(lock_path, "--log " + path_.string());
-  fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (fd_ < 0) {
-    throw InputError(fmt::format("--log {}: cannot open the evaluation log: {}", path_.string(), std::strerror(errno)));
+  const std::string& content = log_.existing();  // whole lines: a torn tail is already cut off
+  std::size_t offset = 0;
+  std::size_t keep = content.size();  // bytes of the file that stay
+  for_each_jsonl_line(content, path_.string(), [&](std::string_view text, int line_number) {
+    const std::string origin = fmt::format("{}:{}", path_.string(), line_number);
+    const bool last = offset + text.size() + 1 >= content.size();
+    try {
+      check_json_depth(text, origin);
+      const nlohmann::json parsed = nlohmann::json::parse(text);
+      if (line_number == 1) {
+        check_header(parsed, expected, origin);
+      } else {
+        recorded_.push_back(parse_evaluation(parsed, origin));
+      }
+    } catch (const nlohmann::json::exception& error) {
+      if (!last) throw InputError(fmt::format("{}: corrupt line in the evaluation log: {}", origin, error.what()));
+      if (warn) warn(fmt::format("{}: dropping a corrupt last line: \"{}\"", origin, text.substr(0, 80)));
+      keep = offset;
+    } catch (const InputError&) {
+      if (!last || line_number == 1) throw;
+      if (warn) warn(fmt::format("{}: dropping a malformed last line: \"{}\"", origin, text.substr(0, 80)));
+      keep = offset;
+    }
+    offset += text.size() + 1;
+  });
+  if (keep < content.size()) log_.cut_to(keep);
+  if (keep == 0) {
+    log_.append(expected.dump());
+    log_.checkpoint();
   }
-  try {
-    std::string content;
-    char buffer[1 << 16];
-    for (;;) {
-      const ssize_t count = ::pread(fd_, buffer, sizeof buffer, static_cast<off_t>(content.size()));
-      if (count < 0) {
-        if (errno == EINTR) continue;
-        throw InputError(
-            fmt::format("--log {}: cannot read the evaluation log: {}", path_.string(), std::strerror(errno)));
-      }
-      if (count == 0) break;
-      content.append(buffer, static_cast<std::size_t>(count));
-    }
-
-    // Split into lines; remember where each starts so a torn last line can be cut off.
-    std::vector<std::pair<std::size_t, std::string_view>> lines;
-    for (std::size_t start = 0; start < content.size();) {
-      const std::size_t end = content.find('\n', start);
-      const std::size_t stop = end == std::string::npos ? content.size() : end;
-      lines.emplace_back(start, std::string_view(content).substr(start, stop - start));
-      start = stop + 1;
-    }
-    const bool terminated = content.empty() || content.back() == '\n';
-    std::size_t keep = content.size();  // bytes of the file that stay
-    for (std::size_t number = 0; number < lines.size(); ++number) {
-      const auto [offset, text] = lines[number];
-      const std::string origin = fmt::format("{}:{}", path_.string(), number + 1);
-      const bool last = number + 1 == lines.size();
-      try {
-        check_json_depth(text, origin);
-        const nlohmann::json parsed = nlohmann::json::parse(text);
-        if (number == 0) {
-          check_header(parsed, expected, origin);
-        } else {
-          recorded_.push_back(parse_evaluation(parsed, origin));
-        }
-      } catch (const nlohmann::json::exception& error) {
-        if (!last) throw InputError(fmt::format("{}: corrupt line in the evaluation log: {}", origin, error.what()));
-        if (warn) {
-          warn(fmt::format("{}: dropping a corrupt last line (a write cut short by a crash?): \"{}\"", origin,
-                           text.substr(0, 80)));
-        }
-        keep = offset;
-      } catch (const InputError&) {
-        if (!last || number == 0) throw;
-        if (warn) warn(fmt::format("{}: dropping a malformed last line: \"{}\"", origin, text.substr(0, 80)));
-        keep = offset;
+  for (std::size_t index = 0; index < recorded_.size(); ++index) {
+    for (std::size_t earlier = 0; earlier < index; ++earlier) {
+      if (recorded_[earlier].config == recorded_[index].config) {
+        throw InputError(fmt::format("{}: config {} MHz, {} CTAs, slot '{}' is recorded twice", path_.string(),
+                                     recorded_[index].config.freq_mhz, recorded_[index].config.ctas,
+                                     recorded_[index].config.slot));
       }
     }
-    if (keep < content.size()) {
-      if (::ftruncate(fd_, static_cast<off_t>(keep)) != 0) {
-        throw Error(fmt::format("cannot truncate evaluation log {}: {}", path_.string(), std::strerror(errno)));
-      }
-    } else if (!terminated) {
-      write_durably(fd_, "\n", path_);  // a complete last line that lost only its newline
-    }
-    if (keep == 0) {
-      write_durably(fd_, expected.dump() + "\n", path_);
-      sync_directory(path_);
-    }
-    for (std::size_t index = 0; index < recorded_.size(); ++index) {
-      for (std::size_t earlier = 0; earlier < index; ++earlier) {
-        if (recorded_[earlier].config == recorded_[index].config) {
-          throw InputError(fmt::format("{}: config {} MHz, {} CTAs, slot '{}' is recorded twice", path_.string(),
-                                       recorded_[index].config.freq_mhz, recorded_[index].config.ctas,
-                                       recorded_[index].config.slot));
-        }
-      }
-    }
-  } catch (...) {
-    ::close(fd_);
-    throw;
   }
-}
-
-EvaluationLog::~EvaluationLog() {
-  if (fd_ >= 0) ::close(fd_);
 }
 
 std::optional<Evaluation> EvaluationLog::find(const partition::KnobConfig& config) const {
@@ -209,7 +135,8 @@ void EvaluationLog::append(const Evaluation& evaluation) {
        {{"freq_mhz", evaluation.config.freq_mhz}, {"ctas", evaluation.config.ctas}, {"slot", evaluation.config.slot}}},
       {"time_s", evaluation.time_s},
       {"energy_j", evaluation.energy_j}};
-  write_durably(fd_, line.dump() + "\n", path_);
+  log_.append(line.dump());
+  log_.checkpoint();  // each search measurement is worth a sync
 }
 
 }  // namespace kareus::search

@@ -168,5 +168,39 @@ TEST(MeasurementLog, OutOfRangeNumbersNameTheLine) {
   EXPECT_EQ(parse_measurement_line(to_json_line(sample_record()), "m.jsonl:9").origin, "m.jsonl:9");
 }
 
+ProfileHeader header_of(const MeasurementRecord& record) {
+  ProfileHeader header;
+  header.workload_json = record.workload_json;
+  header.gpu = record.gpu;
+  header.backend = record.backend;
+  header.clocks_mhz = {1500, 1200};
+  return header;
+}
+
+TEST(MeasurementLog, ATornLastLineIsReportedAndNeverGluedToTheNextRecord) {
+  // A re-profile after a full disk used to append its first record to the torn fragment, making
+  // the whole log unreadable.
+  const std::filesystem::path path = std::filesystem::temp_directory_path() / "kareus_measurement_log_torn.jsonl";
+  const MeasurementRecord record = sample_record();
+  const std::string line = to_json_line(record);
+  {
+    std::ofstream file(path, std::ios::trunc);
+    file << to_json_line(header_of(record)) << "\n" << line << "\n" << line.substr(0, 40);
+  }
+  std::vector<std::string> warnings;
+  const auto warn = [&](const std::string& message) { warnings.push_back(message); };
+  EXPECT_EQ(read_profile_log(path, warn).records.size(), 1u);  // read: the torn line is skipped
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_EQ(warnings[0].rfind(path.string() + ":3: a torn last line", 0), 0u) << warnings[0];
+  MeasurementRecord next = record;
+  next.config.freq_mhz = 1200;
+  append_measurement(path, next);  // resume: cut, then a whole line of its own
+  const ProfileLog log = read_profile_log(path);
+  ASSERT_EQ(log.records.size(), 2u);
+  EXPECT_EQ(log.records[1].config.freq_mhz, 1200);
+  EXPECT_EQ(log.records[1].origin, path.string() + ":3");
+  std::filesystem::remove(path);
+}
+
 }  // namespace
 }  // namespace kareus::device

@@ -68,17 +68,18 @@ TEST(ReplayDevice, AnswersTheMeanOfRepeatsAndNamesWhatIsUnmeasured) {
   const workload::Workload workload = llama();
   const partition::Partition attn = partition::representative_partition(workload, "fwd_attn");
   device::MeasurementRecord record;
+  record.gpu = gpu.name;
   record.partition = attn;
   record.config = {1410, 12, "norm_0"};
   record.time_s = 1.0;
   record.energy_j = 100;
   device::MeasurementRecord again = record;
-  again.time_s = 2.0;
-  again.energy_j = 300;
+  again.time_s = 2.0;  // within kMaxRepeatRatio of the first
+  again.energy_j = 180;
   device::ReplayDevice replay(gpu, {record, again}, "m.jsonl");
   const device::Measurement mean = replay.measure(attn, {1410, 12, "norm_0"});
   EXPECT_DOUBLE_EQ(mean.time_s, 1.5);
-  EXPECT_DOUBLE_EQ(mean.energy_j, 200);
+  EXPECT_DOUBLE_EQ(mean.energy_j, 140);
   ASSERT_EQ(replay.measured_configs(attn).size(), 1u);
   EXPECT_EQ(replay.measured_configs(attn).front().count, 2);
   const std::string message = error_of([&] { (void)replay.measure(attn, {1260, 12, "norm_0"}); });
@@ -111,6 +112,7 @@ TEST(ReplayDevice, AnEdgeInstanceIsAnsweredAtTheRepresentativesPlannedSlot) {
   ASSERT_TRUE(edge.has_value()) << "no instance lacks its representative's first slot";
   const std::string planned = representative->slots.front().name;
   device::MeasurementRecord record;
+  record.gpu = gpu.name;
   record.partition = *representative;
   record.config = {1410, 12, planned};
   record.time_s = 0.25;
@@ -122,6 +124,99 @@ TEST(ReplayDevice, AnEdgeInstanceIsAnsweredAtTheRepresentativesPlannedSlot) {
   partition::Partition trail = *edge;
   trail.key = trail.direction == Direction::kForward ? "fwd_trail" : "bwd_trail";
   EXPECT_THROW((void)replay.measure(trail, {1410, 12, edge->slots.front().name}), device::UnmeasuredError);
+}
+
+TEST(ReplayDevice, RefusesRepeatsThatDisagreeAndRecordsNoGpuCouldMake) {
+  // One repeat 1000x slower used to be averaged in: the fastest plan went from 4.7 s to 2373 s.
+  const device::GpuSpec gpu = device::load_gpu("a100-40gb");
+  const partition::Partition attn = partition::representative_partition(llama(), "fwd_attn");
+  device::MeasurementRecord record;
+  record.gpu = gpu.name;
+  record.partition = attn;
+  record.config = {1410, 12, "norm_0"};
+  record.time_s = 0.004;
+  record.energy_j = 0.8;  // 200 W
+  record.origin = "m.jsonl:2";
+  const auto changed = [&](double time_s, double energy_j, const char* origin) {
+    device::MeasurementRecord copy = record;
+    copy.time_s = time_s;
+    copy.energy_j = energy_j;
+    copy.origin = origin;
+    return copy;
+  };
+  struct Row {
+    device::MeasurementRecord second;
+    std::string message;
+  };
+  const Row rows[] = {
+      {changed(4.0, 800, "m.jsonl:9"),
+       "m.jsonl:9: fwd_attn at 1410 MHz, 12 CTAs, slot 'norm_0' measured 4 s, 800 J; m.jsonl:2 measured it 0.004 s, "
+       "0.8 J: repeats of one measurement must agree within 2x, so one of the two lines is wrong (remove it)"},
+      {changed(5e-7, 1e-4, "m.jsonl:9"),
+       "m.jsonl:9: time_s 5e-07 of fwd_attn is under 1e-06 s, shorter than anything measurable"},
+      {changed(0.004, 40, "m.jsonl:9"),
+       "m.jsonl:9: energy_j / time_s = 1e+04 W for fwd_attn is outside [6, 800] W (a tenth of the a100-40gb's "
+       "idle power, twice its power limit)"},
+      {changed(0.004, 0.004, "m.jsonl:9"),
+       "m.jsonl:9: energy_j / time_s = 1 W for fwd_attn is outside [6, 800] W (a tenth of the a100-40gb's idle "
+       "power, twice its power limit)"},
+  };
+  for (const Row& row : rows) {
+    SCOPED_TRACE(row.message);
+    EXPECT_EQ(error_of([&] { device::ReplayDevice replay(gpu, {record, row.second}, "m.jsonl"); }), row.message);
+  }
+  device::MeasurementRecord h100 = record;
+  h100.gpu = "h100-sxm";
+  EXPECT_EQ(error_of([&] { device::ReplayDevice replay(gpu, {h100}, "m.jsonl"); }),
+            "m.jsonl:2: the record was measured on gpu h100-sxm, the plan is for a100-40gb");
+  // Within the bound both count, averaged.
+  device::ReplayDevice replay(gpu, {record, changed(0.006, 1.0, "m.jsonl:9")}, "m.jsonl");
+  EXPECT_DOUBLE_EQ(replay.measure(attn, {1410, 12, "norm_0"}).time_s, 0.005);
+}
+
+TEST(LoadMeasurements, RefusesRecordsOfAnotherWorkloadOrGpuThanTheHeader) {
+  // Records marked seq 2048 / h100 under a seq 4096 / a100 header used to replay as the header's,
+  // planning a job twice as fast as it is.
+  const device::GpuSpec gpu = device::load_gpu("a100-40gb");
+  const workload::Workload workload = llama();
+  workload::Workload shorter = workload;
+  shorter.parallel.seq = 2048;
+  device::MeasurementRecord good;
+  good.backend = "emulator";
+  good.gpu = gpu.name;
+  good.workload_json = workload::workload_to_json(workload);
+  good.partition = partition::representative_partition(workload, "fwd_attn");
+  good.config = {1410, 12, "norm_0"};
+  good.time_s = 0.004;
+  good.energy_j = 0.8;
+  device::MeasurementRecord other_seq = good;
+  other_seq.workload_json = workload::workload_to_json(shorter);
+  device::MeasurementRecord other_gpu = good;
+  other_gpu.gpu = "h100-sxm";
+  device::ProfileHeader header;
+  header.workload_json = good.workload_json;
+  header.gpu = gpu.name;
+  header.backend = "emulator";
+  header.clocks_mhz = {1410};
+  const std::filesystem::path path = std::filesystem::temp_directory_path() / "kareus_mixed_records.jsonl";
+  struct Row {
+    device::MeasurementRecord record;
+    std::string message;
+  };
+  const Row rows[] = {
+      {other_seq, path.string() + ":3: the record is of another workload: workload.seq: 2048 vs 4096 (record vs flags)"},
+      {other_gpu, path.string() + ":3: the record was measured on gpu h100-sxm, the plan is for a100-40gb"},
+  };
+  for (const Row& row : rows) {
+    SCOPED_TRACE(row.message);
+    {
+      std::ofstream file(path, std::ios::trunc);
+      file << device::to_json_line(header) << "\n" << device::to_json_line(good) << "\n"
+           << device::to_json_line(row.record) << "\n";
+    }
+    EXPECT_EQ(error_of([&] { (void)load_measurements({path}, gpu, workload); }), row.message);
+  }
+  std::filesystem::remove(path);
 }
 
 TEST(CachingDevice, MeasuresEachDistinctWorkRepeatsTimes) {

@@ -35,7 +35,9 @@ void run_calibrate(const CalibrateOptions& options) {
   const device::GpuSpec start = device::parse_gpu(preset, options.gpu);
   std::vector<device::MeasurementRecord> records;
   for (const std::string& file : options.measurements) {
-    for (device::MeasurementRecord& record : device::read_measurements(file)) records.push_back(std::move(record));
+    for (device::MeasurementRecord& record : device::read_measurements(
+             file, [](const std::string& message) { fmt::print(stderr, "kareus calibrate: warning: {}\n", message); }))
+      records.push_back(std::move(record));
   }
   const auto [fit, held_out] = device::split_for_calibration(std::move(records), holdout);
   device::CalibrationOptions calibration;

@@ -8,7 +8,7 @@
 
 #include "kareus/common/error.h"
 #include "kareus/common/file_io.h"
-#include "kareus/common/file_lock.h"
+#include "kareus/common/output_folder.h"
 #include "kareus/device/caching_device.h"
 #include "kareus/device/cuda_device.h"
 #include "kareus/device/emulator.h"
@@ -51,13 +51,16 @@ struct Devices {
   std::unique_ptr<planner::PlanDevices> devices;
 };
 
+void print_warning(const std::string& message) { fmt::print(stderr, "kareus plan: warning: {}\n", message); }
+
 std::unique_ptr<Devices> make_devices(const PlanOptions& options, const device::GpuSpec& gpu,
                                       const workload::Workload& workload) {
   auto made = std::make_unique<Devices>();
   if (!options.measurements.empty()) {
     if (options.backend != "emulator") throw InputError("--measurements plans from logs alone: drop --backend");
     const std::vector<std::filesystem::path> logs(options.measurements.begin(), options.measurements.end());
-    made->replay = std::make_unique<device::ReplayDevice>(planner::load_measurements(logs, gpu, workload));
+    made->replay =
+        std::make_unique<device::ReplayDevice>(planner::load_measurements(logs, gpu, workload, print_warning));
     made->devices = std::make_unique<planner::PlanDevices>(
         planner::PlanDevices{*made->replay, *made->replay, made->replay.get(), options.measurements});
     return made;
@@ -74,12 +77,13 @@ std::unique_ptr<Devices> make_devices(const PlanOptions& options, const device::
   // Live on the GPU: every measurement appended to --log as it is made; a rerun replays what
   // the log holds and measures only the rest.
   std::vector<device::MeasurementRecord> logged;
-  if (std::filesystem::exists(options.log)) logged = device::read_measurements(options.log);
+  if (std::filesystem::exists(options.log)) logged = planner::load_live_log(options.log, workload, print_warning);
   made->replay = std::make_unique<device::ReplayDevice>(gpu, logged, options.log);
   auto cuda = std::make_unique<device::CudaDevice>(gpu, workload, options.cuda);
   made->sink.out = options.log;
   made->sink.workload_json = workload::workload_to_json(workload);
   made->sink.device_name = cuda->device_name();
+  made->sink.warn = print_warning;
   auto recording = std::make_unique<device::RecordingDevice>(*cuda, made->sink, 0);
   auto resuming = std::make_unique<device::ResumingDevice>(*made->replay, *recording);
   auto distinct = std::make_unique<device::CachingDevice>(*resuming, 1);
@@ -101,9 +105,11 @@ std::string percent(const std::optional<double>& value) {
 void run_plan(const PlanOptions& options) {
   const device::GpuSpec gpu = options.gpu.resolve();
   const workload::Workload workload = options.workload.resolve();
-  ensure_writable_directory(options.out, "--out");
-  // Held until the summary, plans and report are written: two runs never mix files in one DIR.
-  const FileLock lock(std::filesystem::path(options.out) / ".kareus.lock", "--out " + options.out);
+  // Locked (two runs never mix files in one DIR) and written aside until the summary, plans and
+  // report are all there; then DIR is replaced whole.
+  OutputFolder out(options.out, "--out", "kareus plan");
+  for (const std::string& log : options.measurements) out.check_input_outside(log, "--measurements");
+  if (!options.log.empty()) out.check_input_outside(options.log, "--log");
   planner::PlanJobOptions job;  // checked (check_plan_job) before any measurement
   job.methods.clear();
   for (const std::string& name : options.methods) job.methods.push_back(planner::parse_method(name));
@@ -120,8 +126,9 @@ void run_plan(const PlanOptions& options) {
   planner::check_plan_job(gpu, workload, job);
   const std::unique_ptr<Devices> devices = make_devices(options, gpu, workload);
   const planner::PlanJobResult result = planner::run_plan_job(*devices->devices, workload, job);
-  planner::write_plan_job(options.out, workload, result);
-  report::write_report(options.out, gpu, workload, result);
+  planner::write_plan_job(out.staging(), workload, result);
+  report::write_report(out.staging(), gpu, workload, result);
+  out.commit();
 
   fmt::print("{:<18} {:>10} {:>12} {:>10} {:>10} {:>10} {:>10}\n", "method", "fastest s", "energy J", "thr time",
              "thr energy", "iso-time E", "iso-E time");

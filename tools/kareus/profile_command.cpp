@@ -101,6 +101,7 @@ void run_profile_command(const ProfileOptions& options) {
   if (!options.out.empty()) check_writable_file(options.out, "--out");
   device::ProfileSink sink;
   sink.out = options.out;
+  sink.warn = [](const std::string& message) { fmt::print(stderr, "kareus profile: warning: {}\n", message); };
   sink.workload_json = workload::workload_to_json(workload);
   sink.progress = [&](const device::MeasurementRecord& record, std::size_t done, std::size_t total) {
     if (options.out.empty()) {

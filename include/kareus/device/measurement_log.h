@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "kareus/common/jsonl_log.h"
 #include "kareus/common/version.h"
 #include "kareus/partition/partition.h"
 #include "kareus/partition/search_space.h"
@@ -88,24 +89,26 @@ struct ProfileHeader {
 /// Parses one line; `origin` ("file.jsonl:12") names it in errors. Throws InputError.
 [[nodiscard]] MeasurementRecord parse_measurement_line(std::string_view line, std::string_view origin);
 
-/// Appends `record` as one line to `path` (created if missing) and flushes, so a crash loses at
-/// most the measurement in progress. Throws Error on I/O failure.
+/// Appends `record` as one whole line to `path` (created if missing) through the shared JSONL
+/// writer (common/jsonl_log.h: PATH.lock held, a failed write cut back). A writer of many records
+/// holds a JsonlAppender instead (RecordingDevice). Throws Error on I/O failure.
 void append_measurement(const std::filesystem::path& path, const MeasurementRecord& record);
 
-/// Appends `header` as one line to `path` (created if missing). Throws Error on I/O failure.
+/// Appends `header` as one line to `path` (created if missing), as append_measurement.
 void append_profile_header(const std::filesystem::path& path, const ProfileHeader& header);
 
-/// Every record of a JSONL file; blank lines and profile headers are skipped. Throws
-/// InputError naming file and line.
-[[nodiscard]] std::vector<MeasurementRecord> read_measurements(const std::filesystem::path& path);
+/// Every record of a JSONL file; blank lines and profile headers are skipped. A torn last line
+/// is reported through `warn` and skipped. Throws InputError naming file and line.
+[[nodiscard]] std::vector<MeasurementRecord> read_measurements(const std::filesystem::path& path,
+                                                               const JsonlAppender::Warn& warn = {});
 
 struct ProfileLog {
   std::vector<ProfileHeader> headers;  ///< in file order (a resumed log may hold several)
   std::vector<MeasurementRecord> records;
 };
 
-/// Headers and records of a JSONL file. Throws InputError naming file and line.
-[[nodiscard]] ProfileLog read_profile_log(const std::filesystem::path& path);
+/// Headers and records of a JSONL file, as read_measurements reads them.
+[[nodiscard]] ProfileLog read_profile_log(const std::filesystem::path& path, const JsonlAppender::Warn& warn = {});
 
 /// The current UTC time as ISO 8601 ("2026-12-01T10:00:00Z").
 [[nodiscard]] std::string utc_now_iso8601();

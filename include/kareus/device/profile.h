@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -58,6 +59,8 @@ struct ProfileSink {
   std::function<MeasurementDetails()> details;
   /// Called after each measurement (progress output belongs to the caller).
   std::function<void(const MeasurementRecord&, std::size_t done, std::size_t total)> progress;
+  /// Told about a torn last line cut off `out` when it is opened.
+  JsonlAppender::Warn warn;
 };
 
 /// Measures every job on `device` in order, appending each record to `sink.out` as soon as it
@@ -70,8 +73,8 @@ std::vector<MeasurementRecord> run_profile(Device& device, const std::vector<Pro
 class RecordingDevice final : public Device {
  public:
   /// `expected` is the total passed to sink.progress. `inner` and `sink` must outlive this.
-  RecordingDevice(Device& inner, const ProfileSink& sink, std::size_t expected)
-      : inner_(inner), sink_(sink), expected_(expected) {}
+  /// Opens sink.out (when given) for appending, holding its lock until destroyed.
+  RecordingDevice(Device& inner, const ProfileSink& sink, std::size_t expected);
   [[nodiscard]] const GpuSpec& gpu() const override { return inner_.gpu(); }
   [[nodiscard]] std::string_view kind() const override { return inner_.kind(); }
   [[nodiscard]] Measurement measure(const partition::Partition& partition,
@@ -89,6 +92,7 @@ class RecordingDevice final : public Device {
   const ProfileSink& sink_;
   std::size_t expected_;
   std::vector<MeasurementRecord> records_;
+  std::optional<JsonlAppender> log_;
 };
 
 }  // namespace kareus::device

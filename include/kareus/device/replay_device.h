@@ -28,12 +28,25 @@ namespace kareus::device {
 struct MeasuredConfig {
   partition::KnobConfig config;
   Measurement mean;
-  int count = 0;  ///< measurements averaged
+  int count = 0;             ///< measurements averaged
+  Measurement first;         ///< the first record's, which every repeat must agree with
+  std::string first_origin;  ///< "file.jsonl:12" of the first record (empty when not from a file)
 };
+
+/// Repeats of one measurement (one work at one config) may differ by measurement noise only:
+/// a repeat whose time or energy is more than this factor above or below the first record's is
+/// refused, naming both lines, rather than averaged in (docs/limits.md).
+inline constexpr double kMaxRepeatRatio = 2;
+/// The shortest time a record may give: no partition or kernel run is measured below it.
+inline constexpr double kMinMeasuredTimeS = 1e-6;
 
 class ReplayDevice final : public Device {
  public:
-  /// `origin` names the logs in errors ("m.jsonl" or "2 logs").
+  /// `origin` names the logs in errors ("m.jsonl" or "2 logs"). Throws InputError naming the
+  /// record's line for a record of another GPU, one outside physical bounds (time_s under
+  /// kMinMeasuredTimeS; power energy_j / time_s below a tenth of the GPU's idle power or above
+  /// twice its power limit) and a repeat that disagrees with the first record beyond
+  /// kMaxRepeatRatio.
   ReplayDevice(GpuSpec gpu, const std::vector<MeasurementRecord>& records, std::string origin);
 
   [[nodiscard]] const GpuSpec& gpu() const override { return gpu_; }

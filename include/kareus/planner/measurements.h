@@ -15,8 +15,16 @@ namespace kareus::planner {
 
 /// Throws InputError naming the log and the first differing field ("workload.parallel.tp: the log
 /// has 4, the flags give 8"), a log without a header, or an unreadable log.
+/// A torn last line of a log is reported through `warn` and skipped.
 [[nodiscard]] device::ReplayDevice load_measurements(const std::vector<std::filesystem::path>& logs,
-                                                     const device::GpuSpec& gpu, const workload::Workload& workload);
+                                                     const device::GpuSpec& gpu, const workload::Workload& workload,
+                                                     const JsonlAppender::Warn& warn = {});
+
+/// The records of a `kareus plan --backend cuda --log` log, to resume from: each must be of
+/// `workload` (ReplayDevice checks the GPU and the numbers). Throws InputError naming the line.
+[[nodiscard]] std::vector<device::MeasurementRecord> load_live_log(const std::filesystem::path& log,
+                                                                   const workload::Workload& workload,
+                                                                   const JsonlAppender::Warn& warn = {});
 
 /// The first path at which two JSON documents differ ("parallel.tp: 4 vs 8"), or "" if equal.
 [[nodiscard]] std::string first_json_difference(std::string_view left_json, std::string_view right_json);

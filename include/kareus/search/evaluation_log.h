@@ -5,11 +5,12 @@
 //    "nanobatch": 0, "device": {"kind": "emulator", "gpu": "a100-40gb"}, "seed": 0}
 // then one line per measurement
 //   {"config": {"freq_mhz": 1410, "ctas": 12, "slot": "linear_0"}, "time_s": T, "energy_j": E}
-// Each line is written with one write(), then fsync'd, so a crash or kill -9 loses at most the
-// line being written. Opening an existing log reads its measurements back so a search resumes
-// without repeating one; a corrupt last line (a torn write) is reported through the warning
-// callback and cut off, anything else malformed, or a header of another workload, partition
-// or device, is an InputError naming the file and line.
+// Lines go through the shared JSONL writer (common/jsonl_log.h): whole lines, each fsync'd, so a
+// crash, kill -9 or full disk loses at most the line being written and never leaves a fragment.
+// Opening an existing log reads its measurements back so a search resumes without repeating
+// one; a torn or corrupt last line is reported through the warning callback and cut off,
+// anything else malformed, or a header of another workload, partition or device, is an
+// InputError naming the file and line.
 #pragma once
 
 #include <cstdint>
@@ -19,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "kareus/common/file_lock.h"
+#include "kareus/common/jsonl_log.h"
 #include "kareus/search/pareto.h"
 
 namespace kareus::search {
@@ -42,7 +43,6 @@ class EvaluationLog {
   /// process holds the lock (naming its pid), if it cannot be read or written, if its header differs from `header`
   /// (naming the field), or if a line other than the last is malformed.
   EvaluationLog(std::filesystem::path path, const LogHeader& header, const WarningCallback& warn = {});
-  ~EvaluationLog();
   EvaluationLog(const EvaluationLog&) = delete;
   EvaluationLog& operator=(const EvaluationLog&) = delete;
 
@@ -57,8 +57,7 @@ class EvaluationLog {
 
  private:
   std::filesystem::path path_;
-  std::optional<FileLock> lock_;  ///< one process appends to a log at a time
-  int fd_ = -1;
+  JsonlAppender log_;  ///< holds PATH.lock: one process appends to a log at a time
   std::vector<Evaluation> recorded_;
 };
 

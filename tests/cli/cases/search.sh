@@ -15,7 +15,7 @@ expect 0 '"from_log": 0,' -- search --partition fwd_mlp --budget 20 --log "$sear
 expect 0 '"from_log": 20,' -- search --partition fwd_mlp --budget 20 --log "$search_tmp/fwd_mlp.jsonl" --json
 expect 0 '"from_log": 20,' -- search --partition fwd_mlp --budget 20 --devices 3 --batch 2 --log "$search_tmp/fwd_mlp.jsonl" --json
 printf '{"config": {"freq_mhz": 9' >>"$search_tmp/fwd_mlp.jsonl"
-expect 0 'warning: .*fwd_mlp\.jsonl:22: dropping a corrupt last line' -- search --partition fwd_mlp --budget 20 --log "$search_tmp/fwd_mlp.jsonl"
+expect 0 'warning: .*fwd_mlp\.jsonl:22: a torn last line .*; cut off' -- search --partition fwd_mlp --budget 20 --log "$search_tmp/fwd_mlp.jsonl"
 
 # Bad input exits 2 and names the flag or file.
 expect 2 'error: --partition fwd_nope' -- search --partition fwd_nope
