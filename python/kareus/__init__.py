@@ -60,6 +60,10 @@ class PipelineFrequencyOptimizer:
         clock_backend: "recorder" (no GPU), "nvml", "nvml:LIBRARY_PATH" or "kareusd:SOCKET_PATH".
         install_signal_handlers: reset clocks on SIGINT/SIGTERM (then re-raise: KeyboardInterrupt
             still happens) and on std::terminate; one optimizer per process may install them.
+        strict_clocks: a clock change the GPU, NVML or kareusd refuses raises KareusError from the
+            next call. By default it is reported on stderr, the previous clock stays and training
+            goes on (``failed_clock_changes`` counts them; a kareusd rate-limit answer skips that
+            one change, ``skipped_clock_changes``).
 
     Raises InputError (a ValueError) for the caller's mistakes and KareusError (a RuntimeError)
     for device or daemon failures.
@@ -76,11 +80,12 @@ class PipelineFrequencyOptimizer:
         device_id: int = 0,
         clock_backend: str = "recorder",
         install_signal_handlers: bool = True,
+        strict_clocks: bool = False,
     ) -> None:
         # The runtime lives in a holder the finalizer can empty at garbage collection or at
         # interpreter exit, so clocks are reset even if close() is never called.
         self._holder: List[Optional[Runtime]] = [
-            Runtime(str(plan), rank, tp, cp, pp, dp, device_id, clock_backend, install_signal_handlers)
+            Runtime(str(plan), rank, tp, cp, pp, dp, device_id, clock_backend, install_signal_handlers, strict_clocks)
         ]
         self._finalizer = weakref.finalize(self, self._holder.clear)
         self._running: Optional[str] = None
@@ -88,6 +93,16 @@ class PipelineFrequencyOptimizer:
     @property
     def stage(self) -> int:
         return self._live().stage
+
+    @property
+    def failed_clock_changes(self) -> int:
+        """Clock changes that were refused or failed; the previous clock stayed."""
+        return self._live().failed_clock_changes
+
+    @property
+    def skipped_clock_changes(self) -> int:
+        """Clock changes skipped on kareusd's rate-limit answer."""
+        return self._live().skipped_clock_changes
 
     def on_step_begin(self) -> None:
         self._live().on_step_begin()

@@ -255,7 +255,7 @@ PYBIND11_MODULE(_runtime, module) {
 
   py::class_<Runtime>(module, "Runtime")
       .def(py::init([](const std::filesystem::path& plan, int rank, int tp, int cp, int pp, int dp, int gpu_index,
-                       const std::string& clock_backend, bool install_signal_handlers) {
+                       const std::string& clock_backend, bool install_signal_handlers, bool strict_clocks) {
              RuntimeOptions options;
              options.plan_path = plan;
              options.rank = rank;
@@ -263,11 +263,12 @@ PYBIND11_MODULE(_runtime, module) {
              options.gpu_index = gpu_index;
              options.clock_backend = clock_backend;
              options.install_signal_handlers = install_signal_handlers;
+             options.strict_clocks = strict_clocks;
              return std::make_unique<Runtime>(options);
            }),
            py::arg("plan"), py::arg("rank") = 0, py::arg("tp") = 1, py::arg("cp") = 1, py::arg("pp") = 1,
            py::arg("dp") = 1, py::arg("gpu_index") = 0, py::arg("clock_backend") = "recorder",
-           py::arg("install_signal_handlers") = false)
+           py::arg("install_signal_handlers") = false, py::arg("strict_clocks") = false)
       .def("on_step_begin", &Runtime::on_step_begin)
       .def(
           "on_instruction_begin",
@@ -301,6 +302,8 @@ PYBIND11_MODULE(_runtime, module) {
              }
              return samples;
            })
+      .def_property_readonly("failed_clock_changes", &Runtime::failed_clock_changes)
+      .def_property_readonly("skipped_clock_changes", &Runtime::skipped_clock_changes)
       .def_property_readonly("stage", &Runtime::stage)
       .def_property_readonly("in_step", [](const Runtime& runtime) { return runtime.cursor().in_step(); });
 }

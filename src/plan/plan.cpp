@@ -112,12 +112,13 @@ Plan parse_plan(std::string_view text, std::string_view origin_view) {
 
 Plan read_plan(const std::filesystem::path& path) { return parse_plan(read_text_file(path), path.string()); }
 
-void check_plan_workload(const Plan& plan, std::string_view workload_json, std::string_view origin) {
+void check_plan_workload(const Plan& plan, std::string_view workload_json, std::string_view origin,
+                         std::string_view against) {
   const auto difference =
       jf::first_difference(parse_json(plan.workload_json, origin), parse_json(workload_json, "workload"), true);
   if (difference) {
-    throw InputError(fmt::format("{}: the plan's workload has {} {}, the flags give {} (plan for another workload?)",
-                                 origin, difference->path, difference->left, difference->right));
+    throw InputError(fmt::format("{}: the plan's workload has {} {}, {} {} (plan for another workload?)", origin,
+                                 difference->path, difference->left, against, difference->right));
   }
 }
 

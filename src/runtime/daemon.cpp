@@ -268,6 +268,7 @@ DaemonReply DaemonCore::handle(ClientId client_id, std::string_view line, double
         if (held_by_other()) return refuse(fmt::format("gpu {} is locked by {}", request.gpu, holder_text()));
         gpu.backend->set_locked_clock(request.freq_mhz);
         gpu.holder = client_id;
+        reply.freq_mhz = gpu.backend->read_clock_mhz();  // the clock it runs: one request per change
         break;
       }
       case DaemonOp::kReset: {

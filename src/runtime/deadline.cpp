@@ -16,6 +16,16 @@ DeadlineChoice choose_for_deadline(std::span<const FrontierPoint> frontier, doub
   if (!std::isfinite(deadline_s) || deadline_s <= 0) {
     throw InputError(fmt::format("deadline: the iteration-time deadline must be > 0 s, found {}", deadline_s));
   }
+  // A NaN compares false with everything and would pass as meeting any deadline.
+  for (std::size_t index = 0; index < frontier.size(); ++index) {
+    const FrontierPoint& point = frontier[index];
+    if (!std::isfinite(point.time_s) || point.time_s <= 0 || !std::isfinite(point.energy_j) || point.energy_j < 0) {
+      throw InputError(
+          fmt::format("deadline: frontier point {} has time_s {} and energy_j {}: expected a finite "
+                      "time_s > 0 and energy_j >= 0",
+                      index, point.time_s, point.energy_j));
+    }
+  }
   std::optional<std::size_t> best;
   std::size_t fastest = 0;
   for (std::size_t index = 0; index < frontier.size(); ++index) {

@@ -14,8 +14,12 @@
 
 namespace kareus::runtime {
 
-FrequencyController::FrequencyController(std::unique_ptr<ClockBackend> backend, std::size_t timeline_capacity)
-    : backend_(std::move(backend)), start_(std::chrono::steady_clock::now()), timeline_capacity_(timeline_capacity) {
+FrequencyController::FrequencyController(std::unique_ptr<ClockBackend> backend, std::size_t timeline_capacity,
+                                         ClockFailurePolicy policy)
+    : backend_(std::move(backend)),
+      start_(std::chrono::steady_clock::now()),
+      timeline_capacity_(timeline_capacity),
+      policy_(std::move(policy)) {
   if (!backend_) throw InputError("frequency controller: no clock backend given");
   if (timeline_capacity_ == 0) throw InputError("frequency controller: timeline capacity must be >= 1");
   owner_pid_ = ::getpid();
@@ -109,6 +113,16 @@ std::vector<ClockSample> FrequencyController::timeline() const {
   return {timeline_.begin(), timeline_.end()};
 }
 
+std::size_t FrequencyController::failed_changes() const {
+  std::lock_guard lock(mutex_);
+  return failed_changes_;
+}
+
+std::size_t FrequencyController::skipped_changes() const {
+  std::lock_guard lock(mutex_);
+  return skipped_changes_;
+}
+
 std::size_t FrequencyController::timeline_dropped() const {
   std::lock_guard lock(mutex_);
   return timeline_dropped_;
@@ -134,6 +148,7 @@ void FrequencyController::run() {
     lock.unlock();
     ClockSample sample{0, requested_mhz, 0};
     std::string failure;
+    bool skipped = false;
     bool stale = false;
     try {
       std::lock_guard backend_lock(backend_mutex_);
@@ -149,6 +164,9 @@ void FrequencyController::run() {
         }
         sample.effective_mhz = backend_->read_clock_mhz();
       }
+    } catch (const ClockChangeSkipped& error) {
+      failure = error.what();
+      skipped = true;
     } catch (const std::exception& error) {
       failure = error.what();
     } catch (...) {
@@ -156,14 +174,29 @@ void FrequencyController::run() {
     }
     sample.time_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
     lock.lock();
-    busy_ = false;
     if (!failure.empty()) {
-      // Keep the first failure; forget the request so a retry of the same clock is not dropped.
-      if (error_.empty()) error_ = failure;
+      // Forget the request so a retry of the same clock is not dropped; the GPU keeps the clock
+      // it had. Only strict mode turns this into an error (the first one is kept).
       last_requested_mhz_.reset();
+      ++(skipped ? skipped_changes_ : failed_changes_);
+      if (policy_.strict && !skipped && error_.empty()) error_ = failure;
+      if (policy_.on_failure) {
+        const std::string message =
+            requested_mhz > 0 ? fmt::format("{} the clock change to {} MHz ({}); the previous clock stays",
+                                            skipped ? "skipped" : "failed", requested_mhz, failure)
+                              : fmt::format("{} the clock reset ({})", skipped ? "skipped" : "failed", failure);
+        lock.unlock();
+        try {
+          policy_.on_failure(fmt::format("frequency controller ({}): {}", description_, message));
+        } catch (...) {
+          // A reporting callback that throws must not end the worker thread.
+        }
+        lock.lock();
+      }
     } else if (!stale) {
       record(sample);
     }
+    busy_ = false;  // after the report, so flush() returns once the failure is reported
     changed_->notify_all();
   }
 }
@@ -240,6 +273,10 @@ void SignalResetGuard::run_on_signal() {
 }
 
 void SignalResetGuard::install(int signal_number) {
+  // A signal the process ignores (nohup, a launcher's SIG_IGN) stays ignored: catching it would
+  // reset the clocks of a job that goes on running.
+  struct sigaction current {};
+  if (::sigaction(signal_number, nullptr, &current) == 0 && current.sa_handler == SIG_IGN) return;
   struct sigaction action {};
   action.sa_handler = kareus_signal_to_pipe;
   sigemptyset(&action.sa_mask);

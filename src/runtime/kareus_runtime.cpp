@@ -61,6 +61,7 @@ kareus_status kareus_runtime_init(const kareus_runtime_options* options, kareus_
     converted.gpu_index = options->gpu_index;
     converted.clock_backend = options->clock_backend != nullptr ? options->clock_backend : "recorder";
     converted.install_signal_handlers = options->install_signal_handlers != 0;
+    converted.strict_clocks = options->strict_clocks != 0;
     auto handle = std::make_unique<kareus_runtime>();
     handle->runtime = std::make_unique<kareus::runtime::Runtime>(converted);
     *out = handle.release();

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstring>
 #include <thread>
+#include <utility>
 
 #include <fmt/format.h>
 #include <poll.h>
@@ -142,15 +143,28 @@ KareusdClockBackend::KareusdClockBackend(std::string socket_path, int gpu_index,
 DaemonReply KareusdClockBackend::call(DaemonOp op, int freq_mhz) {
   DaemonRequest request{op, gpu_index_, freq_mhz, next_id_++};
   DaemonReply reply = parse_daemon_reply(connection_.exchange(format_daemon_request(request)));
-  if (!reply.ok)
-    throw Error(fmt::format("kareusd at {}: {} gpu {}: {}", socket_path_, to_string(op), gpu_index_, reply.error));
+  if (!reply.ok) {
+    const std::string message =
+        fmt::format("kareusd at {}: {} gpu {}: {}", socket_path_, to_string(op), gpu_index_, reply.error);
+    // The daemon's rate limit refused this one request and keeps the connection: skip the change.
+    if (reply.error.starts_with("rate limit")) throw ClockChangeSkipped(message);
+    throw Error(message);
+  }
   return reply;
 }
 
-void KareusdClockBackend::set_locked_clock(int freq_mhz) { (void)call(DaemonOp::kSet, freq_mhz); }
-void KareusdClockBackend::reset() { (void)call(DaemonOp::kReset); }
+void KareusdClockBackend::set_locked_clock(int freq_mhz) {
+  // A daemon that confirms the clock in its set reply spares the get that would follow.
+  confirmed_mhz_ = call(DaemonOp::kSet, freq_mhz).freq_mhz;
+}
+
+void KareusdClockBackend::reset() {
+  confirmed_mhz_.reset();
+  (void)call(DaemonOp::kReset);
+}
 
 int KareusdClockBackend::read_clock_mhz() {
+  if (const std::optional<int> confirmed = std::exchange(confirmed_mhz_, std::nullopt)) return *confirmed;
   const DaemonReply reply = call(DaemonOp::kGet);
   if (!reply.freq_mhz) throw Error(fmt::format("kareusd at {}: get reply has no freq_mhz", socket_path_));
   return *reply.freq_mhz;

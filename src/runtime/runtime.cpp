@@ -1,5 +1,7 @@
 #include "kareus/runtime/runtime.h"
 
+#include <atomic>
+
 #include <fmt/format.h>
 
 #include "kareus/common/error.h"
@@ -17,15 +19,31 @@ std::shared_ptr<const plan::Plan> load_plan(const RuntimeOptions& options) {
   return loaded;
 }
 
+// The default report of a failed clock change: a line on stderr, the first 10 and then every
+// 1000th, so a persistent refusal cannot flood a long job's log.
+std::function<void(const std::string&)> stderr_reporter() {
+  auto count = std::make_shared<std::atomic<std::size_t>>(0);
+  return [count](const std::string& message) {
+    const std::size_t seen = ++*count;
+    if (seen <= 10 || seen % 1000 == 0) fmt::print(stderr, "kareus runtime: {} ({} so far)\n", message, seen);
+  };
+}
+
+ClockFailurePolicy clock_policy(const RuntimeOptions& options) {
+  return {options.strict_clocks, options.on_clock_failure ? options.on_clock_failure : stderr_reporter()};
+}
+
 }  // namespace
 
 Runtime::Runtime(const RuntimeOptions& options)
     : Runtime(load_plan(options), map_rank(options.rank, options.degrees).stage,
-              make_clock_backend(options.clock_backend, options.gpu_index), options.install_signal_handlers) {}
+              make_clock_backend(options.clock_backend, options.gpu_index), options.install_signal_handlers,
+              clock_policy(options)) {}
 
 Runtime::Runtime(std::shared_ptr<const plan::Plan> plan, int stage, std::unique_ptr<ClockBackend> backend,
-                 bool install_signal_handlers)
-    : cursor_(std::move(plan), stage), controller_(std::move(backend)) {
+                 bool install_signal_handlers, ClockFailurePolicy clock_policy)
+    : cursor_(std::move(plan), stage),
+      controller_(std::move(backend), FrequencyController::kDefaultTimelineCapacity, std::move(clock_policy)) {
   if (install_signal_handlers) {
     signal_guard_ = std::make_unique<SignalResetGuard>([this] { controller_.reset_now(); });
   }
@@ -50,16 +68,20 @@ const plan::CommConfig& Runtime::comm_config(std::string_view partition_key) con
   return cursor_.comm_config(partition_key);
 }
 
-void Runtime::switch_plan(std::shared_ptr<const plan::Plan> plan) {
+void Runtime::switch_plan(std::shared_ptr<const plan::Plan> plan) { switch_plan(std::move(plan), "switch_plan"); }
+
+void Runtime::switch_plan(std::shared_ptr<const plan::Plan> plan, std::string_view origin) {
   if (plan && plan->stages.size() != cursor_.plan().stages.size()) {
-    throw InputError(fmt::format("switch_plan: the new plan has {} stages, the running one {}", plan->stages.size(),
+    throw InputError(fmt::format("{}: the new plan has {} stages, the running one {}", origin, plan->stages.size(),
                                  cursor_.plan().stages.size()));
   }
+  // Another workload's plan (other microbatches, sequence, model...) would fail midway through a step.
+  if (plan) plan::check_plan_workload(*plan, cursor_.plan().workload_json, origin, "the running plan has");
   cursor_.switch_plan(std::move(plan));
 }
 
 void Runtime::switch_plan(const std::filesystem::path& plan_path) {
-  switch_plan(std::make_shared<const plan::Plan>(plan::read_plan(plan_path)));
+  switch_plan(std::make_shared<const plan::Plan>(plan::read_plan(plan_path)), plan_path.string());
 }
 
 Runtime::DeadlineSwitch Runtime::switch_for_deadline(const std::filesystem::path& frontier_path, double deadline_s) {
@@ -68,7 +90,7 @@ Runtime::DeadlineSwitch Runtime::switch_for_deadline(const std::filesystem::path
   }
   const std::vector<FrontierPoint> frontier = read_frontier(frontier_path);
   const DeadlineChoice choice = choose_for_deadline(frontier, deadline_s);
-  switch_plan(std::filesystem::path(frontier[choice.index].plan));
+  switch_plan(std::filesystem::path(frontier[choice.index].plan));  // checked against the running workload
   return {frontier[choice.index], choice.meets_deadline};
 }
 

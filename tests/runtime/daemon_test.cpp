@@ -160,7 +160,7 @@ TEST(DaemonCore, LeasesBelongToTheClientThatLocked) {
   const auto alice = core.connect({10, 1000, 1000});
   const auto bob = core.connect({11, 1001, 1001});
   EXPECT_EQ(reply_of(core, alice, R"({"op": "set", "gpu": 1, "freq_mhz": 1200, "id": 1})"),
-            json::parse(R"({"ok": true, "id": 1})"));
+            json::parse(R"({"ok": true, "id": 1, "freq_mhz": 1200})"));  // the set reply confirms the clock
   EXPECT_EQ(fake.recorders[1]->locked_clock_mhz(), 1200);
   EXPECT_EQ(reply_of(core, bob, R"({"op": "get", "gpu": 1})")["freq_mhz"], 1200);
   const json refused = reply_of(core, bob, R"({"op": "set", "gpu": 1, "freq_mhz": 810})");
@@ -202,7 +202,8 @@ TEST(DaemonCore, ADeadClientsLeaseGoesEvenWhenTheResetThrows) {
   EXPECT_EQ(core.holder(0), std::nullopt);
   EXPECT_EQ(core.holder(1), std::nullopt);
   // The next client is not refused as "locked by another client".
-  EXPECT_EQ(reply_of(core, next, R"({"op": "set", "gpu": 0, "freq_mhz": 1410})"), json::parse(R"({"ok": true})"));
+  EXPECT_EQ(reply_of(core, next, R"({"op": "set", "gpu": 0, "freq_mhz": 1410})"),
+            json::parse(R"({"ok": true, "freq_mhz": 1410})"));
   EXPECT_EQ(core.holder(0), next);
 }
 
@@ -455,6 +456,49 @@ TEST_F(DaemonServerTest, TrainingLoopDrivesClocksThroughTheDaemon) {
   // The runtime reset its clock on destruction (and the daemon would have on disconnect).
   EXPECT_TRUE(eventually([&] { return !fake_.recorders[1]->locked_clock_mhz(); }));
   EXPECT_TRUE(fake_.recorders[0]->calls().empty());
+}
+
+TEST(KareusdClient, OneRequestPerChangeAndARateLimitSkipsTheChange) {
+  // At 3 requests per second (bursts of 3): the backend's opening get, then one set per change.
+  // With a get after every set, the second change used to trip the limit and raise.
+  DaemonConfig config;
+  config.socket_path =
+      (std::filesystem::temp_directory_path() / ("kareusd_rate_" + std::to_string(::getpid()) + ".sock")).string();
+  config.allowed_uids = {::getuid()};
+  config.max_requests_per_second = 3;
+  FakeGpus fake;
+  DaemonServer server(config, fake.make(1), [](std::string_view) {});
+  std::thread serving([&] { server.run(); });
+  std::vector<std::string> reports;
+  std::mutex reports_mutex;
+  {
+    FrequencyController controller(make_clock_backend("kareusd:" + config.socket_path, 0),
+                                   FrequencyController::kDefaultTimelineCapacity,
+                                   ClockFailurePolicy{true, [&](const std::string& message) {
+                                                        std::lock_guard lock(reports_mutex);
+                                                        reports.push_back(message);
+                                                      }});
+    for (const int clock : {1200, 810}) controller.request_clock(clock);
+    controller.flush();
+    std::vector<ClockSample> timeline = controller.timeline();
+    ASSERT_EQ(timeline.size(), 2u);
+    EXPECT_EQ(timeline[1].effective_mhz, 810);  // confirmed in the set reply
+    EXPECT_EQ(fake.recorders[0]->locked_clock_mhz(), 810);
+    // The burst is spent: a change now is skipped, even in strict mode, and the clock stays.
+    // (A token comes back every 1/3 s; under a slow machine the change may go through instead.)
+    controller.request_clock(1410);
+    controller.flush();
+    EXPECT_EQ(controller.failed_changes(), 0u);
+    EXPECT_EQ(controller.skipped_changes() + controller.timeline().size(), 3u);
+    if (controller.skipped_changes() == 1) {
+      EXPECT_EQ(fake.recorders[0]->locked_clock_mhz(), 810);
+      std::lock_guard lock(reports_mutex);
+      ASSERT_EQ(reports.size(), 1u);
+      EXPECT_NE(reports[0].find("skipped the clock change to 1410 MHz"), std::string::npos) << reports[0];
+    }
+  }
+  server.stop();
+  serving.join();
 }
 
 TEST(KareusdClient, UnreachableDaemonIsExplained) {

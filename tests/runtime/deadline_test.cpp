@@ -1,6 +1,7 @@
 #include "kareus/runtime/deadline.h"
 
 #include <fstream>
+#include <limits>
 
 #include <gtest/gtest.h>
 
@@ -41,6 +42,37 @@ TEST(Deadline, BadInputsAreNamed) {
     FAIL();
   } catch (const InputError& error) {
     EXPECT_STREQ(error.what(), "deadline: the iteration-time deadline must be > 0 s, found -2");
+  }
+}
+
+TEST(Deadline, NonFinitePointsAreRefusedNotChosen) {
+  // A NaN time compares false with every deadline: it used to pass as meeting 3 s, with 1 J.
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  struct Row {
+    FrontierPoint bad;
+    const char* message;
+  };
+  const Row rows[] = {
+      {{nan, 1, "n"},
+       "deadline: frontier point 0 has time_s nan and energy_j 1: expected a finite time_s > 0 and "
+       "energy_j >= 0"},
+      {{1.5, inf, "i"},
+       "deadline: frontier point 0 has time_s 1.5 and energy_j inf: expected a finite time_s > 0 "
+       "and energy_j >= 0"},
+      {{-1, 1, "m"},
+       "deadline: frontier point 0 has time_s -1 and energy_j 1: expected a finite time_s > 0 and "
+       "energy_j >= 0"},
+  };
+  for (const Row& row : rows) {
+    SCOPED_TRACE(row.bad.plan);
+    const std::vector<FrontierPoint> frontier = {row.bad, {2.0, 5, "b"}};
+    try {
+      (void)choose_for_deadline(frontier, 3.0);
+      FAIL() << "expected InputError";
+    } catch (const InputError& error) {
+      EXPECT_STREQ(error.what(), row.message);
+    }
   }
 }
 

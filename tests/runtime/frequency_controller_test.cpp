@@ -4,6 +4,7 @@
 #include <chrono>
 #include <csignal>
 #include <functional>
+#include <mutex>
 #include <string_view>
 #include <thread>
 
@@ -102,7 +103,7 @@ TEST(FrequencyController, ResetRequestAndRelockAfterReset) {
   EXPECT_EQ(controller.timeline()[1], (ClockSample{controller.timeline()[1].time_s, 0, 1980}));
 }
 
-TEST(FrequencyController, WorkerFailureComesBackFromTheNextCall) {
+TEST(FrequencyController, StrictModeFailureComesBackFromTheNextCall) {
   struct Failing final : ClockBackend {
     void set_locked_clock(int freq_mhz) override {
       if (freq_mhz == 999) throw Error("cannot lock 999 MHz");
@@ -113,7 +114,8 @@ TEST(FrequencyController, WorkerFailureComesBackFromTheNextCall) {
     std::optional<std::uint64_t> read_energy_mj() override { return std::nullopt; }
     std::string describe() const override { return "failing"; }
   };
-  FrequencyController controller(std::make_unique<Failing>());
+  FrequencyController controller(std::make_unique<Failing>(), FrequencyController::kDefaultTimelineCapacity,
+                                 ClockFailurePolicy{true, {}});  // strict: the failure stops training
   controller.request_clock(999);
   try {
     controller.flush();
@@ -125,6 +127,66 @@ TEST(FrequencyController, WorkerFailureComesBackFromTheNextCall) {
   controller.flush();
   EXPECT_EQ(controller.timeline().size(), 1u);
   EXPECT_THROW(controller.request_clock(0), InputError);
+}
+
+// Locks like the recorder, but refuses `refused_mhz` with Error and `skipped_mhz` with
+// ClockChangeSkipped (a daemon's rate limit).
+struct Refusing final : ClockBackend {
+  explicit Refusing(std::shared_ptr<RecorderClockBackend> to) : inner(std::move(to)) {}
+  void set_locked_clock(int freq_mhz) override {
+    if (freq_mhz == 999) throw Error("nvml: 999 MHz is not supported");
+    if (freq_mhz == 777) throw ClockChangeSkipped("kareusd: rate limit: at most 500 requests per second per client");
+    inner->set_locked_clock(freq_mhz);
+  }
+  void reset() override { inner->reset(); }
+  int read_clock_mhz() override { return inner->read_clock_mhz(); }
+  std::vector<int> supported_clocks_mhz() override { return inner->supported_clocks_mhz(); }
+  std::optional<std::uint64_t> read_energy_mj() override { return std::nullopt; }
+  std::string describe() const override { return "refusing"; }
+  std::shared_ptr<RecorderClockBackend> inner;
+};
+
+TEST(FrequencyController, ARefusedClockIsReportedAndTheTrainingGoesOnAtThePreviousClock) {
+  auto recorder = std::make_shared<RecorderClockBackend>();
+  std::vector<std::string> reports;
+  std::mutex reports_mutex;
+  const auto report = [&](const std::string& message) {
+    std::lock_guard lock(reports_mutex);
+    reports.push_back(message);
+  };
+  for (const bool strict : {false, true}) {
+    SCOPED_TRACE(strict);
+    reports.clear();
+    FrequencyController controller(std::make_unique<Refusing>(recorder), FrequencyController::kDefaultTimelineCapacity,
+                                   ClockFailurePolicy{strict, report});
+    controller.request_clock(1200);
+    controller.request_clock(777);  // skipped (rate limit): never an error, even when strict
+    controller.request_clock(1410);
+    controller.flush();
+    EXPECT_EQ(recorder->locked_clock_mhz(), 1410);
+    controller.request_clock(999);  // refused
+    if (strict) {
+      EXPECT_THROW(controller.flush(), Error);
+    } else {
+      controller.flush();  // used to throw and end the training step
+    }
+    EXPECT_EQ(recorder->locked_clock_mhz(), 1410);  // the previous clock stays
+    controller.request_clock(1005);
+    controller.flush();
+    EXPECT_EQ(recorder->locked_clock_mhz(), 1005);  // and later changes still apply
+    EXPECT_EQ(controller.failed_changes(), 1u);
+    EXPECT_EQ(controller.skipped_changes(), 1u);
+    std::lock_guard lock(reports_mutex);
+    const std::vector<std::string> expected = {
+        "frequency controller (refusing): skipped the clock change to 777 MHz (kareusd: rate limit: at most 500 "
+        "requests per second per client); the previous clock stays",
+        "frequency controller (refusing): failed the clock change to 999 MHz (nvml: 999 MHz is not supported); the "
+        "previous clock stays"};
+    EXPECT_EQ(reports, expected);
+    std::vector<int> applied;
+    for (const ClockSample& sample : controller.timeline()) applied.push_back(sample.requested_mhz);
+    EXPECT_EQ(applied, (std::vector<int>{1200, 1410, 1005}));
+  }
 }
 
 TEST(FrequencyController, ResetNowDropsQueuedRequests) {
@@ -182,6 +244,30 @@ TEST(SignalResetGuard, ResetsThenRunsThePreviousHandler) {
   EXPECT_EQ(previous_handler_calls.load(), 3);
   EXPECT_EQ(resets.load(), 2);
   ::sigaction(SIGUSR1, &saved, nullptr);
+}
+
+TEST(SignalResetGuard, AnIgnoredSignalStaysIgnored) {
+  // SIGUSR2 ignored (as SIGINT is under nohup): the guard must not catch it and reset the clocks
+  // of a job that goes on running.
+  struct sigaction ignore {};
+  ignore.sa_handler = SIG_IGN;
+  sigemptyset(&ignore.sa_mask);
+  struct sigaction saved {};
+  ::sigaction(SIGUSR2, &ignore, &saved);
+  std::atomic<int> resets{0};
+  {
+    SignalResetGuard guard([&] { resets.fetch_add(1); }, {SIGUSR2});
+    struct sigaction current {};
+    ::sigaction(SIGUSR2, nullptr, &current);
+    EXPECT_EQ(current.sa_handler, SIG_IGN);
+    ::kill(::getpid(), SIGUSR2);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }  // the destructor joins the watcher: a reset it was told of has run by now
+  EXPECT_EQ(resets.load(), 0);
+  struct sigaction after {};
+  ::sigaction(SIGUSR2, nullptr, &after);
+  EXPECT_EQ(after.sa_handler, SIG_IGN);
+  ::sigaction(SIGUSR2, &saved, nullptr);
 }
 
 TEST(SignalResetGuard, ForkedChildStepsAside) {

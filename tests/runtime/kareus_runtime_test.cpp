@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "kareus/common/error.h"
 #include "kareus/runtime/runtime.h"
 #include "test_plans.h"
 
@@ -132,6 +133,31 @@ TEST(Runtime, AppliesEachInstructionsClockInOrder) {
     EXPECT_EQ(requested, expected);
   }
   EXPECT_EQ(recorder->locked_clock_mhz(), std::nullopt);  // reset when the runtime went away
+}
+
+TEST(Runtime, SwitchRefusesAnotherWorkloadsPlan) {
+  // A 4-microbatch plan in an 8-microbatch job used to be accepted and die midway through the
+  // next step; it is refused at the switch, naming the field.
+  plan::Plan running = testing::make_plan(2, 8);
+  running.workload_json = R"({"model": "llama3.2-3b", "pp": 2, "microbatches": 8})";
+  plan::Plan other = testing::make_plan(2, 4);
+  other.workload_json = R"({"model": "llama3.2-3b", "pp": 2, "microbatches": 4})";
+  const auto other_path = testing::write_plan_file("other_workload.json", other);
+  Runtime runtime(std::make_shared<const plan::Plan>(running), 0, std::make_unique<RecorderClockBackend>());
+  try {
+    runtime.switch_plan(other_path);
+    FAIL() << "expected InputError";
+  } catch (const InputError& error) {
+    EXPECT_EQ(std::string(error.what()),
+              other_path.string() +
+                  ": the plan's workload has microbatches 4, the running plan has 8 "
+                  "(plan for another workload?)");
+  }
+  plan::Plan same = testing::make_plan(2, 8);
+  same.workload_json = running.workload_json;
+  same.stages[0].instructions[0].freq_mhz = 1005;
+  runtime.switch_plan(std::make_shared<const plan::Plan>(same));  // another point of the same workload switches
+  EXPECT_EQ(runtime.cursor().plan().stages[0].instructions[0].freq_mhz, 1005);
 }
 
 }  // namespace

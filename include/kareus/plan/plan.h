@@ -77,7 +77,9 @@ struct Plan {
 /// Checks that the plan's workload block agrees with `workload_json` (workload::workload_to_json
 /// of the flags) on every field both name, shape fields included. Throws InputError "<origin>:
 /// the plan's workload has dp 1, the flags give 2" naming the first field that differs.
-void check_plan_workload(const Plan& plan, std::string_view workload_json, std::string_view origin);
+/// `against` names what `workload_json` describes in the message ("the flags give", "the running plan has").
+void check_plan_workload(const Plan& plan, std::string_view workload_json, std::string_view origin,
+                         std::string_view against = "the flags give");
 
 /// Serializes a plan (pretty-printed JSON, schema first).
 [[nodiscard]] std::string plan_to_json(const Plan& plan);

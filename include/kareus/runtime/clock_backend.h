@@ -15,7 +15,16 @@
 #include <string_view>
 #include <vector>
 
+#include "kareus/common/error.h"
+
 namespace kareus::runtime {
+
+/// Thrown by a backend that did not apply a change and asks the caller to skip it rather than
+/// fail (kareusd's rate limit): the clock stays as it was.
+class ClockChangeSkipped : public Error {
+ public:
+  using Error::Error;
+};
 
 class ClockBackend {
  public:

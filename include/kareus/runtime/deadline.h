@@ -27,8 +27,9 @@ struct DeadlineChoice {
 };
 
 /// The least-energy point with time_s <= deadline_s (ties: the faster), else the fastest point
-/// (ties: the lower energy) with meets_deadline = false. Throws InputError for an empty frontier
-/// or a deadline that is not a positive finite number of seconds.
+/// (ties: the lower energy) with meets_deadline = false. Throws InputError for an empty frontier,
+/// a point whose time_s or energy_j is not finite (or time_s <= 0, energy_j < 0), or a deadline
+/// that is not a positive finite number of seconds.
 [[nodiscard]] DeadlineChoice choose_for_deadline(std::span<const FrontierPoint> frontier, double deadline_s);
 
 /// Reads a kareus.frontier/1 file; plan paths are made relative to the file's folder. Throws

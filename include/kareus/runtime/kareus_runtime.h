@@ -31,9 +31,12 @@ typedef struct kareus_runtime_options {
   int gpu_index;               /* local GPU index this process drives */
   const char* clock_backend;   /* "recorder", "nvml", "nvml:PATH" or "kareusd:SOCKET"; NULL = "recorder" */
   int install_signal_handlers; /* nonzero: reset clocks on SIGINT/SIGTERM, then re-raise */
+  int strict_clocks;           /* nonzero: a refused clock change fails the next call; zero: it is
+                                  reported on stderr and the previous clock stays (training goes on) */
 } kareus_runtime_options;
 
-/* Options with tp = cp = pp = dp = 1, rank 0, gpu 0, the recorder backend, no signal handlers. */
+/* Options with tp = cp = pp = dp = 1, rank 0, gpu 0, the recorder backend, no signal handlers,
+ * clock failures not strict. */
 kareus_runtime_options kareus_runtime_default_options(void);
 
 /* Creates a runtime; *out is NULL on failure. */

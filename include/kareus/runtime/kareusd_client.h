@@ -7,6 +7,7 @@
 // stalls cannot hang training: connecting and every exchange have a deadline (seconds).
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "kareus/runtime/clock_backend.h"
@@ -70,6 +71,7 @@ class KareusdClockBackend final : public ClockBackend {
   int gpu_index_;
   KareusdConnection connection_;
   long long next_id_ = 1;
+  std::optional<int> confirmed_mhz_;  ///< the clock the last set reply named, for the read after it
 };
 
 }  // namespace kareus::runtime

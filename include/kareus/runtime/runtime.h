@@ -9,6 +9,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -30,6 +31,12 @@ struct RuntimeOptions {
   int gpu_index = 0;                       ///< the GPU this process drives (its local device index)
   std::string clock_backend = "recorder";  ///< see make_clock_backend
   bool install_signal_handlers = false;    ///< reset clocks on SIGINT/SIGTERM (one runtime per process)
+  /// A refused or failed clock change: false (default) reports it and training goes on at the
+  /// previous clock; true makes it an Error from the next call.
+  bool strict_clocks = false;
+  /// Where failed and skipped clock changes are reported (worker thread); empty: stderr, the
+  /// first 10 and then every 1000th.
+  std::function<void(const std::string& message)> on_clock_failure;
 };
 
 class Runtime {
@@ -40,7 +47,7 @@ class Runtime {
   explicit Runtime(const RuntimeOptions& options);
   /// For tests and embedders: an already-loaded plan and backend.
   Runtime(std::shared_ptr<const plan::Plan> plan, int stage, std::unique_ptr<ClockBackend> backend,
-          bool install_signal_handlers = false);
+          bool install_signal_handlers = false, ClockFailurePolicy clock_policy = {});
   ~Runtime();
 
   void on_step_begin();
@@ -51,7 +58,9 @@ class Runtime {
   void on_step_end();
   [[nodiscard]] const plan::CommConfig& comm_config(std::string_view partition_key) const;
 
-  /// Switches plans between steps (InputError mid-step or for a plan with another stage count).
+  /// Switches plans between steps. InputError mid-step, or for a plan with another stage count or
+  /// of another workload (its workload block differs from the running plan's: e.g. 4
+  /// microbatches in an 8-microbatch job), which would otherwise fail midway through a step.
   void switch_plan(std::shared_ptr<const plan::Plan> plan);
   void switch_plan(const std::filesystem::path& plan_path);
 
@@ -67,10 +76,15 @@ class Runtime {
   /// Waits until every requested clock is applied.
   void flush() { controller_.flush(); }
   [[nodiscard]] std::vector<ClockSample> timeline() const { return controller_.timeline(); }
+  /// Clock changes that failed (previous clock kept) and that the backend skipped (rate limit).
+  [[nodiscard]] std::size_t failed_clock_changes() const { return controller_.failed_changes(); }
+  [[nodiscard]] std::size_t skipped_clock_changes() const { return controller_.skipped_changes(); }
   [[nodiscard]] const PlanCursor& cursor() const { return cursor_; }
   [[nodiscard]] int stage() const { return cursor_.stage(); }
 
  private:
+  void switch_plan(std::shared_ptr<const plan::Plan> plan, std::string_view origin);
+
   PlanCursor cursor_;
   FrequencyController controller_;
   std::unique_ptr<SignalResetGuard> signal_guard_;
