@@ -488,25 +488,32 @@ std::vector<std::filesystem::path> export_artifact_files(const std::vector<Expor
 std::vector<std::filesystem::path> import_artifact_files(const std::filesystem::path& in_dir,
                                                          const workload::Workload& workload,
                                                          const std::filesystem::path& out_dir) {
-  std::vector<int> numbers;
-  std::vector<int> scheds_numbers;
+  // Each schedule number names one file of each kind, however its digits are padded: two files
+  // for one number (freqs_pipeline_1.py beside freqs_pipeline_00001.py) are refused, not one
+  // picked. Files are read under the names they were found by.
+  std::map<int, std::filesystem::path> freqs_files;
+  std::map<int, std::filesystem::path> scheds_files;
   std::error_code error;
   for (const auto& entry : std::filesystem::directory_iterator(in_dir, error)) {
-    if (const int number = number_of(entry.path(), "freqs_pipeline_", ".py"); number >= 0) numbers.push_back(number);
-    if (const int number = number_of(entry.path(), "scheds_pipeline_", ".py"); number >= 0) {
-      scheds_numbers.push_back(number);
-    }
-  }
-  for (int number : scheds_numbers) {
-    if (std::find(numbers.begin(), numbers.end(), number) == numbers.end()) {
-      throw InputError(fmt::format("{}: no {} beside it (the clocks of that schedule)",
-                                   (in_dir / scheds_file_name(number)).string(), freqs_file_name(number)));
+    for (auto [files, prefix] : {std::pair{&freqs_files, "freqs_pipeline_"}, {&scheds_files, "scheds_pipeline_"}}) {
+      const int number = number_of(entry.path(), prefix, ".py");
+      if (number < 0) continue;
+      if (const auto [found, inserted] = files->emplace(number, entry.path()); !inserted) {
+        const auto [first, second] = std::minmax(found->second, entry.path());
+        throw InputError(
+            fmt::format("{} and {} are both schedule {}: remove one", first.string(), second.string(), number));
+      }
     }
   }
   if (error) throw InputError(fmt::format("{}: cannot list the folder: {}", in_dir.string(), error.message()));
-  if (numbers.empty())
+  for (const auto& [number, scheds_path] : scheds_files) {
+    if (!freqs_files.contains(number)) {
+      throw InputError(fmt::format("{}: no {} beside it (the clocks of that schedule)", scheds_path.string(),
+                                   freqs_file_name(number)));
+    }
+  }
+  if (freqs_files.empty())
     throw InputError(fmt::format("{}: no freqs_pipeline_NNNNN.py files in the folder", in_dir.string()));
-  std::sort(numbers.begin(), numbers.end());
   ensure_writable_directory(out_dir, "--out");
   std::filesystem::remove(out_dir / "frontier.json", error);
 
@@ -518,11 +525,13 @@ std::vector<std::filesystem::path> import_artifact_files(const std::filesystem::
   std::vector<Imported> imported;
   std::vector<std::filesystem::path> written;
   bool all_predicted = true;
-  for (int number : numbers) {
-    const std::filesystem::path freqs_path = in_dir / freqs_file_name(number);
-    const std::filesystem::path scheds_path = in_dir / scheds_file_name(number);
+  for (const auto& [number, freqs_path] : freqs_files) {
+    const auto scheds_found = scheds_files.find(number);
+    // Named in messages as the file looked for when there is none.
+    const std::filesystem::path scheds_path =
+        scheds_found != scheds_files.end() ? scheds_found->second : in_dir / scheds_file_name(number);
     std::optional<std::string> scheds;
-    if (std::filesystem::exists(scheds_path)) scheds = read_text_file(scheds_path);
+    if (scheds_found != scheds_files.end()) scheds = read_text_file(scheds_path);
     const plan::Plan plan =
         import_artifact(read_text_file(freqs_path), freqs_path.string(), scheds, scheds_path.string(), workload);
     const std::string name = fmt::format("plan_{:05d}.json", number);

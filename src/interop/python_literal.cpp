@@ -137,6 +137,13 @@ class Reader {
       }
     } else {
       value.kind = PyValue::Kind::kInt;
+      // Python refuses a decimal integer with a leading zero (0123: octal in C, an error in
+      // Python 3); only zeros ("0", "00") may start with one.
+      const std::string_view digits = !token.empty() && token.front() == '-' ? token.substr(1) : token;
+      if (digits.size() > 1 && digits.front() == '0' && digits.find_first_not_of('0') != std::string_view::npos) {
+        fail(fmt::format("leading zeros in the integer '{}' (Python refuses them)",
+                         text_.substr(start, position_ - start)));
+      }
       const auto result = std::from_chars(first, last, value.int_value);
       if (result.ec == std::errc::result_out_of_range) {
         fail(fmt::format("integer '{}' out of range", text_.substr(start, position_ - start)));

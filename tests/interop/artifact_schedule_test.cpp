@@ -264,5 +264,29 @@ TEST(ArtifactFiles, FolderRoundTripWritesPlansAndFrontier) {
   std::filesystem::remove_all(root);
 }
 
+TEST(ArtifactFiles, ImportReadsEachFileByTheNameItFoundAndRefusesTwoForOneNumber) {
+  const std::filesystem::path root = std::filesystem::temp_directory_path() / "kareus_interop_artifact_names";
+  std::filesystem::remove_all(root);
+  const workload::Workload workload = test_workload(1, 4);
+  const std::filesystem::path plan_path = root / "plans" / "plan_01.json";
+  std::filesystem::create_directories(plan_path.parent_path());
+  plan::write_plan(plan_path, test_plan(workload, true, 1));
+  (void)export_artifact_files({{plan_path, 1}}, workload, root / "artifact");
+  // The artifact's own names are unpadded too: freqs_pipeline_1.py used to be found as number 1
+  // and then read as freqs_pipeline_00001.py, which does not exist.
+  std::filesystem::rename(root / "artifact" / "freqs_pipeline_00001.py", root / "artifact" / "freqs_pipeline_1.py");
+  std::filesystem::rename(root / "artifact" / "scheds_pipeline_00001.py", root / "artifact" / "scheds_pipeline_1.py");
+  const auto imported = import_artifact_files(root / "artifact", workload, root / "back");
+  ASSERT_EQ(imported.size(), 1u);
+  EXPECT_EQ(plan::read_plan(imported[0]), test_plan(workload, true, 1));
+  // Two files for schedule 1: which one is meant cannot be told, so neither is read.
+  std::filesystem::copy_file(root / "artifact" / "freqs_pipeline_1.py", root / "artifact" / "freqs_pipeline_00001.py");
+  EXPECT_EQ(
+      error_of([&] { (void)import_artifact_files(root / "artifact", workload, root / "back2"); }),
+      fmt::format("{} and {} are both schedule 1: remove one", (root / "artifact" / "freqs_pipeline_00001.py").string(),
+                  (root / "artifact" / "freqs_pipeline_1.py").string()));
+  std::filesystem::remove_all(root);
+}
+
 }  // namespace
 }  // namespace kareus::interop

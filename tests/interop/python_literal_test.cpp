@@ -30,6 +30,17 @@ TEST(PythonLiteral, ReadsWhatTheScheduleFilesHold) {
   EXPECT_EQ(value.items[2].items.size(), 0u);
 }
 
+TEST(PythonLiteral, ZerosAndFloatsWithLeadingZerosReadAsPythonDoes) {
+  // "0", "00" and "-0" are Python integers, and a float may start with zeros ("01.5" is 1.5).
+  const PyValue list = parse_python_literal("[0, 00, -0, 01.5, 1410]", "t.py");
+  ASSERT_EQ(list.items.size(), 5u);
+  EXPECT_EQ(list.items[1].kind, PyValue::Kind::kInt);
+  EXPECT_EQ(list.items[1].int_value, 0);
+  EXPECT_EQ(list.items[3].kind, PyValue::Kind::kFloat);
+  EXPECT_EQ(list.items[3].float_value, 1.5);
+  EXPECT_EQ(list.items[4].int_value, 1410);
+}
+
 TEST(PythonLiteral, RejectsWhatPythonWouldNotReadTheSameWay) {
   struct Case {
     std::string text;
@@ -44,6 +55,9 @@ TEST(PythonLiteral, RejectsWhatPythonWouldNotReadTheSameWay) {
            {"'abc\n'", "t.py:1: unterminated string"},
            {"None", "t.py:1: unexpected 'N', expected a list, tuple, string or number"},
            {"1.2.3", "t.py:1: bad number '1.2.3'"},
+           // Python 3 refuses a leading zero in a decimal integer (0123 is octal in C).
+           {"[('forward', 01410)]", "t.py:1: leading zeros in the integer '01410' (Python refuses them)"},
+           {"-007", "t.py:1: leading zeros in the integer '-007' (Python refuses them)"},
            {"", "t.py:1: unexpected end of file, expected a value"},
            {"[] []", "t.py:1: unexpected '[' after the literal"},
        }) {
