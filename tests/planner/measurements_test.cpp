@@ -204,14 +204,16 @@ TEST(LoadMeasurements, RefusesRecordsOfAnotherWorkloadOrGpuThanTheHeader) {
     std::string message;
   };
   const Row rows[] = {
-      {other_seq, path.string() + ":3: the record is of another workload: workload.seq: 2048 vs 4096 (record vs flags)"},
+      {other_seq,
+       path.string() + ":3: the record is of another workload: workload.seq: 2048 vs 4096 (record vs flags)"},
       {other_gpu, path.string() + ":3: the record was measured on gpu h100-sxm, the plan is for a100-40gb"},
   };
   for (const Row& row : rows) {
     SCOPED_TRACE(row.message);
     {
       std::ofstream file(path, std::ios::trunc);
-      file << device::to_json_line(header) << "\n" << device::to_json_line(good) << "\n"
+      file << device::to_json_line(header) << "\n"
+           << device::to_json_line(good) << "\n"
            << device::to_json_line(row.record) << "\n";
     }
     EXPECT_EQ(error_of([&] { (void)load_measurements({path}, gpu, workload); }), row.message);

@@ -678,7 +678,7 @@ TEST_F(DaemonServerTest, AnIdleClientWithoutALeaseIsDisconnectedAndALeaseHolderI
   RawClient holder(config_.socket_path);
   holder.write(R"({"op": "set", "gpu": 0, "freq_mhz": 1410})"
                "\n");
-  ASSERT_EQ(holder.read_line(), R"({"ok":true})");
+  ASSERT_EQ(holder.read_line(), R"({"freq_mhz":1410,"ok":true})");
   EXPECT_EQ(idle.read_line(), "(closed)");  // blocks until the daemon closes it
   const double idle_s = seconds_since(start_time);
   EXPECT_GE(idle_s, 0.3);
@@ -740,7 +740,7 @@ TEST_F(DaemonServerTest, AReloadChangesAllowListsAndLimitsAndKeepsLeases) {
   RawClient holder(config_.socket_path);
   holder.write(R"({"op": "set", "gpu": 1, "freq_mhz": 1005})"
                "\n");
-  ASSERT_EQ(holder.read_line(), R"({"ok":true})");
+  ASSERT_EQ(holder.read_line(), R"({"freq_mhz":1005,"ok":true})");
   DaemonConfig next = config_;
   next.max_requests_per_second = 1;
   next.socket_path = config_.socket_path + ".other";  // needs a restart: kept

@@ -148,10 +148,9 @@ TEST(Runtime, SwitchRefusesAnotherWorkloadsPlan) {
     runtime.switch_plan(other_path);
     FAIL() << "expected InputError";
   } catch (const InputError& error) {
-    EXPECT_EQ(std::string(error.what()),
-              other_path.string() +
-                  ": the plan's workload has microbatches 4, the running plan has 8 "
-                  "(plan for another workload?)");
+    EXPECT_EQ(std::string(error.what()), other_path.string() +
+                                             ": the plan's workload has microbatches 4, the running plan has 8 "
+                                             "(plan for another workload?)");
   }
   plan::Plan same = testing::make_plan(2, 8);
   same.workload_json = running.workload_json;

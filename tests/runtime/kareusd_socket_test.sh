@@ -33,7 +33,7 @@ mode=$(stat -c '%a %G' "$socket")
 
 out=$("$dir/kareusd" --socket "$socket" --send '{"op":"set","gpu":1,"freq_mhz":1410}' \
   --send '{"op":"get","gpu":1}' --send '{"op":"reset","gpu":1}' --send '{"op":"get","gpu":1}' 2>&1)
-[[ $out == $'{"ok":true}\n{"freq_mhz":1410,"ok":true}\n{"ok":true}\n{"freq_mhz":1980,"ok":true}' ]]
+[[ $out == $'{"freq_mhz":1410,"ok":true}\n{"freq_mhz":1410,"ok":true}\n{"ok":true}\n{"freq_mhz":1980,"ok":true}' ]]
 check "allowed client sets and resets" $? "$out"
 
 out=$(setpriv --reuid=nobody --regid=nogroup --clear-groups "$dir/kareusd" --socket "$socket" \
@@ -114,7 +114,7 @@ client.recv(256)  # until the daemon closes
 PY
 holder=$!
 read -r reply <"$dir/hold"
-[[ $reply == '{"ok":true}' ]]; check "holder locked gpu 0" $? "$reply"
+[[ $reply == '{"freq_mhz":1005,"ok":true}' ]]; check "holder locked gpu 0" $? "$reply"
 kill -TERM "$daemon"
 wait "$daemon"
 status=$?
