@@ -115,7 +115,8 @@ class MegatronJob:
             if microbatches is not None and microbatches != job.workload.microbatches:
                 raise InputError(f"kareus.megatron: rank {job.rank}: num_microbatches {microbatches}, the plan runs "
                                  f"{job.workload.microbatches} per step")
-            config = job.config
+            # The schedule reads the timers from the model's config (normally the job's).
+            config = _model_config(kwargs.get("model")) or job.config
             inner = config.timers
             config.timers = InstructionTimers(inner, job.hook)
             try:
@@ -132,6 +133,15 @@ class MegatronJob:
     def close(self) -> None:
         """Resets the clocks (also at exit)."""
         self.pfo.close()
+
+
+def _model_config(model):
+    """The TransformerConfig Megatron's schedule uses for ``model`` (None without a model)."""
+    if model is None:
+        return None
+    from megatron.core.utils import get_model_config
+
+    return get_model_config(model[0] if isinstance(model, list) else model)
 
 
 def _cuda_sm_count(device_id: int) -> Optional[int]:
