@@ -18,35 +18,19 @@ for bad input (every rank, before any collective), 1 when --check fails.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
 
+from training_support import add_training_flags, report  # beside this file
+
 
 def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", default="examples/tiny-llama.json", help="preset name or model .json")
-    parser.add_argument("--tp", type=int, default=2)
-    parser.add_argument("--pp", type=int, default=2)
-    parser.add_argument("--dp", type=int, default=1)
-    parser.add_argument("--cp", type=int, default=1)
-    parser.add_argument("--microbatches", type=int, default=4)
-    parser.add_argument("--mbs", type=int, default=2)
-    parser.add_argument("--seq", type=int, default=256)
-    parser.add_argument("--recompute", default="full", choices=["full", "none"])
-    parser.add_argument("--layers-per-stage", default="", help="e.g. 3,1 (default: even split)")
-    parser.add_argument("--steps", type=int, default=20)
+    add_training_flags(parser, seq=256, steps=20)
     parser.add_argument("--plan", required=True, help="kareus.plan/1 file made by `kareus plan` for this workload")
     parser.add_argument("--switch-plan", default="", help="a second plan to switch to at --switch-at")
     parser.add_argument("--switch-at", type=int, default=0, help="step at which --switch-plan takes over")
-    parser.add_argument("--gpu", default="a100-40gb", help="GPU preset or .json: SM count to check CTA counts "
-                        "against without a GPU, and the trail partitions' default CTA count")
-    parser.add_argument("--clock-backend", default="recorder", help="PipelineFrequencyOptimizer clock backend")
-    parser.add_argument("--lr", type=float, default=0.2, help="SGD learning rate")
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--check", action="store_true", help="also train without kareus and compare")
-    parser.add_argument("--json", default="", help="write the result JSON here (rank 0)")
     return parser.parse_args(argv)
 
 
@@ -175,17 +159,7 @@ def main(argv) -> int:
                        "dp_replica_max_diff": float(spread.item())})
         if max_rel > 1e-4 or not trace_ok or not losses[-1] < losses[0] or spread.item() > 1e-6:
             status = 1
-    if rank == 0:
-        text = json.dumps(result, indent=2)
-        if args.json:
-            with open(args.json + ".tmp", "w", encoding="utf-8") as handle:
-                handle.write(text + "\n")
-            os.replace(args.json + ".tmp", args.json)
-        summary = {k: result[k] for k in ("max_rel_loss_diff", "trace_matches_plan", "dp_replica_max_diff")
-                   if k in result}
-        print(f"loss {losses[0]:.4f} -> {losses[-1]:.4f} in {args.steps} steps ({kareus_time_s:.1f} s) {summary}")
-    if problems:
-        print(f"rank {rank}: trace does not match the plan: {problems[0]}", file=sys.stderr)
+    report(rank, args, result, ("max_rel_loss_diff", "trace_matches_plan", "dp_replica_max_diff"), problems)
     dist.destroy_process_group()
     return status
 
