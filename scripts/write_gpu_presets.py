@@ -13,6 +13,9 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 # Shared physics of the emulator's calibration (fit on A100, kept for Hopper unless measured).
 FIT = "[F] fit to REFERENCE.md section 9 (Llama 3.2 3B, 4 configs), see bench/RESULTS.md"
+# The two overlap parameters fitted to the A100 ratios T(N+P fastest) / T(Perseus fastest)
+# (planner/overlap_calibration.h, bench/overlap_calibration_bench.cpp, leave-one-out in bench/RESULTS.md).
+OVERLAP_FIT = "[F] fit to the four A100 overlap ratios of Llama 3.2 3B (leave-one-out and fit in bench/RESULTS.md, Emulator calibration)"
 
 A100 = {
     "name": "a100-40gb",
@@ -44,8 +47,8 @@ A100 = {
         "default_comm_ctas": (24, "[M] t100: NCCL default 24 channels on A100"),
         "comm_sm_share": (1.0, "[M] n689: NCCL CTAs do not share an SM with compute"),
         "comm_hbm_bytes_per_byte": (3.0, "[E] ring all-reduce step: read local + read received + write, per bus byte"),
-        "comm_overlap_slowdown": (0.3, FIT + "; NCCL beside GEMMs contends for HBM and L2"),
-        "partition_sync_us": (210, FIT + "; event record/wait and nanobatch dispatch per partition"),
+        "comm_overlap_slowdown": (0.52, OVERLAP_FIT + "; beyond its HBM share (the emulator shares HBM in proportion to demand), a collective beside compute contends for L2 and SM issue; fitted in 0..1 (compute beside a collective slows 18.9% on average, 40% at most: Lee et al., arXiv 2507.03114)"),
+        "partition_sync_us": (148, OVERLAP_FIT + "; per partition: stream join, event wait, collective launch and nanobatch dispatch; no public measurement pins it (the device check's partition records will): the four ratios need ~150 us whatever the contention model"),
         "power_limit_w": (400, "[M] dock: default 400 W"),
         "static_power_w": (85, "[K] Kareus artifact: A100 blocked in P2P receive"),
         "idle_power_w": (60, "[M] peer: 59-62 W idle, no process"),
@@ -88,8 +91,15 @@ def hopper(name, description, hbm_gbps, hbm_source, stream_efficiency, stream_so
     p["sm_bytes_per_clock"] = (24, "[E] as A100; calibrate on the device")
     p["link_bandwidth_gbps"] = (450, "[S] NVLink4, 18 links, per direction")
     p["link_efficiency"] = (0.82, "[M] n212: NCCL ring ~370 GB/s of 450")
-    p["cta_bytes_per_clock"] = (7.5, "[E] (?) 370 GB/s over ~24-32 channels at 1980 MHz")
+    # Overlap parameters by the A100's rules (estimates until a Hopper device check measures a
+    # collective at 4..32 CTAs beside a GEMM): see bench/RESULTS.md, Hopper presets.
+    p["cta_bytes_per_clock"] = (8.0, "[E] the A100 rule: a copy CTA moves ~8 B per SM clock (A100: 232 GB/s busbw / 24 channels at 1410 MHz, raised for the smooth min); Hopper's SM load/store path per clock is taken unchanged, so 15.8 GB/s per CTA at 1980 MHz: the smooth min gives 92% of the 369 GB/s ring rate at 30 CTAs, as on the A100 (the ~30-SM knee of the Kareus paper)")
     p["default_comm_ctas"] = (32, "[E] (?) NCCL default channels on H100 NVSwitch")
+    p["collective_fill_mib"] = (20, "[E] the A100 value; AZ H100/H200 busbw vs size (16M 235-240, 268M 423-432, 1G 466-468 GB/s) is NVLS, not the ring this models")
+    p["comm_sm_share"] = (1.0, "[M] n689: NCCL CTAs do not share an SM with compute (any GPU)")
+    p["comm_hbm_bytes_per_byte"] = (3.0, "[E] the A100 rule: ring step reads local + reads received + writes, per bus byte; HBM3/3e does not change the count")
+    p["comm_overlap_slowdown"] = (0.52, "[E] the A100 fit (L2/SM-issue contention beside compute, beyond the HBM share); Hopper's 50 MB L2 may lower it")
+    p["partition_sync_us"] = (148, "[E] the A100 fit: stream join, event wait, collective launch and dispatch are host and driver costs, not the GPU's")
     p["power_limit_w"] = (700, "[S] 700 W TDP")
     p["static_power_w"] = (110, "[E] (?) between idle ~79 W (slurm) and context-idle ~140 W (burn); calibrate")
     p["idle_power_w"] = (79, "[M] slurm: 78.8 W, 700-W Hopper (?)")

@@ -8,6 +8,8 @@ set(kareus_slow_gtests
   EvaluationLog.SearchResumesAfterSigkillWithoutLosingOrRepeatingAMeasurement
   PlanJob.KareusDominatesPerseusOnTheDefaultConfiguration
   PlanJob.PerseusAndNanobatchEndsMatchA100Runs
-  PlanJob.PredictedMatchesAchievedAcrossTheFrontier)
+  PlanJob.PredictedMatchesAchievedAcrossTheFrontier
+  EmulatorCalibration.OverlapFitPredictsEachConfigurationLeftOut
+  EmulatorCalibration.OverlapFitRecoversParametersItWasGivenAndRejectsBadInput)
 # (ctest ignores a name it does not know, so a renamed case only loses its label.)
 set_tests_properties(${kareus_slow_gtests} PROPERTIES LABELS slow)

@@ -42,13 +42,33 @@ class TimelineBuilder {
 };
 
 // Modelling choices, not hardware (a preset has no say in them):
-// While a collective runs beside compute, compute keeps at least this share of the HBM
-// bandwidth whatever the collective's traffic: a floor so the model's subtraction never
-// starves a kernel (real HBM arbitration serves both streams).
-constexpr double kComputeHbmFloorFraction = 0.1;
 // Multiplicative measurement noise is 1 + sigma x N(0, 1); this floor keeps a measurement
 // positive for any sigma the preset allows (<= 0.5), i.e. beyond 2 sigma at most.
 constexpr double kNoiseFactorFloor = 0.5;
+
+/// A compute op and a collective running together: the op on the SMs the collective leaves,
+/// both drawing on HBM. When their demands (each at the rate it would run alone) exceed the
+/// bandwidth, a saturated HBM serves them in proportion to demand, not the collective first;
+/// the collective's copy rate falls with its share, and beside compute its loads and stores
+/// also contend with the op's in L2 (comm_overlap_slowdown).
+struct SharedRun {
+  KernelRun compute;
+  double comm_time_s = 0;
+};
+
+SharedRun hbm_share(const GpuSpec& gpu, const workload::Op& op, double clock, const ComputeResources& resources,
+                    const CollectiveRun& comm) {
+  SharedRun run{compute_kernel(gpu, op, clock, resources), comm.time_s};
+  const double demand = run.compute.hbm_bytes_per_s + comm.hbm_bytes_per_s;
+  double comm_share = 1;
+  if (demand > resources.hbm_bytes_per_s) {
+    const double compute_bandwidth = resources.hbm_bytes_per_s * run.compute.hbm_bytes_per_s / demand;
+    run.compute = compute_kernel(gpu, op, clock, {resources.sms, compute_bandwidth});
+    comm_share = std::min(1.0, (resources.hbm_bytes_per_s - run.compute.hbm_bytes_per_s) / comm.hbm_bytes_per_s);
+  }
+  run.comm_time_s = comm.time_s * (1 + gpu.comm_overlap_slowdown) / comm_share;
+  return run;
+}
 
 // FNV-1a, 64 bit: a hash of text that is the same with every standard library (std::hash is
 // not), so a seeded emulator gives the same noise everywhere.
@@ -93,15 +113,14 @@ PartitionRun run_partition(const GpuSpec& gpu, const partition::Partition& parti
   if (!partition.collective) return run_serial(gpu, partition.compute_ops, config.freq_mhz, 0);
 
   // Two streams, advanced event by event: the next event is the end of the current compute op
-  // or of the collective. While both run, compute has the resources the collective leaves and
-  // the collective slows by comm_overlap_slowdown (they contend for HBM and L2).
+  // or of the collective. While both run, compute has the SMs the collective's CTAs leave, and
+  // the two share HBM (hbm_share).
   const std::size_t slot_op = partition.slots.at(*partition.find_slot(config.slot)).first_op;
   const CollectiveRun comm = collective_kernel(gpu, *partition.collective, config.ctas, freq);
-  const ComputeResources shared{
-      std::max(full.sms - comm.sms, 1.0),
-      std::max(full.hbm_bytes_per_s - comm.hbm_bytes_per_s, kComputeHbmFloorFraction * full.hbm_bytes_per_s)};
+  const double shared_sms = std::max(full.sms - comm.sms, 1.0);
   const std::vector<workload::Op>& ops = partition.compute_ops;
-  // The streams meet at the partition's start: an event record and wait, idle in between.
+  // The streams meet at the partition's start (join, event wait, the collective's launch and
+  // the nanobatch's dispatch), idle at static power: a fitted cost (bench/RESULTS.md).
   timeline.add(gpu.partition_sync_us * 1e-6, gpu.static_power_w, freq, "", false);
   std::size_t op_index = 0;
   double op_remaining = 1;    // fraction of the current compute op left
@@ -116,22 +135,26 @@ PartitionRun run_partition(const GpuSpec& gpu, const partition::Partition& parti
     const bool computing = op_index < ops.size();
     const bool communicating = comm_started && comm_remaining > kDone;
     const CollectiveRun* active = communicating ? &comm : nullptr;
-    const double comm_time_s = comm.time_s * (computing ? 1 + gpu.comm_overlap_slowdown : 1);
     if (!computing) {
-      const double duration = comm_remaining * comm_time_s;
+      const double duration = comm_remaining * comm.time_s;
       timeline.add(duration, power_w(gpu, freq, nullptr, &comm, config.ctas), freq, "", true);
       comm_remaining = 0;
       timeline.run().comm_end_s = timeline.now();
       break;
     }
     const workload::Op& op = ops[op_index];
-    const ComputeResources& resources = communicating ? shared : full;
+    auto run_at = [&](double clock) {
+      if (!communicating) return SharedRun{compute_kernel(gpu, op, clock, full), 0};
+      return hbm_share(gpu, op, clock, {shared_sms, full.hbm_bytes_per_s}, comm);
+    };
     auto power_at = [&](double clock) {
-      const KernelRun kernel = compute_kernel(gpu, op, clock, resources);
+      const KernelRun kernel = run_at(clock).compute;
       return power_w(gpu, clock, &kernel, active, config.ctas);
     };
     const double clock = throttled_clock(gpu, freq, power_at);
-    const KernelRun kernel = compute_kernel(gpu, op, clock, resources);
+    const SharedRun both = run_at(clock);
+    const KernelRun& kernel = both.compute;
+    const double comm_time_s = both.comm_time_s;
     double duration = op_remaining * kernel.time_s;
     if (communicating) duration = std::min(duration, comm_remaining * comm_time_s);
     timeline.add(duration, power_w(gpu, clock, &kernel, active, config.ctas), clock, op.name, communicating);

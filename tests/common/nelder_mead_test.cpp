@@ -22,7 +22,7 @@ TEST(NelderMead, FindsTheMinimumOfAShiftedQuadraticAndCountsEvaluations) {
 }
 
 TEST(NelderMead, StopsAtTheBudgetAndAddsToTheCountGiven) {
-  int evaluations = 100;  // evaluations of an earlier restart
+  int evaluations = 100;                                           // evaluations of an earlier restart
   auto slope = [](const std::vector<double>& x) { return x[0]; };  // no minimum: only the budget stops it
   (void)nelder_mead(slope, {0}, 1, 150, 1e-12, evaluations);
   EXPECT_GE(evaluations, 150);

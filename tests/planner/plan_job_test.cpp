@@ -191,6 +191,11 @@ TEST(PlanJob, PerseusAndNanobatchEndsMatchA100Runs) {
         EXPECT_NEAR(watts / expected[2 * end + 1], 1, 0.10) << (end == 0 ? "fastest" : "slowest");
       }
     }
+    // The overlap gain of the solved plans, T(N+P fastest) / T(Perseus fastest), within 1.5 points.
+    SCOPED_TRACE(testing::Message() << "ratio cp" << target.cp << " mbs" << target.mbs << " seq" << target.seq);
+    EXPECT_NEAR(
+        method(result, "nanobatch_perseus").frontier.front().time_s / method(result, "perseus").frontier.front().time_s,
+        target.nanobatch[0] / target.perseus[0], 0.015);
   }
 }
 

@@ -2,9 +2,12 @@
 //
 // A partition runs on two streams: compute ops in order, and the collective, launched when
 // its slot's op begins, on the communication stream. While both run, compute gets the SMs
-// and HBM bandwidth the collective leaves (kernel_model.h). Power is piecewise constant
-// over the resulting timeline and energy is its integral. A clock above what the power
-// limit allows is throttled per interval (so an unlocked GPU's clock fluctuates).
+// the collective's CTAs leave, the two share HBM in proportion to their demands when these
+// exceed it, and the collective is slowed by L2 contention (comm_overlap_slowdown); each
+// partition also pays a fixed partition_sync_us (stream join, collective launch, dispatch).
+// Power is piecewise constant over the resulting timeline and energy is its integral. A clock
+// above what the power limit allows is throttled per interval (so an unlocked GPU's clock
+// fluctuates).
 // Measurements add seeded multiplicative noise and the NVML energy counter's granularity.
 #pragma once
 

@@ -49,7 +49,7 @@ struct GpuSpec {
   int default_comm_ctas = 0;           ///< NCCL's default channel count on this GPU
   double comm_sm_share = 0;            ///< fraction of an SM's compute a communication CTA takes (1 = exclusive)
   double comm_hbm_bytes_per_byte = 0;  ///< HBM traffic per bus byte a collective moves (reads + writes)
-  double comm_overlap_slowdown = 0;    ///< a collective beside compute takes (1 + this) x as long
+  double comm_overlap_slowdown = 0;    ///< L2 contention: beside compute a collective takes (1 + this) x as long
   double partition_sync_us = 0;        ///< per overlapped partition: stream events, waits, nanobatch dispatch
 
   // Power.

@@ -1,0 +1,85 @@
+// kareus/planner/overlap_calibration.h - the emulator's overlap gain against real A100 runs.
+//
+// What nanobatched overlap saves is the quantity every kareus decision rests on. The Kareus
+// artifact predicted, from real per-clock profiles of 2x8 A100-40GB, the fastest Megatron+Perseus
+// and Nanobatching+Perseus iterations of Llama 3.2 3B in four configurations (PP 2, 8
+// microbatches, stage split 15/13, full recompute); their ratio T(N+P) / T(Perseus) is the
+// measured overlap gain (bench/RESULTS.md, "Emulator calibration"). This module runs the same
+// iterations on the emulator (every instruction at the maximum clock, which is what both fastest
+// plans amount to), fits preset parameters to the ratios within given bounds, and checks the fit
+// by leave-one-out: fit on all targets but one, predict the one left out. Times in s, power in W.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "kareus/device/gpu_spec.h"
+#include "kareus/workload/workload.h"
+
+namespace kareus::planner {
+
+/// One real configuration: fastest Perseus and N+P iteration time and average power per GPU.
+struct OverlapTarget {
+  int cp = 1, tp = 8, mbs = 8, seq = 4096;
+  double perseus_time_s = 0, perseus_power_w = 0;
+  double nanobatch_time_s = 0, nanobatch_power_w = 0;
+
+  [[nodiscard]] double ratio() const { return nanobatch_time_s / perseus_time_s; }
+  /// "CP1 TP8 mbs8 4k".
+  [[nodiscard]] std::string name() const;
+};
+
+/// The four Llama 3.2 3B configurations measured on 2x8 A100-40GB.
+[[nodiscard]] const std::vector<OverlapTarget>& a100_llama_targets();
+
+/// The target's workload: Llama 3.2 3B, PP 2, 8 microbatches, stages of 15 and 13 layers.
+[[nodiscard]] workload::Workload target_workload(const OverlapTarget& target);
+
+/// The emulator's sequential (Megatron/Perseus fastest) and nanobatched (N+P fastest: NCCL's
+/// default CTAs, launched at each partition's start) iterations at the GPU's maximum clock.
+struct OverlapRun {
+  double none_time_s = 0, none_power_w = 0;
+  double nanobatch_time_s = 0, nanobatch_power_w = 0;
+
+  [[nodiscard]] double ratio() const { return nanobatch_time_s / none_time_s; }
+};
+
+[[nodiscard]] OverlapRun run_overlap_target(const device::GpuSpec& gpu, const OverlapTarget& target);
+
+/// A preset parameter (find_parameter's key) and the physical range a fit may move it in.
+struct BoundedParameter {
+  std::string name;
+  double min = 0, max = 0;
+};
+
+/// What the A100 preset fits to the ratios, with its range: the per-partition cost
+/// (partition_sync_us) and the collective's slowdown beside compute beyond its HBM share
+/// (comm_overlap_slowdown). Every other overlap parameter is set from spec or measurement.
+[[nodiscard]] std::vector<BoundedParameter> overlap_fit_parameters();
+
+struct OverlapFit {
+  device::GpuSpec gpu;          ///< the start with the fitted values
+  std::vector<double> values;   ///< in the order of the parameters
+  std::vector<bool> at_bound;   ///< a value within 1% of its range's end: the form, not the constant, is wrong
+  double rms_error_points = 0;  ///< of the ratios fitted, in points (100 x ratio)
+};
+
+/// Fits `parameters` of `start` (Nelder-Mead over each value's position in its range) so the
+/// emulator's ratios match `targets`' in the least-squares sense. Throws InputError for an
+/// unknown parameter, an empty range or no targets.
+[[nodiscard]] OverlapFit fit_overlap(const device::GpuSpec& start, const std::vector<OverlapTarget>& targets,
+                                     const std::vector<BoundedParameter>& parameters);
+
+/// One fold of leave-one-out: fitted on every target but `held_out`, then run on it.
+struct LeaveOneOutFold {
+  OverlapTarget held_out;
+  OverlapFit fit;
+  double predicted_ratio = 0;
+  [[nodiscard]] double error_points() const { return 100 * (predicted_ratio - held_out.ratio()); }
+};
+
+[[nodiscard]] std::vector<LeaveOneOutFold> leave_one_out(const device::GpuSpec& start,
+                                                         const std::vector<OverlapTarget>& targets,
+                                                         const std::vector<BoundedParameter>& parameters);
+
+}  // namespace kareus::planner

@@ -1,0 +1,136 @@
+#include "kareus/planner/overlap_calibration.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "kareus/common/error.h"
+#include "kareus/common/nelder_mead.h"
+#include "kareus/device/emulator.h"
+#include "kareus/planner/plan_simulator.h"
+#include "kareus/workload/model.h"
+
+namespace kareus::planner {
+namespace {
+
+// A fit of a handful of parameters converges in a few hundred runs of the four iterations.
+constexpr int kMaxFitEvaluations = 400;
+constexpr double kFitTolerance = 1e-8;  // squared points: far below the targets' 3 decimals
+constexpr double kBoundMargin = 0.01;   // of the range: closer than this to an end is "at the bound"
+
+}  // namespace
+
+std::string OverlapTarget::name() const { return fmt::format("CP{} TP{} mbs{} {}k", cp, tp, mbs, seq / 1024); }
+
+const std::vector<OverlapTarget>& a100_llama_targets() {
+  // Megatron+Perseus and Nanobatching+Perseus fastest plans of the Kareus artifact, predicted from
+  // real per-clock profiles of 2x8 A100-40GB: time (s) and average power per GPU (W).
+  static const std::vector<OverlapTarget> targets = {
+      {1, 8, 8, 4096, 5.113, 275.2, 4.627, 284.4},
+      {2, 4, 8, 4096, 4.205, 303.9, 4.275, 294.3},
+      {2, 4, 8, 8192, 9.053, 285.7, 8.680, 313.6},
+      {2, 4, 16, 4096, 7.981, 290.2, 7.777, 311.3},
+  };
+  return targets;
+}
+
+std::vector<BoundedParameter> overlap_fit_parameters() {
+  return {
+      // Stream join, event wait and the collective's launch per partition: at least the few us of
+      // an event record and wait, at most 400 us (a fifth of a 2 ms partition).
+      {"partition_sync_us", 0, 400},
+      // Up to twice as long: overlap slows the compute beside a collective by 18.9% on average and
+      // 40% at most (Lee et al., arXiv 2507.03114, A100/H100); the collective's slowdown is bounded
+      // by the same contention, well below 2x.
+      {"comm_overlap_slowdown", 0, 1},
+  };
+}
+
+workload::Workload target_workload(const OverlapTarget& target) {
+  workload::Parallelism parallel;
+  parallel.cp = target.cp;
+  parallel.tp = target.tp;
+  parallel.mbs = target.mbs;
+  parallel.seq = target.seq;
+  parallel.layers_per_stage = {15, 13};
+  return workload::make_workload(workload::load_model("llama3.2-3b"), parallel);
+}
+
+OverlapRun run_overlap_target(const device::GpuSpec& gpu, const OverlapTarget& target) {
+  device::EmulatedDevice emulator = device::exact_emulator(gpu);
+  const workload::Workload workload = target_workload(target);
+  const pipeline::IterationRun none =
+      simulate_locked_clock(emulator, workload, gpu.clock_max_mhz, workload::OverlapMode::kNone);
+  const pipeline::IterationRun nanobatch =
+      simulate_locked_clock(emulator, workload, gpu.clock_max_mhz, workload::OverlapMode::kNanobatch);
+  return {none.time_s, none.avg_power_w, nanobatch.time_s, nanobatch.avg_power_w};
+}
+
+OverlapFit fit_overlap(const device::GpuSpec& start, const std::vector<OverlapTarget>& targets,
+                       const std::vector<BoundedParameter>& parameters) {
+  if (targets.empty()) throw InputError("overlap fit: no targets");
+  if (parameters.empty()) throw InputError("overlap fit: no parameters");
+  OverlapFit fit{start, {}, {}, 0};
+  std::vector<device::ParameterRef> refs;
+  // Each value's place in its range is (1 + sin(u)) / 2: any u is in range, and unlike a clamp
+  // there is no flat region beyond a bound for the simplex to collapse in.
+  auto place_of = [](double u) { return 0.5 * (1 + std::sin(u)); };
+  std::vector<double> position;  // the u of each parameter
+  for (const BoundedParameter& parameter : parameters) {
+    const std::optional<device::ParameterRef> ref = device::find_parameter(fit.gpu, parameter.name);
+    if (!ref) throw InputError(fmt::format("'{}' is not a floating-point parameter of a GPU preset", parameter.name));
+    if (!(parameter.min < parameter.max)) {
+      throw InputError(
+          fmt::format("overlap fit: {} has the empty range {}..{}", parameter.name, parameter.min, parameter.max));
+    }
+    refs.push_back(*ref);
+    const double place = std::clamp((*ref->value - parameter.min) / (parameter.max - parameter.min), 0.0, 1.0);
+    position.push_back(std::asin(2 * place - 1));
+  }
+  auto apply = [&](const std::vector<double>& point) {
+    for (std::size_t index = 0; index < refs.size(); ++index) {
+      const BoundedParameter& parameter = parameters[index];
+      *refs[index].value = parameter.min + place_of(point[index]) * (parameter.max - parameter.min);
+    }
+  };
+  auto squared_error = [&](const std::vector<double>& point) {
+    apply(point);
+    double sum = 0;
+    for (const OverlapTarget& target : targets) {
+      const double error = 100 * (run_overlap_target(fit.gpu, target).ratio() - target.ratio());
+      sum += error * error;
+    }
+    return sum / static_cast<double>(targets.size());
+  };
+  int evaluations = 0;
+  // Restart once from the best point: a collapsed first simplex can stall short of the minimum.
+  for (const double step : {0.5, 0.1}) {
+    position =
+        nelder_mead(squared_error, position, step, evaluations + kMaxFitEvaluations / 2, kFitTolerance, evaluations);
+  }
+  fit.rms_error_points = std::sqrt(squared_error(position));
+  for (std::size_t index = 0; index < refs.size(); ++index) {
+    const double place = place_of(position[index]);
+    fit.values.push_back(*refs[index].value);
+    fit.at_bound.push_back(place < kBoundMargin || place > 1 - kBoundMargin);
+  }
+  return fit;
+}
+
+std::vector<LeaveOneOutFold> leave_one_out(const device::GpuSpec& start, const std::vector<OverlapTarget>& targets,
+                                           const std::vector<BoundedParameter>& parameters) {
+  std::vector<LeaveOneOutFold> folds;
+  for (std::size_t held = 0; held < targets.size(); ++held) {
+    std::vector<OverlapTarget> rest;
+    for (std::size_t index = 0; index < targets.size(); ++index) {
+      if (index != held) rest.push_back(targets[index]);
+    }
+    LeaveOneOutFold fold{targets[held], fit_overlap(start, rest, parameters), 0};
+    fold.predicted_ratio = run_overlap_target(fold.fit.gpu, targets[held]).ratio();
+    folds.push_back(std::move(fold));
+  }
+  return folds;
+}
+
+}  // namespace kareus::planner
