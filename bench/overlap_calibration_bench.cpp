@@ -4,8 +4,8 @@
 // for bench/RESULTS.md. Usage: overlap_calibration_bench [--gpu NAME|FILE] [NAME:MIN:MAX ...]
 // (the parameters to fit, each with its range; default: planner::overlap_fit_parameters()).
 #include <cstdio>
-#include <cstdlib>
 #include <exception>
+#include <stdexcept>
 #include <string>
 #include <vector>
 

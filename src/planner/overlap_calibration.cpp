@@ -40,9 +40,9 @@ std::vector<BoundedParameter> overlap_fit_parameters() {
       // Stream join, event wait and the collective's launch per partition: at least the few us of
       // an event record and wait, at most 400 us (a fifth of a 2 ms partition).
       {"partition_sync_us", 0, 400},
-      // Up to twice as long: overlap slows the compute beside a collective by 18.9% on average and
-      // 40% at most (Lee et al., arXiv 2507.03114, A100/H100); the collective's slowdown is bounded
-      // by the same contention, well below 2x.
+      // Up to twice as long. A bound by analogy, not a measurement: the same contention slows the
+      // compute beside a collective by 18.9% on average and 40% at most (Lee et al., arXiv
+      // 2507.03114, A100/H100); no public figure isolates the collective's own slowdown.
       {"comm_overlap_slowdown", 0, 1},
   };
 }

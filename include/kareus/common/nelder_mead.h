@@ -4,7 +4,7 @@
 // for objectives with kinks (the emulator's roofline, wave quantization and smooth minima), where
 // gradients are not worth having. Used to fit emulator parameters to measurements
 // (device/calibration.h) and to the overlap targets (planner/overlap_calibration.h). Callers
-// that need bounds map them into the variables (e.g. a log and a clamp).
+// that need bounds map them into the variables (a log and a clamp, or a sine).
 #pragma once
 
 #include <functional>
