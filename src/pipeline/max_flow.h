@@ -14,6 +14,7 @@
 // source-sink path is infinite (the caller checks first). Residuals below `epsilon` count as 0.
 #pragma once
 
+#include <span>
 #include <vector>
 
 namespace kareus::pipeline::detail {
@@ -37,6 +38,14 @@ class MaxFlow {
   }
   [[nodiscard]] double capacity(int edge) const { return residual_[edge]; }
   [[nodiscard]] int head(int edge) const { return head_[edge]; }
+  [[nodiscard]] int tail(int edge) const { return tail_[edge]; }
+  [[nodiscard]] int edge_count() const { return static_cast<int>(head_.size()); }
+  /// The flow on an edge added by add_edge (an even id): what its reverse can send back.
+  [[nodiscard]] double flow(int edge) const { return residual_[edge ^ 1]; }
+  /// Edges leaving `node` (its added edges and the reverses of those entering it); after finalize().
+  [[nodiscard]] std::span<const int> edges_at(int node) const {
+    return {edges_of_.data() + first_[node], edges_of_.data() + first_[node + 1]};
+  }
   /// Sends `amount` (<= capacity(edge)) along `edge`, e.g. to seed run() with an easy flow.
   void add_flow(int edge, double amount) {
     residual_[edge] -= amount;

@@ -4,7 +4,8 @@
 #include <cassert>
 #include <cmath>
 #include <limits>
-#include <numeric>
+#include <map>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -168,21 +169,6 @@ PlanEvaluation evaluate_plan(const PipelineDag& dag, std::span<const int> option
   return evaluate(dag, topology, option_indices, gpus, start);
 }
 
-std::vector<int> pareto_frontier(const std::vector<IterationResult>& iterations) {
-  std::vector<int> order(iterations.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
-    if (iterations[a].time_s != iterations[b].time_s) return iterations[a].time_s < iterations[b].time_s;
-    return iterations[a].energy_j < iterations[b].energy_j;
-  });
-  std::vector<int> frontier;
-  for (const int index : order) {
-    if (frontier.empty() || iterations[index].energy_j < iterations[frontier.back()].energy_j)
-      frontier.push_back(index);
-  }
-  return frontier;
-}
-
 std::vector<BoundPoint> relaxation_lower_bound(const PipelineDag& cheapest_dag, int gpus) {
   const int paying = gpus > 0 ? gpus : cheapest_dag.stages;
   PhillipsDessoukyOptions options;
@@ -199,12 +185,20 @@ std::vector<BoundPoint> relaxation_lower_bound(const PipelineDag& cheapest_dag, 
   }
   std::vector<BoundPoint> bound;
   if (result.stop_reason != StopReason::kMinimumTime) return bound;  // no certificate below the last point
-  // relaxed(q) for a q between two planned points is at least the cost at the slower one.
+  // Between two planned points the solver made one cut, unit after unit at the same cost
+  // (PhillipsDessouky records once per cut), so relaxed(q) is linear there.
   std::size_t slower = 0;
   for (std::int64_t quant = planned.front().first; quant >= planned.back().first; --quant) {
     while (slower + 1 < planned.size() && planned[slower + 1].first >= quant) ++slower;
+    double relaxed = planned[slower].second;
+    if (quant < planned[slower].first) {
+      const auto& [slow_quant, slow_cost] = planned[slower];
+      const auto& [fast_quant, fast_cost] = planned[slower + 1];
+      relaxed += (fast_cost - slow_cost) * static_cast<double>(slow_quant - quant) /
+                 static_cast<double>(slow_quant - fast_quant);
+    }
     const double time_s = static_cast<double>(quant) * cheapest_dag.unit_time_s;
-    bound.push_back({time_s, planned[slower].second + cheapest_dag.static_power_w * time_s * paying});
+    bound.push_back({time_s, relaxed + cheapest_dag.static_power_w * time_s * paying});
   }
   std::reverse(bound.begin(), bound.end());
   return bound;
@@ -238,10 +232,18 @@ class Solver {
         real_start_(count_),
         real_latest_finish_(count_),
         option_indices_(count_),
-        finer_options_(std::any_of(dag.specs.begin(), dag.specs.end(), [](const CandidateExecutionOptions& spec) {
-          return spec.representatives().size() < spec.options().size();
-        })) {
-    for (int op = 0; op < count_; ++op) duration_[op] = spec(op).max_quant_time();
+        finer_options_(std::any_of(dag.specs.begin(), dag.specs.end(),
+                                   [](const CandidateExecutionOptions& spec) {
+                                     return spec.representatives().size() < spec.options().size();
+                                   })),
+        planned_options_(count_),
+        start_try_(count_),
+        latest_finish_try_(count_) {
+    for (int op = 0; op < count_; ++op) {
+      duration_[op] = spec(op).max_quant_time();
+      planned_options_[op] = spec(op).option_index_for(duration_[op]);
+      planned_cost_ += spec(op).hull_cost(duration_[op]);
+    }
   }
 
   PhillipsDessoukyResult run() {
@@ -253,19 +255,22 @@ class Solver {
         result_.stop_reason = StopReason::kIterationLimit;
         break;
       }
-      mark_critical();
+      if (!structure_current_) mark_critical();
       build_network();
       // A source-sink path of infinite arcs is a critical path already at its fastest.
       if (network_.infinite_path(kSource, kSink)) {
         result_.stop_reason = StopReason::kMinimumTime;
         break;
       }
+      warm_start();
       seed_flow();
       network_.run(kSource, kSink, 1e-12 * std::max(1.0, max_capacity_));
+      save_flow();
       if (!apply_cut()) {
         result_.stop_reason = StopReason::kNoCut;
         break;
       }
+      repeat_cut();
       record(iteration, makespan_);
       if (options_.stop_on_zero_cost_change && std::abs(result_.iterations.back().effective_energy_change_j) < 1e-9) {
         result_.stop_reason = StopReason::kZeroCostChange;
@@ -276,7 +281,7 @@ class Solver {
       repair_to_minimum_time();
       if (options_.reclaim_slack) walk_slower_from_frontier();
     }
-    result_.frontier = pareto_frontier(result_.iterations);
+    for (const auto& [time_s, kept] : frontier_) result_.frontier.push_back(kept.second);
     return std::move(result_);
   }
 
@@ -310,28 +315,79 @@ class Solver {
     return forward_pass<std::int64_t>(topology_, start_, [&](int op) { return duration_[op]; });
   }
 
-  // Records the plan of the current durations; `realized` = true keeps option_indices_ as the
-  // caller set them instead of deriving them from the durations. PD's own plans reclaim slack
-  // over the representatives only: the finer pass costs a tenth of the solve on 8 x 64 and
-  // the walks from the frontier plans, which make it, find what it would.
-  void record(int iteration, std::int64_t quant_time, bool realized = false) {
+  // Records the PD plan of the current durations. PD's own plans reclaim slack over the
+  // representatives only: the finer pass costs a tenth of the solve on 8 x 64 and the walks
+  // from the frontier plans, which make it, find what it would. A plan whose durations
+  // realize the same options as the last PD plan recorded is that plan again: its real time
+  // and energy are copied, not evaluated.
+  void record(int iteration, std::int64_t quant_time) {
+    IterationResult point = planned_point(iteration, quant_time, planned_cost_);
+    if (!plan_changed_ && last_record_planned_) {
+      point.time_s = result_.iterations.back().time_s;
+      point.energy_j = result_.iterations.back().energy_j;
+      result_.iterations.push_back(std::move(point));
+    } else {
+      option_indices_ = planned_options_;
+      if (options_.reclaim_slack)
+        reclaim_slack(dag_, topology_, option_indices_, real_start_, real_latest_finish_, false);
+      keep(std::move(point), evaluate(dag_, topology_, option_indices_, gpus_, real_start_));
+    }
+    plan_changed_ = false;
+    last_record_planned_ = true;
+    if (options_.progress) options_.progress(result_.iterations.back());
+  }
+
+  // Records the plan in option_indices_ as the caller set it; its slack is reclaimed and it is
+  // evaluated unless the caller did (`evaluated`). The durations become its options' quantized
+  // times (so this ends PD's own plans: record() needs the durations PD left).
+  void record_realized(std::optional<PlanEvaluation> evaluated = std::nullopt) {
+    double planned_cost = 0;
+    for (int op = 0; op < count_; ++op) {
+      duration_[op] = spec(op).options()[option_indices_[op]].quant_time;
+      planned_cost += spec(op).hull_cost(duration_[op]);
+    }
+    IterationResult point = planned_point(static_cast<int>(result_.iterations.size()), makespan_now(), planned_cost);
+    if (!evaluated) {
+      if (options_.reclaim_slack)
+        reclaim_slack(dag_, topology_, option_indices_, real_start_, real_latest_finish_, finer_options_);
+      evaluated = evaluate(dag_, topology_, option_indices_, gpus_, real_start_);
+    }
+    keep(std::move(point), *evaluated);
+    last_record_planned_ = false;
+    if (options_.progress) options_.progress(result_.iterations.back());
+  }
+
+  IterationResult planned_point(int iteration, std::int64_t quant_time, double planned_cost) const {
     IterationResult point;
     point.iteration = iteration;
     point.quant_time = quant_time;
-    for (int op = 0; op < count_; ++op) {
-      point.effective_energy_j += spec(op).hull_cost(duration_[op]);
-      if (!realized) option_indices_[op] = spec(op).option_index_for(duration_[op]);
-    }
+    point.effective_energy_j = planned_cost;
     point.effective_energy_change_j =
-        result_.iterations.empty() ? 0.0 : point.effective_energy_j - result_.iterations.back().effective_energy_j;
-    if (options_.reclaim_slack)
-      reclaim_slack(dag_, topology_, option_indices_, real_start_, real_latest_finish_, finer_options_ && realized);
-    const PlanEvaluation real = evaluate(dag_, topology_, option_indices_, gpus_, real_start_);
+        result_.iterations.empty() ? 0.0 : planned_cost - result_.iterations.back().effective_energy_j;
+    return point;
+  }
+
+  // Appends `point`, the plan in option_indices_ as `real` evaluates it, to the iterations; it
+  // keeps its options only while no other
+  // plan recorded is as fast and as cheap, so the plans held are the frontier's, not every
+  // iteration's.
+  void keep(IterationResult point, const PlanEvaluation& real) {
     point.time_s = real.time_s;
     point.energy_j = real.energy_j;
-    point.option_indices = option_indices_;
+    last_plan_ = option_indices_;
+    const int index = static_cast<int>(result_.iterations.size());
+    if (!dominated(point.time_s, point.energy_j)) {
+      // Drop the plans this one dominates: from its time on, those with no less energy.
+      auto position = frontier_.lower_bound(point.time_s);
+      while (position != frontier_.end() && position->second.first >= point.energy_j) {
+        // The walks go on from every plan of the frontier they started with.
+        if (!walking_) std::vector<int>().swap(result_.iterations[position->second.second].option_indices);
+        position = frontier_.erase(position);
+      }
+      frontier_.emplace_hint(position, point.time_s, std::make_pair(point.energy_j, index));
+      point.option_indices = last_plan_;
+    }
     result_.iterations.push_back(std::move(point));
-    if (options_.progress) options_.progress(result_.iterations.back());
   }
 
   // Every operation at its slowest (cheapest) option, when that is not the first planned
@@ -343,7 +399,7 @@ class Solver {
       option_indices_[op] = static_cast<int>(spec(op).options().size()) - 1;
       differs |= option_indices_[op] != spec(op).option_index_for(duration_[op]);
     }
-    if (differs) record(0, makespan_, true);
+    if (differs) record_realized();
   }
 
   // Latest finish times at the current makespan; an operation is critical when it has no float.
@@ -354,11 +410,117 @@ class Solver {
       compact_[op] = start_[op] + duration_[op] == latest_finish_[op] ? static_cast<int>(critical_ops_.size()) : -1;
       if (compact_[op] >= 0) critical_ops_.push_back(op);
     }
+    structure_current_ = true;
+  }
+
+  bool tight(std::size_t edge, const std::vector<std::int64_t>& start,
+             const std::vector<std::int64_t>& latest_finish) const {
+    const auto& [before, after] = dag_.edges[edge];
+    return start[before] + duration_[before] == latest_finish[after] - duration_[after];
+  }
+
+  // Makes the last cut again, as many more units as it stays a minimum cut and realizes no
+  // new options before its last unit (so no plan is skipped). It does while the critical
+  // sub-DAG, its dependencies without float and the cut's capacities stay the same: the
+  // planned cost is convex in the makespan, so no later cut is cheaper, and this one costs
+  // what it did. The capacities hold while every cut operation stays on its hull segment; the
+  // sub-DAG is checked after each try (one forward and one backward pass: paths change
+  // linearly with the units, so the same sub-DAG after k units means the same at every unit
+  // between). Tries 1, 2, 4, ... units, halving after a try that changes the sub-DAG.
+  void repeat_cut() {
+    structure_current_ = false;
+    if (!reverted_ok_) return;
+    std::int64_t room = repeat_room();
+    if (room <= 0) return;
+    mark_critical();
+    tight_.resize(dag_.edges.size());
+    for (std::size_t edge = 0; edge < dag_.edges.size(); ++edge) tight_[edge] = tight(edge, start_, latest_finish_);
+    for (std::int64_t units = 1; room > 0 && units > 0;) {
+      units = std::min(units, room);
+      shift_cut(units);
+      if (same_structure(makespan_ - units)) {
+        std::swap(start_, start_try_);
+        std::swap(latest_finish_, latest_finish_try_);
+        makespan_ -= units;
+        room -= units;
+        units *= 2;
+      } else {
+        shift_cut(-units);
+        units /= 2;
+      }
+    }
+  }
+
+  void shift_cut(std::int64_t units) {
+    for (const int op : shortened_) move(op, -units);
+    for (const int op : lengthened_) move(op, units);
+  }
+
+  // Changes a planned duration, keeping the planned cost and options up to date.
+  void move(int op, std::int64_t units) {
+    const CandidateExecutionOptions& options = spec(op);
+    planned_cost_ -= options.hull_cost(duration_[op]);
+    duration_[op] += units;
+    planned_cost_ += options.hull_cost(duration_[op]);
+    const int planned = options.option_index_for(duration_[op]);
+    if (planned != planned_options_[op]) {
+      planned_options_[op] = planned;
+      plan_changed_ = true;
+    }
+  }
+
+  // Units the last cut can be repeated: each shortened operation stays on the hull segment of
+  // its last unit and within its representative's quantum (until the last unit), likewise
+  // each lengthened one.
+  std::int64_t repeat_room() const {
+    std::int64_t room = std::numeric_limits<std::int64_t>::max();
+    auto quant = [](const CandidateExecutionOptions& options, int index) {
+      return options.options()[index].quant_time;
+    };
+    for (const int op : shortened_) {
+      const CandidateExecutionOptions& options = spec(op);
+      const std::int64_t now = duration_[op];  // the last unit was [now, now + 1]
+      const std::vector<int>& hull = options.hull_vertices();
+      const auto vertex = std::upper_bound(hull.begin(), hull.end(), now,
+                                           [&](std::int64_t time, int index) { return time < quant(options, index); });
+      room = std::min(room, now - quant(options, *std::prev(vertex)));
+      room = std::min(room, now - quant(options, options.option_index_for(now)) + 1);
+    }
+    for (const int op : lengthened_) {
+      const CandidateExecutionOptions& options = spec(op);
+      const std::int64_t now = duration_[op];  // the last unit was [now - 1, now]
+      const std::vector<int>& hull = options.hull_vertices();
+      const auto vertex = std::lower_bound(hull.begin(), hull.end(), now,
+                                           [&](int index, std::int64_t time) { return quant(options, index) < time; });
+      room = std::min(room, quant(options, *vertex) - now);
+      const std::vector<int>& representatives = options.representatives();
+      const auto next = std::upper_bound(representatives.begin(), representatives.end(), now,
+                                         [&](std::int64_t time, int index) { return time < quant(options, index); });
+      if (next != representatives.end()) room = std::min(room, quant(options, *next) - now);
+    }
+    return room;
+  }
+
+  // Whether the durations now have the makespan `makespan` and the critical operations and
+  // tight dependencies of the last mark_critical(); leaves their start and latest finish
+  // times in start_try_ and latest_finish_try_.
+  bool same_structure(std::int64_t makespan) {
+    auto duration = [&](int op) { return duration_[op]; };
+    if (forward_pass<std::int64_t>(topology_, start_try_, duration) != makespan) return false;
+    latest_finish_pass<std::int64_t>(topology_, latest_finish_try_, makespan, duration);
+    for (int op = 0; op < count_; ++op) {
+      if ((start_try_[op] + duration_[op] == latest_finish_try_[op]) != (compact_[op] >= 0)) return false;
+    }
+    for (std::size_t edge = 0; edge < dag_.edges.size(); ++edge) {
+      if (tight(edge, start_try_, latest_finish_try_) != static_cast<bool>(tight_[edge])) return false;
+    }
+    return true;
   }
 
   void build_network() {
     const int critical_count = static_cast<int>(critical_ops_.size());
     network_.reset(2 + 2 * critical_count);
+    arc_keys_.clear();
     lower_in_.assign(critical_count, -1);
     lower_out_.assign(critical_count, -1);
     max_capacity_ = 0;
@@ -372,31 +534,95 @@ class Solver {
       // Convexity guarantees lower <= upper; clamp rounding noise.
       if (upper < lower) upper = lower;
       if (upper < kInfinity) max_capacity_ = std::max(max_capacity_, upper);
-      network_.add_edge(start_node(k), end_node(k), upper - lower);
+      add_arc(start_node(k), end_node(k), upper - lower, FlowKey::kOperation, op);
       if (lower > 0) {
-        lower_out_[k] = network_.add_edge(start_node(k), kSink, lower);
-        lower_in_[k] = network_.add_edge(kSource, end_node(k), lower);
+        lower_out_[k] = add_arc(start_node(k), kSink, lower, FlowKey::kLowerOut, op);
+        lower_in_[k] = add_arc(kSource, end_node(k), lower, FlowKey::kLowerIn, op);
       }
     }
     tight_edges_.clear();
-    for (const auto& [before, after] : dag_.edges) {
-      if (start_[before] + duration_[before] != latest_finish_[after] - duration_[after]) continue;
+    for (std::size_t edge = 0; edge < dag_.edges.size(); ++edge) {
+      if (!tight(edge, start_, latest_finish_)) continue;
+      const auto& [before, after] = dag_.edges[edge];
       // A dependency without float joins two operations without float.
       assert(compact_[before] >= 0 && compact_[after] >= 0 && "tight dependency between non-critical operations");
-      const int arc = network_.add_edge(end_node(compact_[before]), start_node(compact_[after]), kInfinity);
+      const int arc = add_arc(end_node(compact_[before]), start_node(compact_[after]), kInfinity, FlowKey::kDependency,
+                              static_cast<int>(edge));
       tight_edges_.push_back({arc, compact_[before], compact_[after]});
     }
     terminal_arcs_.clear();
     for (int k = 0; k < critical_count; ++k) {
       const int op = critical_ops_[k];
       if (topology_.pred_first[op] == topology_.pred_first[op + 1] && latest_finish_[op] - duration_[op] == 0) {
-        terminal_arcs_.emplace_back(network_.add_edge(kSource, start_node(k), kInfinity), k);
+        terminal_arcs_.emplace_back(add_arc(kSource, start_node(k), kInfinity, FlowKey::kFromSource, op), k);
       }
       if (topology_.succ_first[op] == topology_.succ_first[op + 1] && start_[op] + duration_[op] == makespan_) {
-        terminal_arcs_.emplace_back(network_.add_edge(end_node(k), kSink, kInfinity), k);
+        terminal_arcs_.emplace_back(add_arc(end_node(k), kSink, kInfinity, FlowKey::kToSink, op), k);
       }
     }
     network_.finalize();
+  }
+
+  // Where an arc's flow is kept between iterations: per operation (its own arc, its lower-
+  // bound arcs, its source and sink arcs) or per DAG edge.
+  enum class FlowKey { kOperation, kLowerOut, kLowerIn, kFromSource, kToSink, kDependency };
+  int add_arc(int from, int to, double capacity, FlowKey kind, int index) {
+    arc_keys_.push_back(kind == FlowKey::kDependency ? 5 * count_ + index : 5 * index + static_cast<int>(kind));
+    return network_.add_edge(from, to, capacity);
+  }
+
+  // Starts the max flow from the last iteration's: the network changes little from one cut
+  // to the next. Each arc gets its last flow, cut to its capacity; conservation is then
+  // restored by sending deficits on towards the sink (in topological order) and excesses back
+  // towards the source (in reverse), along arcs that carry flow. Any feasible start gives the
+  // same minimum cut: the source side is what the residual network of a maximum flow reaches.
+  void warm_start() {
+    if (saved_flow_.empty()) saved_flow_.assign(5 * static_cast<std::size_t>(count_) + dag_.edges.size(), 0.0);
+    const int nodes = 2 + 2 * static_cast<int>(critical_ops_.size());
+    imbalance_.assign(nodes, 0.0);
+    for (int arc = 0; arc < static_cast<int>(arc_keys_.size()); ++arc) {
+      const int edge = 2 * arc;
+      const double amount = std::min(saved_flow_[arc_keys_[arc]], network_.capacity(edge));
+      if (amount <= 0) continue;
+      network_.add_flow(edge, amount);
+      imbalance_[network_.head(edge)] += amount;
+      imbalance_[network_.tail(edge)] -= amount;
+    }
+    node_order_.clear();
+    for (const int op : topology_.order) {
+      if (compact_[op] < 0) continue;
+      node_order_.push_back(start_node(compact_[op]));
+      node_order_.push_back(end_node(compact_[op]));
+    }
+    for (const int node : node_order_) {  // deficits: less flow out
+      for (const int edge : network_.edges_at(node)) {
+        if (imbalance_[node] >= 0) break;
+        if ((edge & 1) != 0) continue;
+        const double amount = std::min(network_.flow(edge), -imbalance_[node]);
+        if (amount <= 0) continue;
+        network_.add_flow(edge ^ 1, amount);
+        imbalance_[node] += amount;
+        imbalance_[network_.head(edge)] -= amount;
+      }
+    }
+    for (auto node = node_order_.rbegin(); node != node_order_.rend(); ++node) {  // excesses: less flow in
+      for (const int edge : network_.edges_at(*node)) {
+        if (imbalance_[*node] <= 0) break;
+        if ((edge & 1) == 0) continue;
+        const double amount = std::min(network_.flow(edge ^ 1), imbalance_[*node]);
+        if (amount <= 0) continue;
+        network_.add_flow(edge, amount);
+        imbalance_[*node] -= amount;
+        imbalance_[network_.head(edge)] += amount;
+      }
+    }
+  }
+
+  void save_flow() {
+    for (const int key : saved_keys_) saved_flow_[key] = 0;
+    saved_keys_ = arc_keys_;
+    for (int arc = 0; arc < static_cast<int>(arc_keys_.size()); ++arc)
+      saved_flow_[arc_keys_[arc]] = network_.flow(2 * arc);
   }
 
   // Seeds the flow with the two- and three-arc paths source -> end(u) -> start(v) -> sink
@@ -437,17 +663,19 @@ class Solver {
         lengthened_.push_back(op);
       }
     }
-    for (const int op : shortened_) --duration_[op];
-    for (const int op : lengthened_) ++duration_[op];
+    for (const int op : shortened_) move(op, -1);
+    for (const int op : lengthened_) move(op, 1);
     std::int64_t next_makespan = makespan_now();
+    reverted_ok_ = true;
     if (next_makespan >= makespan_ && !lengthened_.empty()) {
+      reverted_ok_ = false;
       // A lengthened operation also sat on a path that was not critical; keep the shortening only.
-      for (const int op : lengthened_) --duration_[op];
+      for (const int op : lengthened_) move(op, -1);
       ++result_.reverted_iterations;
       next_makespan = makespan_now();
     }
     if (next_makespan >= makespan_ || shortened_.empty()) {
-      for (const int op : shortened_) ++duration_[op];
+      for (const int op : shortened_) move(op, 1);
       makespan_ = makespan_now();
       return false;
     }
@@ -478,8 +706,8 @@ class Solver {
       option_indices_[best] = spec(best).faster_representative(option_indices_[best]);
     }
     for (int op = 0; op < count_; ++op) duration_[op] = spec(op).options()[option_indices_[op]].quant_time;
-    if (option_indices_ != result_.iterations.back().option_indices) {
-      record(static_cast<int>(result_.iterations.size()), makespan_now(), true);
+    if (option_indices_ != last_plan_) {
+      record_realized();
     }
   }
 
@@ -492,22 +720,27 @@ class Solver {
   // that is cheaper, skipping every time in between. Elsewhere PD's plans are the hull's, and
   // a few real-time steps from each find the options between its quantized ones.
   void walk_slower_from_frontier() {
-    std::vector<std::vector<int>> seeds;  // copies: walking records plans, which may move them
-    for (const int index : pareto_frontier(result_.iterations)) {
-      frontier_.emplace_back(result_.iterations[index].time_s, result_.iterations[index].energy_j);
-      seeds.push_back(result_.iterations[index].option_indices);
-    }
+    std::vector<int> seeds;
+    for (const auto& [time_s, kept] : frontier_) seeds.push_back(kept.second);
+    walking_ = true;
     const int min_time_steps = kWalkStepsPerOperation * count_;
-    walk_slower(result_.iterations.back().option_indices, min_time_steps, min_time_steps);
-    for (const std::vector<int>& seed : seeds) walk_slower(seed, kWalkStepsFromEachPlan, kWalkPatience);
+    walk_slower(last_plan_, min_time_steps, min_time_steps);
+    // Walking records plans and may move the iterations: each seed is copied first.
+    for (const int seed : seeds) {
+      walk_slower(result_.iterations[seed].option_indices, kWalkStepsFromEachPlan, kWalkPatience);
+    }
+    walking_ = false;
+    std::vector<char> on_frontier(result_.iterations.size(), 0);
+    for (const auto& [time_s, kept] : frontier_) on_frontier[kept.second] = 1;
+    for (std::size_t index = 0; index < on_frontier.size(); ++index) {
+      if (on_frontier[index] == 0) std::vector<int>().swap(result_.iterations[index].option_indices);
+    }
   }
 
-  // True when a plan found so far is at least as fast and as cheap.
+  // True when a plan kept so far is at least as fast and as cheap.
   bool dominated(double time_s, double energy_j) const {
-    const auto after =
-        std::upper_bound(frontier_.begin(), frontier_.end(), time_s * (1 + 1e-12),
-                         [](double time, const std::pair<double, double>& point) { return time < point.first; });
-    return after != frontier_.begin() && std::prev(after)->second <= energy_j * (1 + 1e-12);
+    const auto after = frontier_.upper_bound(time_s * (1 + 1e-12));
+    return after != frontier_.begin() && std::prev(after)->second.first <= energy_j * (1 + 1e-12);
   }
 
   // Reclaims the slack of the plan in option_indices_ and records it when it is not
@@ -515,15 +748,7 @@ class Solver {
   PlanEvaluation keep_if_new() {
     reclaim_slack(dag_, topology_, option_indices_, real_start_, real_latest_finish_, finer_options_);
     const PlanEvaluation real = evaluate(dag_, topology_, option_indices_, gpus_, real_start_);
-    if (dominated(real.time_s, real.energy_j)) return real;
-    for (int op = 0; op < count_; ++op) duration_[op] = spec(op).options()[option_indices_[op]].quant_time;
-    record(static_cast<int>(result_.iterations.size()), makespan_now(), true);
-    const IterationResult& kept = result_.iterations.back();
-    auto position = std::upper_bound(frontier_.begin(), frontier_.end(), std::make_pair(kept.time_s, kept.energy_j));
-    position = std::next(frontier_.insert(position, {kept.time_s, kept.energy_j}));
-    auto last = position;
-    while (last != frontier_.end() && last->second >= kept.energy_j) ++last;
-    frontier_.erase(position, last);
+    if (!dominated(real.time_s, real.energy_j)) record_realized(real);
     return real;
   }
 
@@ -534,13 +759,13 @@ class Solver {
   // their slack reclaimed and their plans kept when new, and the walk goes on from the one
   // with the best real rate. Ends when no move saves energy, after `max_steps` steps, or after
   // `patience` steps in a row that kept no plan.
-  void walk_slower(const std::vector<int>& seed, int max_steps, int patience) {
+  void walk_slower(std::vector<int> seed, int max_steps, int patience) {  // by value: see the caller
     struct Move {
       double rate;  // predicted energy saved per second added, before slack reclamation
       int op;
     };
     std::vector<Move> moves;
-    option_indices_ = seed;
+    option_indices_ = std::move(seed);
     auto real_time = [&](int op) { return spec(op).options()[option_indices_[op]].time_s; };
     for (int step = 0, fruitless = 0; step < max_steps && fruitless < patience; ++step) {
       const std::size_t recorded = result_.iterations.size();
@@ -620,6 +845,10 @@ class Solver {
   std::vector<int> critical_ops_;          // k -> operation
   std::vector<int> lower_in_, lower_out_;  // k -> arc, or -1 when l = 0
   std::vector<TightEdge> tight_edges_;
+  std::vector<int> arc_keys_, saved_keys_;          // per arc of the network: its index into saved_flow_
+  std::vector<double> saved_flow_;                  // the last maximum flow, by FlowKey
+  std::vector<double> imbalance_;                   // per node: flow in - flow out, during warm_start()
+  std::vector<int> node_order_;                     // the network's nodes in topological order
   std::vector<std::pair<int, int>> terminal_arcs_;  // (arc, k): source -> start(k) or end(k) -> sink
   double max_capacity_ = 0;
 
@@ -629,7 +858,19 @@ class Solver {
   std::vector<int> option_indices_;
   const bool finer_options_;  // some options lie between representatives (a unit coarser than their gaps)
   std::vector<int> shortened_, lengthened_;
-  std::vector<std::pair<double, double>> frontier_;  // (time_s, energy_j) of the walks: time up, energy down
+  std::vector<int> planned_options_;  // option_index_for(duration_), kept by move()
+  double planned_cost_ = 0;           // sum of hull_cost(duration_), kept by move()
+  bool plan_changed_ = true;          // planned_options_ changed since the last record
+  std::vector<int> last_plan_;        // the realized options of the last plan evaluated
+  // Plans recorded that no other is as fast and as cheap as: time_s -> (energy_j, index into
+  // result_.iterations), time up, energy down. Only these keep their option_indices.
+  std::map<double, std::pair<double, int>> frontier_;
+  bool walking_ = false;              // dominated plans keep their options until the walks are done
+  bool last_record_planned_ = false;  // the last record was a PD plan (not realized by a caller)
+  bool structure_current_ = false;    // critical_ops_ and compact_ are those of the durations now
+  bool reverted_ok_ = false;          // the last cut was applied whole (none of it reverted)
+  std::vector<char> tight_;           // per DAG edge: without float at the last mark_critical()
+  std::vector<std::int64_t> start_try_, latest_finish_try_;
 
   PhillipsDessoukyResult result_;
 };

@@ -51,6 +51,63 @@ TEST(PhillipsDessouky, ChainMatchesHandFrontier) {
   EXPECT_EQ(result.frontier, (std::vector<int>{4, 3, 2, 1, 0}));
 }
 
+TEST(PhillipsDessouky, RepeatsACutOverUnitsWithoutNewOptions) {
+  // The chain above at a quarter of the unit: options four units apart, so one cut serves
+  // four units (each costs the same until a hull vertex, and no option changes between), and
+  // the frontier is the same five plans.
+  OneFOneBConfig config;
+  config.microbatches = 1;
+  config.unit_time_s = 0.25;
+  config.stages = {{{option(2, 10), option(3, 7), option(4, 5)}, {option(3, 14), option(4, 10), option(5, 8)}}};
+  const PhillipsDessoukyResult result = PhillipsDessouky(build_one_f_one_b_dag(config), {}).run();
+  const std::vector<Point> found = frontier_points(result);
+  const std::vector<Point> expected = {{5, 24}, {6, 20}, {7, 17}, {8, 15}, {9, 13}};
+  ASSERT_EQ(found.size(), expected.size());
+  for (std::size_t index = 0; index < expected.size(); ++index) {
+    EXPECT_DOUBLE_EQ(found[index].time_s, expected[index].time_s);
+    EXPECT_DOUBLE_EQ(found[index].energy_j, expected[index].energy_j);
+  }
+  // 16 units from 9 s to 5 s: the slowest plan and one iteration per option change.
+  EXPECT_EQ(result.iterations.size(), 5U);
+  EXPECT_EQ(result.iterations.back().quant_time, 20);
+  EXPECT_DOUBLE_EQ(result.iterations.back().effective_energy_j, 24);
+}
+
+TEST(PhillipsDessouky, OnlyFrontierPlansKeepTheirOptions) {
+  // Memory is the frontier's: every frontier iteration holds the options that give its time
+  // and energy, every other iteration none.
+  std::mt19937 random(5);
+  OneFOneBConfig config;
+  config.microbatches = 3;
+  config.unit_time_s = 0.05;
+  config.static_power_w = 2;
+  std::uniform_real_distribution<double> time(1.0, 6.0), energy(10.0, 40.0);
+  for (int stage = 0; stage < 3; ++stage) {
+    StageOptions options;
+    for (int k = 0; k < 4; ++k) options.forward.push_back(option(time(random), energy(random), k));
+    for (int k = 0; k < 4; ++k) options.backward.push_back(option(time(random), energy(random), k));
+    config.stages.push_back(options);
+  }
+  const PipelineDag dag = build_one_f_one_b_dag(config);
+  const PhillipsDessoukyResult result = PhillipsDessouky(dag, {}).run();
+  ASSERT_GT(result.frontier.size(), 1U);
+  std::vector<bool> on_frontier(result.iterations.size(), false);
+  for (const int index : result.frontier) on_frontier[index] = true;
+  int without_options = 0;
+  for (std::size_t index = 0; index < result.iterations.size(); ++index) {
+    const IterationResult& iteration = result.iterations[index];
+    if (!on_frontier[index]) {
+      EXPECT_TRUE(iteration.option_indices.empty()) << index;
+      ++without_options;
+      continue;
+    }
+    const PlanEvaluation evaluation = evaluate_plan(dag, iteration.option_indices, dag.stages);
+    EXPECT_DOUBLE_EQ(evaluation.time_s, iteration.time_s) << index;
+    EXPECT_DOUBLE_EQ(evaluation.energy_j, iteration.energy_j) << index;
+  }
+  EXPECT_GT(without_options, 0);
+}
+
 TEST(PhillipsDessouky, OptionsBetweenQuantizedTimesReachTheFrontier) {
   // A unit coarser than the gaps between options: F 2.0s/10J, 2.5s/8J (both quantum 2) then
   // B 3.0s/14J, 3.6s/11J (both quantum 3). PD plans on the fastest of each quantum alone,

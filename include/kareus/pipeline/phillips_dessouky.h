@@ -12,8 +12,12 @@
 // slower, cheaper options); makespan from real times; energy = sum of effective
 // energies + static_power_w x makespan x GPUs (lowtime's convention; = the real energies plus
 // static power while a GPU idles). One iteration: a few O(V+E) passes and one max flow
-// (Dinic, src/pipeline/max_flow.h) on the critical sub-DAG; one iteration per unit_time_s of
-// makespan between the all-slowest and all-fastest plans.
+// (Dinic, src/pipeline/max_flow.h, started from the last iteration's flow) on the critical
+// sub-DAG. One cut per iteration, made again for as many units of makespan as it stays a
+// minimum cut (same critical sub-DAG, same costs) and realizes no new option: at most one
+// iteration per unit_time_s between the all-slowest and all-fastest plans, far fewer where
+// options are many units apart. Memory: the options of the frontier's plans only
+// (O(frontier points x operations)), plus a few numbers per iteration.
 #pragma once
 
 #include <cstdint>
@@ -36,12 +40,14 @@ std::string_view to_string(StopReason reason);
 
 struct IterationResult {
   int iteration = 0;                     ///< 0 = every operation at its slowest option
-  std::int64_t quant_time = 0;           ///< planned makespan, in unit_time_s
+  std::int64_t quant_time = 0;           ///< planned makespan, in unit_time_s (may drop several units)
   double effective_energy_j = 0;         ///< planned: sum of the hull costs at the planned durations
   double effective_energy_change_j = 0;  ///< planned change from the previous iteration
   double time_s = 0;                     ///< real makespan of the realized plan
   double energy_j = 0;                   ///< real energy of the realized plan, all GPUs
-  std::vector<int> option_indices;       ///< per operation, into dag.specs[operation.spec].options()
+  /// Per operation, into dag.specs[operation.spec].options(); only for the iterations in
+  /// PhillipsDessoukyResult::frontier (empty for the others).
+  std::vector<int> option_indices;
 };
 
 struct PhillipsDessoukyOptions {
@@ -66,7 +72,9 @@ struct PhillipsDessoukyResult {
   /// minimum, which PD's quantized plans overshoot.
   std::vector<IterationResult> iterations;
   StopReason stop_reason = StopReason::kMinimumTime;
-  std::vector<int> frontier;    ///< indices into iterations, Pareto-optimal in real (time_s, energy_j), time ascending
+  /// Indices into iterations, Pareto-optimal in real (time_s, energy_j), time ascending (of
+  /// points equal within 1e-12, the first recorded).
+  std::vector<int> frontier;
   int reverted_iterations = 0;  ///< iterations whose lengthenings had to be undone to shorten the makespan
 };
 
@@ -110,9 +118,5 @@ struct BoundPoint {
 
 /// Least energy_j among `bound` points with time_s <= time_s (+infinity when none).
 [[nodiscard]] double lower_bound_at(const std::vector<BoundPoint>& bound, double time_s);
-
-/// Indices of the points not dominated in (time_s, energy_j) (strictly better in neither is
-/// dropped; of equal points the first is kept), sorted by time ascending.
-[[nodiscard]] std::vector<int> pareto_frontier(const std::vector<IterationResult>& iterations);
 
 }  // namespace kareus::pipeline
