@@ -12,6 +12,7 @@ usage: compare_lowtime.py KAREUS_BINARY PROFILE.csv STAGES MICROBATCHES [UNIT_TI
 import csv
 import json
 import logging
+import os
 import re
 import subprocess
 import sys
@@ -153,6 +154,18 @@ def main():
     match = re.search(r"in ([0-9.]+) s \(([0-9.]+) s cpu\)", output)
     kareus_solver_s, kareus_cpu_s = float(match.group(1)), float(match.group(2))
 
+    # KAREUS_BEFORE=BINARY: another kareus build in the same run (a before/after column).
+    before = None
+    if os.environ.get("KAREUS_BEFORE"):
+        with tempfile.TemporaryDirectory() as out:
+            output = subprocess.run([os.environ["KAREUS_BEFORE"], "solve", "--profile", profile, "--stages", str(stages),
+                                     "--microbatches", str(microbatches), "--unit-time", str(unit_time_s),
+                                     "--static-power", str(static_power_w), "--out", out],
+                                    check=True, capture_output=True, text=True).stdout
+            with open(f"{out}/frontier.json") as file:
+                before = [(p["time_s"], p["energy_j"]) for p in json.load(file)["points"]]
+        before_cpu_s = float(re.search(r"in [0-9.]+ s \(([0-9.]+) s cpu\)", output).group(1))
+
     lowtime_points, lowtime_fit_s, lowtime_s, lowtime_cpu_s = run_lowtime(rows, stages, microbatches, unit_time_s, static_power_w)
     lowtime = pareto(lowtime_points)
 
@@ -178,8 +191,13 @@ def main():
           f"writes of {len(kareus)} plans), {report['iterations']} PD iterations, {len(kareus)} frontier points")
     print(f"lowtime 0.3.0: {lowtime_s:8.3f} s solver wall, {lowtime_cpu_s:.3f} s cpu (+{lowtime_fit_s:.3f} s exponential fits; plan re-evaluation "
           f"excluded), {len(lowtime_points)} iterations, {len(lowtime)} frontier points")
-    print(f"speed ratio  : {lowtime_cpu_s / max(kareus_cpu_s, 1e-3):8.1f}x solver cpu vs cpu, {lowtime_s / kareus_solver_s:.1f}x wall, "
+    print(f"speed ratio  : {lowtime_cpu_s / max(kareus_cpu_s, 1e-6):8.1f}x solver cpu vs cpu, {lowtime_s / kareus_solver_s:.1f}x wall, "
           f"{(lowtime_s + lowtime_fit_s) / kareus_s:.1f}x lowtime fits+solver vs whole kareus process")
+    if before is not None:
+        worst_before = max((best_at(before, t) - best_at(lowtime, t)) / best_at(lowtime, t) for t in times
+                           if best_at(before, t) < float("inf") and best_at(lowtime, t) < float("inf"))
+        print(f"before build : {before_cpu_s:.3f} s cpu ({lowtime_cpu_s / max(before_cpu_s, 1e-6):.1f}x), {len(before)} frontier "
+              f"points, worst excess over lowtime {100 * max(worst_before, 0):.3f}%")
     print(f"fastest      : kareus {kareus[0][0]:.4f} s / {kareus[0][1]:.1f} J, lowtime {lowtime[0][0]:.4f} s / {lowtime[0][1]:.1f} J")
     print(f"least energy : kareus {kareus[-1][0]:.4f} s / {kareus[-1][1]:.1f} J, lowtime {lowtime[-1][0]:.4f} s / {lowtime[-1][1]:.1f} J")
     print(f"at {len(times)} frontier times: kareus lower {kareus_lower}, lowtime lower {lowtime_lower}, equal {ties}; "

@@ -162,6 +162,36 @@ std::string_view to_string(StopReason reason) {
   return "unknown";
 }
 
+int PlanHistory::add(std::span<const int> options) {
+  const int id = size();
+  if (id % kCheckpointEvery == 0) {
+    checkpoints_.emplace_back(options.begin(), options.end());
+  } else {
+    for (int op = 0; op < static_cast<int>(options.size()); ++op) {
+      if (options[op] != last_[op]) changes_.emplace_back(op, options[op]);
+    }
+  }
+  changes_end_.push_back(changes_.size());
+  last_.assign(options.begin(), options.end());
+  return id;
+}
+
+std::vector<int> PlanHistory::at(int id) const {
+  assert(id >= 0 && id < size() && "PlanHistory::at: no such plan");
+  std::vector<int> options = checkpoints_[id / kCheckpointEvery];
+  const int first = id - id % kCheckpointEvery;
+  for (std::size_t change = changes_end_[first]; change < changes_end_[id]; ++change) {
+    options[changes_[change].first] = changes_[change].second;
+  }
+  return options;
+}
+
+std::size_t PlanHistory::stored_options() const {
+  std::size_t stored = changes_.size();
+  for (const std::vector<int>& checkpoint : checkpoints_) stored += checkpoint.size();
+  return stored;
+}
+
 PlanEvaluation evaluate_plan(const PipelineDag& dag, std::span<const int> option_indices, int gpus) {
   assert(option_indices.size() == dag.operations.size() && "evaluate_plan: one option per operation");
   const Topology topology(dag);
@@ -325,6 +355,7 @@ class Solver {
     if (!plan_changed_ && last_record_planned_) {
       point.time_s = result_.iterations.back().time_s;
       point.energy_j = result_.iterations.back().energy_j;
+      point.plan = result_.iterations.back().plan;
       result_.iterations.push_back(std::move(point));
     } else {
       option_indices_ = planned_options_;
@@ -367,25 +398,22 @@ class Solver {
     return point;
   }
 
-  // Appends `point`, the plan in option_indices_ as `real` evaluates it, to the iterations; it
-  // keeps its options only while no other
-  // plan recorded is as fast and as cheap, so the plans held are the frontier's, not every
-  // iteration's.
+  // Appends `point`, the plan in option_indices_ as `real` evaluates it, to the iterations and
+  // its options to the plan history; the frontier map keeps it when no other plan recorded is
+  // as fast and as cheap.
   void keep(IterationResult point, const PlanEvaluation& real) {
     point.time_s = real.time_s;
     point.energy_j = real.energy_j;
+    point.plan = result_.plans.add(option_indices_);
     last_plan_ = option_indices_;
     const int index = static_cast<int>(result_.iterations.size());
     if (!dominated(point.time_s, point.energy_j)) {
       // Drop the plans this one dominates: from its time on, those with no less energy.
       auto position = frontier_.lower_bound(point.time_s);
       while (position != frontier_.end() && position->second.first >= point.energy_j) {
-        // The walks go on from every plan of the frontier they started with.
-        if (!walking_) std::vector<int>().swap(result_.iterations[position->second.second].option_indices);
         position = frontier_.erase(position);
       }
       frontier_.emplace_hint(position, point.time_s, std::make_pair(point.energy_j, index));
-      point.option_indices = last_plan_;
     }
     result_.iterations.push_back(std::move(point));
   }
@@ -722,19 +750,9 @@ class Solver {
   void walk_slower_from_frontier() {
     std::vector<int> seeds;
     for (const auto& [time_s, kept] : frontier_) seeds.push_back(kept.second);
-    walking_ = true;
     const int min_time_steps = kWalkStepsPerOperation * count_;
     walk_slower(last_plan_, min_time_steps, min_time_steps);
-    // Walking records plans and may move the iterations: each seed is copied first.
-    for (const int seed : seeds) {
-      walk_slower(result_.iterations[seed].option_indices, kWalkStepsFromEachPlan, kWalkPatience);
-    }
-    walking_ = false;
-    std::vector<char> on_frontier(result_.iterations.size(), 0);
-    for (const auto& [time_s, kept] : frontier_) on_frontier[kept.second] = 1;
-    for (std::size_t index = 0; index < on_frontier.size(); ++index) {
-      if (on_frontier[index] == 0) std::vector<int>().swap(result_.iterations[index].option_indices);
-    }
+    for (const int seed : seeds) walk_slower(result_.options_of(seed), kWalkStepsFromEachPlan, kWalkPatience);
   }
 
   // True when a plan kept so far is at least as fast and as cheap.
@@ -759,7 +777,7 @@ class Solver {
   // their slack reclaimed and their plans kept when new, and the walk goes on from the one
   // with the best real rate. Ends when no move saves energy, after `max_steps` steps, or after
   // `patience` steps in a row that kept no plan.
-  void walk_slower(std::vector<int> seed, int max_steps, int patience) {  // by value: see the caller
+  void walk_slower(std::vector<int> seed, int max_steps, int patience) {
     struct Move {
       double rate;  // predicted energy saved per second added, before slack reclamation
       int op;
@@ -863,9 +881,8 @@ class Solver {
   bool plan_changed_ = true;          // planned_options_ changed since the last record
   std::vector<int> last_plan_;        // the realized options of the last plan evaluated
   // Plans recorded that no other is as fast and as cheap as: time_s -> (energy_j, index into
-  // result_.iterations), time up, energy down. Only these keep their option_indices.
+  // result_.iterations), time up, energy down.
   std::map<double, std::pair<double, int>> frontier_;
-  bool walking_ = false;              // dominated plans keep their options until the walks are done
   bool last_record_planned_ = false;  // the last record was a PD plan (not realized by a caller)
   bool structure_current_ = false;    // critical_ops_ and compact_ are those of the durations now
   bool reverted_ok_ = false;          // the last cut was applied whole (none of it reverted)

@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <future>
+#include <memory>
+#include <mutex>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -26,18 +29,16 @@ namespace {
 
 /// The plan of a solved iteration: each instruction's knob (an index into its stage's knobs)
 /// turned into its clock, overlap and comm configs.
-Plan make_plan(const pipeline::PipelineDag& dag, const pipeline::IterationResult& iteration,
-               const MethodOptions& method, const std::string& workload_json) {
-  return plan_from_options(dag, iteration.option_indices, workload_json,
-                           [&method](const KnobChoice& choice, PlannedInstruction& instruction) {
-                             const StageKnobs& knobs = method.knobs[choice.stage];
-                             const Knob& knob =
-                                 (choice.type == Direction::kForward ? knobs.forward : knobs.backward)[choice.knob];
-                             instruction.freq_mhz = knob.freq_mhz;
-                             instruction.overlap = knob.overlap;
-                             for (const auto& [key, config] : knob.choices)
-                               instruction.partitions[key] = {config.slot, config.ctas};
-                           });
+Plan make_plan(const pipeline::PipelineDag& dag, std::span<const int> option_indices, const MethodOptions& method,
+               const std::string& workload_json) {
+  return plan_from_options(
+      dag, option_indices, workload_json, [&method](const KnobChoice& choice, PlannedInstruction& instruction) {
+        const StageKnobs& knobs = method.knobs[choice.stage];
+        const Knob& knob = (choice.type == Direction::kForward ? knobs.forward : knobs.backward)[choice.knob];
+        instruction.freq_mhz = knob.freq_mhz;
+        instruction.overlap = knob.overlap;
+        for (const auto& [key, config] : knob.choices) instruction.partitions[key] = {config.slot, config.ctas};
+      });
 }
 
 MethodPoint evaluate(device::Device& device, const workload::Workload& workload, Plan plan) {
@@ -113,9 +114,38 @@ std::vector<int> sample_frontier(const pipeline::PhillipsDessoukyResult& solved,
   return chosen;
 }
 
-MethodResult solve_method(Method name, device::Device& device, const workload::Workload& workload,
-                          const MethodOptions& method, const PlanJobOptions& options, const std::string& workload_json,
-                          const std::vector<double>& also_at_times_s = {}) {
+/// A method's frontier being solved: the solver runs on its own thread (the methods'
+/// solves are independent and each is single-threaded), reading `dag`.
+struct MethodSolve {
+  Method name = Method::kPerseus;
+  MethodOptions method;
+  double unit_time_s = 0;
+  std::unique_ptr<pipeline::PipelineDag> dag;                               // stays put while the solver reads it
+  std::future<std::pair<pipeline::PhillipsDessoukyResult, double>> solved;  // and its wall seconds
+};
+
+/// The solver's progress every 2,000 iterations: how far the makespan has come down, and an
+/// ETA from that pace. `options.progress` must take lines from several threads.
+std::function<void(const pipeline::IterationResult&)> solver_progress(Method name, const PlanJobOptions& options,
+                                                                      std::int64_t floor_quant_time) {
+  const auto started = std::chrono::steady_clock::now();
+  std::int64_t first_quant_time = -1;
+  return [&options, name, started, floor_quant_time,
+          first_quant_time](const pipeline::IterationResult& iteration) mutable {
+    if (first_quant_time < 0) first_quant_time = iteration.quant_time;
+    if (iteration.iteration == 0 || iteration.iteration % 2000 != 0) return;
+    const double elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    const double done = static_cast<double>(first_quant_time - iteration.quant_time);
+    const double left = static_cast<double>(std::max<std::int64_t>(iteration.quant_time - floor_quant_time, 0));
+    options.progress(fmt::format("{}: solver iteration {}, makespan {:.3f} s, ETA {:.0f} s", to_string(name),
+                                 iteration.iteration, iteration.time_s, done > 0 ? elapsed_s * left / done : 0.0));
+  };
+}
+
+/// Builds the method's 1F1B DAG (asking the device for the DP gradient reduction) and starts
+/// its solve on another thread.
+MethodSolve start_solve(Method name, device::Device& device, const workload::Workload& workload, MethodOptions method,
+                        const PlanJobOptions& options) {
   const device::GpuSpec& gpu = device.gpu();
   pipeline::OneFOneBConfig config;
   config.microbatches = workload.parallel.microbatches;
@@ -133,49 +163,87 @@ MethodResult solve_method(Method name, device::Device& device, const workload::W
     config.gradient_reduce = std::vector<pipeline::ExecutionOption>{
         pipeline::make_execution_option(largest.time_s, largest.energy_j, 0, gpu.static_power_w)};
   }
-  const pipeline::PipelineDag dag = pipeline::build_one_f_one_b_dag(config);
+  MethodSolve solve;
+  solve.name = name;
+  solve.unit_time_s = config.unit_time_s;
+  solve.dag = std::make_unique<pipeline::PipelineDag>(pipeline::build_one_f_one_b_dag(config));
   pipeline::PhillipsDessoukyOptions solver_options;
   solver_options.gpus = workload.parallel.pp;
-  const auto started = std::chrono::steady_clock::now();
   if (options.progress) {
-    // Every 2,000 iterations: how far the makespan has come down, and an ETA from that pace.
-    std::int64_t first_quant_time = -1;
-    const std::int64_t floor_quant_time =
-        pipeline::quantize_time(minimum_makespan_s(workload, method), config.unit_time_s);
-    solver_options.progress = [&options, &name, started, floor_quant_time,
-                               first_quant_time](const pipeline::IterationResult& iteration) mutable {
-      if (first_quant_time < 0) first_quant_time = iteration.quant_time;
-      if (iteration.iteration == 0 || iteration.iteration % 2000 != 0) return;
-      const double elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-      const double done = static_cast<double>(first_quant_time - iteration.quant_time);
-      const double left = static_cast<double>(std::max<std::int64_t>(iteration.quant_time - floor_quant_time, 0));
-      options.progress(fmt::format("{}: solver iteration {}, makespan {:.3f} s, ETA {:.0f} s", to_string(name),
-                                   iteration.iteration, iteration.time_s, done > 0 ? elapsed_s * left / done : 0.0));
-    };
+    solver_options.progress = solver_progress(
+        name, options, pipeline::quantize_time(minimum_makespan_s(workload, method), config.unit_time_s));
   }
-  const pipeline::PhillipsDessoukyResult solved = pipeline::PhillipsDessouky(dag, solver_options).run();
+  solve.method = std::move(method);
+  solve.solved = std::async(std::launch::async, [dag = solve.dag.get(), solver_options = std::move(solver_options)] {
+    const auto started = std::chrono::steady_clock::now();
+    pipeline::PhillipsDessoukyResult solved = pipeline::PhillipsDessouky(*dag, solver_options).run();
+    return std::make_pair(std::move(solved),
+                          std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+  });
+  return solve;
+}
+
+/// Waits for the method's solve and simulates an evenly spread sample of its frontier (the
+/// fastest and slowest always, and kareus's own plans at `also_at_times_s`).
+MethodResult finish_method(MethodSolve& solve, device::Device& device, const workload::Workload& workload,
+                           const PlanJobOptions& options, const std::string& workload_json,
+                           const std::vector<double>& also_at_times_s) {
+  const auto [solved, solver_s] = solve.solved.get();
   MethodResult result;
-  result.method = name;
-  result.solver_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  result.method = solve.name;
+  result.solver_s = solver_s;
   result.solver_iterations = static_cast<int>(solved.iterations.size());
-  result.pruned_points = method.pruned_points;
-  result.unit_time_s = config.unit_time_s;
+  result.pruned_points = solve.method.pruned_points;
+  result.unit_time_s = solve.unit_time_s;
   const double scale = workload.gpus_per_stage();  // solver energies are for one GPU per stage
   for (int index : solved.frontier) {
     result.predicted_curve.emplace_back(solved.iterations[index].time_s, solved.iterations[index].energy_j * scale);
   }
-  // Simulate an evenly spread sample of the frontier (the fastest and slowest always).
-  const std::vector<int> chosen = sample_frontier(solved, options.max_plans, also_at_times_s);
   std::vector<MethodPoint> points;
-  for (int position : chosen) {
+  for (int position : sample_frontier(solved, options.max_plans, also_at_times_s)) {
     const pipeline::IterationResult& iteration = solved.iterations[solved.frontier[position]];
-    Plan plan = make_plan(dag, iteration, method, workload_json);
+    Plan plan = make_plan(*solve.dag, solved.options_of(solved.frontier[position]), solve.method, workload_json);
     plan.predicted_time_s = iteration.time_s;
     plan.predicted_energy_j = iteration.energy_j * scale;
     points.push_back(evaluate(device, workload, std::move(plan)));
   }
   result.frontier = pareto_points(std::move(points));
   return result;
+}
+
+/// Megatron has no choice to make: its plan is the default clock everywhere. No solver
+/// predicts it, so its "prediction" is its simulation (tests of predicted vs achieved leave it
+/// out).
+MethodResult megatron_result(device::Device& device, const workload::Workload& workload) {
+  MethodResult megatron;
+  megatron.method = Method::kMegatron;
+  megatron.frontier.push_back(
+      evaluate(device, workload, uniform_plan(workload, device.gpu().clock_default_mhz, device::OverlapMode::kNone)));
+  MethodPoint& point = megatron.frontier.back();
+  point.plan.predicted_time_s = point.predicted_time_s = point.time_s;
+  point.plan.predicted_energy_j = point.predicted_energy_j = point.energy_j;
+  megatron.predicted_curve.emplace_back(point.time_s, point.energy_j);
+  return megatron;
+}
+
+/// Every baseline plan is a kareus plan (all instructions sequential, or nanobatched with
+/// default configs; Megatron's when its clock is one of --clocks). Phillips-Dessouky walks one
+/// path from the slowest plan, so where that path passes above a baseline's point, the
+/// baseline's plan is kareus's best there. Megatron's matters where the solver's plans lose to
+/// clock-switch latency it does not model (instructions of a few hundred us). `methods`' last
+/// entry is kareus's.
+void add_baseline_plans(std::vector<MethodResult>& methods, const std::vector<int>& clocks_mhz, int default_clock_mhz) {
+  MethodResult& kareus = methods.back();
+  const bool megatron_clock_allowed = std::ranges::find(clocks_mhz, default_clock_mhz) != clocks_mhz.end();
+  for (const MethodResult& baseline : methods) {
+    if (baseline.method == Method::kKareus) continue;
+    if (baseline.method == Method::kMegatron && !megatron_clock_allowed) continue;
+    for (MethodPoint point : baseline.frontier) {
+      point.origin = baseline.method;
+      kareus.frontier.push_back(std::move(point));
+    }
+  }
+  kareus.frontier = pareto_points(std::move(kareus.frontier));
 }
 
 const MethodResult* find_method(const std::vector<MethodResult>& methods, Method name) {
@@ -274,72 +342,59 @@ void check_plan_job(const device::GpuSpec& gpu, const workload::Workload& worklo
 }
 
 PlanJobResult run_plan_job(const PlanDevices& devices, const workload::Workload& workload,
-                           const PlanJobOptions& options) {
+                           const PlanJobOptions& given) {
   device::Device& device = devices.execution;
-  const device::GpuSpec& gpu = device.gpu();
-  check_plan_job(gpu, workload, options);
-  const std::string workload_json = workload::workload_to_json(workload);
-  auto progress = [&](const std::string& line) {
-    if (options.progress) options.progress(line);
+  check_plan_job(device.gpu(), workload, given);
+  // The solves report from their own threads: one line at a time.
+  std::mutex progress_mutex;
+  PlanJobOptions options = given;
+  options.progress = [&progress_mutex, &given](const std::string& line) {
+    if (!given.progress) return;
+    const std::lock_guard<std::mutex> lock(progress_mutex);
+    given.progress(line);
   };
   PlanJobResult result;
   result.device_kind = std::string(device.kind());
   result.sources = devices.sources;
+  // First every solve is started (the device work each needs runs here, one method at a
+  // time, while the solves already started run on the other cores); then, in --methods
+  // order, each method's sampled plans are simulated.
+  std::vector<MethodSolve> solves;
   for (const Method name : options.methods) {
-    if (name == Method::kMegatron) {
-      // Megatron has no choice to make: its plan is the default clock everywhere. No solver
-      // predicts it, so its "prediction" is its simulation (tests of predicted vs achieved
-      // leave it out).
-      progress("megatron: default clock, no overlap");
-      MethodResult megatron;
-      megatron.method = name;
-      megatron.frontier.push_back(
-          evaluate(device, workload, uniform_plan(workload, gpu.clock_default_mhz, device::OverlapMode::kNone)));
-      MethodPoint& point = megatron.frontier.back();
-      point.plan.predicted_time_s = point.predicted_time_s = point.time_s;
-      point.plan.predicted_energy_j = point.predicted_energy_j = point.energy_j;
-      megatron.predicted_curve.emplace_back(point.time_s, point.energy_j);
-      result.methods.push_back(std::move(megatron));
-      continue;
-    }
+    if (name == Method::kMegatron) continue;
     MethodOptions method;
     if (name == Method::kKareus) {
       result.measurements = measure_partitions(devices, workload, options, result.searches);
-      progress("kareus: composing per-instruction options");
+      options.progress("kareus: composing per-instruction options");
       method = composed_options(device, workload, result.measurements, options);
     } else {
-      progress(fmt::format("{}: per-instruction options at {} clocks", to_string(name), options.clocks_mhz.size()));
+      options.progress(
+          fmt::format("{}: per-instruction options at {} clocks", to_string(name), options.clocks_mhz.size()));
       method = clock_options(device, workload, options.clocks_mhz, *overlap_of(name));
     }
-    progress(fmt::format("{}: solving the pipeline frontier", to_string(name)));
+    options.progress(fmt::format("{}: solving the pipeline frontier", to_string(name)));
+    solves.push_back(start_solve(name, device, workload, std::move(method), options));
+  }
+  const std::string workload_json = workload::workload_to_json(workload);
+  auto solve = solves.begin();
+  for (const Method name : options.methods) {
+    if (name == Method::kMegatron) {
+      options.progress("megatron: default clock, no overlap");
+      result.methods.push_back(megatron_result(device, workload));
+      continue;
+    }
     std::vector<double> baseline_times_s;
     if (name == Method::kKareus) {
       for (const MethodResult& baseline : result.methods) {
         for (const MethodPoint& point : baseline.frontier) baseline_times_s.push_back(point.time_s);
       }
     }
-    result.methods.push_back(solve_method(name, device, workload, method, options, workload_json, baseline_times_s));
+    result.methods.push_back(finish_method(*solve++, device, workload, options, workload_json, baseline_times_s));
     if (name == Method::kKareus && options.overlap_per_instruction) {
-      // Every baseline plan is a kareus plan (all instructions sequential, or nanobatched with
-      // default configs; Megatron's when its clock is one of --clocks). Phillips-Dessouky walks
-      // one path from the slowest plan, so where that path passes above a baseline's point, the
-      // baseline's plan is kareus's best there. Megatron's matters where the solver's plans
-      // lose to clock-switch latency it does not model (instructions of a few hundred us).
-      MethodResult& kareus = result.methods.back();
-      const bool megatron_clock_allowed =
-          std::ranges::find(options.clocks_mhz, gpu.clock_default_mhz) != options.clocks_mhz.end();
-      for (const MethodResult& baseline : result.methods) {
-        if (baseline.method == Method::kKareus) continue;
-        if (baseline.method == Method::kMegatron && !megatron_clock_allowed) continue;
-        for (MethodPoint point : baseline.frontier) {
-          point.origin = baseline.method;
-          kareus.frontier.push_back(std::move(point));
-        }
-      }
-      kareus.frontier = pareto_points(std::move(kareus.frontier));
+      add_baseline_plans(result.methods, options.clocks_mhz, device.gpu().clock_default_mhz);
     }
-    progress(fmt::format("{}: {} solver iterations in {:.2f} s", to_string(name),
-                         result.methods.back().solver_iterations, result.methods.back().solver_s));
+    options.progress(fmt::format("{}: {} solver iterations in {:.2f} s", to_string(name),
+                                 result.methods.back().solver_iterations, result.methods.back().solver_s));
   }
   const MethodResult* megatron = find_method(result.methods, Method::kMegatron);
   const MethodResult* perseus = find_method(result.methods, Method::kPerseus);

@@ -127,7 +127,7 @@ std::vector<plan::FrontierPoint> write_plans(const SolveRequest& request, const 
   for (const int index : sample(result.frontier, request.max_points)) {
     const pipeline::IterationResult& iteration = result.iterations[index];
     const std::string relative = fmt::format("plans/plan_{:04d}.json", number++);
-    plan::Plan solved = plan_from_options(dag, iteration.option_indices, workload, clock);
+    plan::Plan solved = plan_from_options(dag, result.options_of(index), workload, clock);
     solved.predicted_time_s = iteration.time_s;
     solved.predicted_energy_j = iteration.energy_j;
     plan::write_plan(request.out / relative, solved);

@@ -73,13 +73,15 @@ TEST(PhillipsDessouky, RepeatsACutOverUnitsWithoutNewOptions) {
   EXPECT_DOUBLE_EQ(result.iterations.back().effective_energy_j, 24);
 }
 
-TEST(PhillipsDessouky, OnlyFrontierPlansKeepTheirOptions) {
-  // Memory is the frontier's: every frontier iteration holds the options that give its time
-  // and energy, every other iteration none.
+TEST(PhillipsDessouky, EveryIterationsPlanComesBackFromTheHistory) {
+  // Plans are stored as changes from the plan before (with a full copy every
+  // PlanHistory::kCheckpointEvery): each iteration's options, read back, give its time and
+  // energy; there are more plans than one checkpoint holds, and far fewer stored options
+  // than full copies would take.
   std::mt19937 random(5);
   OneFOneBConfig config;
-  config.microbatches = 3;
-  config.unit_time_s = 0.05;
+  config.microbatches = 4;
+  config.unit_time_s = 0.01;
   config.static_power_w = 2;
   std::uniform_real_distribution<double> time(1.0, 6.0), energy(10.0, 40.0);
   for (int stage = 0; stage < 3; ++stage) {
@@ -90,22 +92,26 @@ TEST(PhillipsDessouky, OnlyFrontierPlansKeepTheirOptions) {
   }
   const PipelineDag dag = build_one_f_one_b_dag(config);
   const PhillipsDessoukyResult result = PhillipsDessouky(dag, {}).run();
-  ASSERT_GT(result.frontier.size(), 1U);
-  std::vector<bool> on_frontier(result.iterations.size(), false);
-  for (const int index : result.frontier) on_frontier[index] = true;
-  int without_options = 0;
+  ASSERT_GT(result.plans.size(), PlanHistory::kCheckpointEvery);
   for (std::size_t index = 0; index < result.iterations.size(); ++index) {
-    const IterationResult& iteration = result.iterations[index];
-    if (!on_frontier[index]) {
-      EXPECT_TRUE(iteration.option_indices.empty()) << index;
-      ++without_options;
-      continue;
-    }
-    const PlanEvaluation evaluation = evaluate_plan(dag, iteration.option_indices, dag.stages);
-    EXPECT_DOUBLE_EQ(evaluation.time_s, iteration.time_s) << index;
-    EXPECT_DOUBLE_EQ(evaluation.energy_j, iteration.energy_j) << index;
+    const PlanEvaluation evaluation = evaluate_plan(dag, result.options_of(static_cast<int>(index)), dag.stages);
+    EXPECT_DOUBLE_EQ(evaluation.time_s, result.iterations[index].time_s) << index;
+    EXPECT_DOUBLE_EQ(evaluation.energy_j, result.iterations[index].energy_j) << index;
   }
-  EXPECT_GT(without_options, 0);
+  EXPECT_LT(result.plans.stored_options(), result.plans.size() * dag.operations.size() / 4);
+}
+
+TEST(PlanHistory, ReadsBackEveryPlanAcrossCheckpoints) {
+  PlanHistory history;
+  std::vector<std::vector<int>> plans;
+  std::mt19937 random(3);
+  std::vector<int> plan(50, 0);
+  for (int id = 0; id < 3 * PlanHistory::kCheckpointEvery + 5; ++id) {
+    plan[random() % plan.size()] = static_cast<int>(random() % 7);
+    plans.push_back(plan);
+    EXPECT_EQ(history.add(plan), id);
+  }
+  for (int id = 0; id < history.size(); ++id) EXPECT_EQ(history.at(id), plans[id]) << id;
 }
 
 TEST(PhillipsDessouky, OptionsBetweenQuantizedTimesReachTheFrontier) {

@@ -43,7 +43,7 @@ void run_solve(const SolveOptions& options) {
   };
   const planner::SolveSummary summary = planner::solve_perseus_profile(request);
   out.commit();
-  fmt::print("{} iterations ({}) in {:.3f} s ({:.3f} s cpu), {} frontier points\n", summary.iterations,
+  fmt::print("{} iterations ({}) in {:.6f} s ({:.6f} s cpu), {} frontier points\n", summary.iterations,
              pipeline::to_string(summary.stop_reason), summary.solver_s, summary.solver_cpu_s, summary.points.size());
   if (!summary.points.empty()) {
     fmt::print("fastest:      {:.6f} s  {:.3f} J\n", summary.points.front().time_s, summary.points.front().energy_j);

@@ -16,8 +16,8 @@
 // sub-DAG. One cut per iteration, made again for as many units of makespan as it stays a
 // minimum cut (same critical sub-DAG, same costs) and realizes no new option: at most one
 // iteration per unit_time_s between the all-slowest and all-fastest plans, far fewer where
-// options are many units apart. Memory: the options of the frontier's plans only
-// (O(frontier points x operations)), plus a few numbers per iteration.
+// options are many units apart. Memory: a few numbers per iteration and the plans as
+// changes from one to the next (PlanHistory).
 #pragma once
 
 #include <cstdint>
@@ -45,9 +45,28 @@ struct IterationResult {
   double effective_energy_change_j = 0;  ///< planned change from the previous iteration
   double time_s = 0;                     ///< real makespan of the realized plan
   double energy_j = 0;                   ///< real energy of the realized plan, all GPUs
-  /// Per operation, into dag.specs[operation.spec].options(); only for the iterations in
-  /// PhillipsDessoukyResult::frontier (empty for the others).
-  std::vector<int> option_indices;
+  int plan = -1;                         ///< its options: PhillipsDessoukyResult::options_of
+};
+
+/// Every plan a solve evaluated, compactly: each as the options that changed from the plan
+/// before it (consecutive plans differ in a few operations), with a full copy every
+/// kCheckpointEvery plans, so reading one replays at most that many changes.
+class PlanHistory {
+ public:
+  static constexpr int kCheckpointEvery = 64;
+  /// Stores a plan (one option index per operation) and returns its id.
+  int add(std::span<const int> options);
+  /// The plan stored as `id`. Precondition: 0 <= id < size().
+  [[nodiscard]] std::vector<int> at(int id) const;
+  [[nodiscard]] int size() const { return static_cast<int>(changes_end_.size()); }
+  /// Option indices held: the full copies' and the changes' (the memory, at 4 and 8 bytes each).
+  [[nodiscard]] std::size_t stored_options() const;
+
+ private:
+  std::vector<int> last_;
+  std::vector<std::vector<int>> checkpoints_;  // plan k x kCheckpointEvery's options
+  std::vector<std::pair<int, int>> changes_;   // (operation, option) changed from the plan before
+  std::vector<std::size_t> changes_end_;       // per plan: where its changes end in changes_
 };
 
 struct PhillipsDessoukyOptions {
@@ -76,6 +95,10 @@ struct PhillipsDessoukyResult {
   /// points equal within 1e-12, the first recorded).
   std::vector<int> frontier;
   int reverted_iterations = 0;  ///< iterations whose lengthenings had to be undone to shorten the makespan
+  PlanHistory plans;
+  /// The options (per operation, into dag.specs[operation.spec].options()) of iteration
+  /// `index`'s plan, as evaluated (time_s, energy_j).
+  [[nodiscard]] std::vector<int> options_of(int index) const { return plans.at(iterations[index].plan); }
 };
 
 class PhillipsDessouky {
