@@ -13,6 +13,7 @@ import csv
 import json
 import logging
 import os
+import pathlib
 import re
 import subprocess
 import sys
@@ -28,19 +29,9 @@ from lowtime.perseus.instruction import Forward, Backward
 from lowtime.solver import PhillipsDessouky
 
 logging.disable(logging.CRITICAL)
-
-
-def one_f_one_b(stage, stages, microbatches):
-    warmup = min(stages - stage - 1, microbatches)
-    order, forward, backward = [], 0, 0
-    for _ in range(warmup):
-        order.append(("forward", forward)); forward += 1
-    while forward < microbatches:
-        order.append(("forward", forward)); forward += 1
-        order.append(("backward", backward)); backward += 1
-    while backward < microbatches:
-        order.append(("backward", backward)); backward += 1
-    return order
+# The 1F1B order is kareus's own (the build's kareus._runtime, beside the binary given).
+sys.path.insert(0, str(pathlib.Path(sys.argv[1]).resolve().parents[1] / "python"))
+from kareus._runtime import one_f_one_b  # noqa: E402
 
 
 def read_profile(path):

@@ -68,7 +68,8 @@ def _write_plan(path: str, workload: Workload) -> None:
                         {"type": "backward", "microbatch": 0, "freq_mhz": 1410, "partitions": backward}]
         stages.append({"stage": stage, "instructions": instructions})
     with open(path, "w") as handle:
-        json.dump({"schema": "kareus.plan/1", "stages": stages}, handle)
+        json.dump({"schema": "kareus.plan/1", "workload": json.loads(workload.to_json()),
+                   "predicted": {"time_s": 1.0, "energy_j": 1.0}, "stages": stages}, handle)
 
 
 def _measure(runner: StageRunner, forward, backward, repeats: int) -> float:
@@ -126,7 +127,7 @@ def main() -> None:
     results = {"partitions_per_pass": len(forward)}
     for variant in ("engine", "traced", "gloo"):
         if variant == "gloo":
-            groups = CommGroups([[0]], 0, "gloo")
+            groups = CommGroups([[0]], 0, "gloo")  # rank 0 of a one-rank world
             groups.ensure(plan.distinct_ctas())
         else:
             groups = _StubGroups()

@@ -91,12 +91,14 @@ def main() -> None:
                              "partitions": {**configs["forward"], **configs["backward"]}}]
             path = os.path.join(tmp, f"plan_{ctas}_{rank}.json")
             with open(path, "w") as handle:
-                json.dump({"schema": "kareus.plan/1", "stages": [{"stage": 0, "instructions": instructions}]}, handle)
+                json.dump({"schema": "kareus.plan/1", "workload": json.loads(workload.to_json()),
+                           "predicted": {"time_s": 1.0, "energy_j": 1.0},
+                           "stages": [{"stage": 0, "instructions": instructions}]}, handle)
             plans[ctas] = kt.ExecutionPlan(path, workload, sm_count, ctas)
 
     backend = "nccl" if cuda else "gloo"
     dist.init_process_group(backend, rank=rank, world_size=world)
-    groups = kt.CommGroups([list(range(world))], 0, backend)
+    groups = kt.CommGroups([list(range(world))], rank, backend)
     groups.ensure(counts)
     stage = kt.LlamaStage(model, [args.layers], 0, args.tp, rank, 1).to(device=device, dtype=dtype)
     rope = kt.Rope(model["head_dim"], args.seq, device, dtype)

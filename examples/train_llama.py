@@ -64,9 +64,8 @@ def main(argv) -> int:
             raise kareus.InputError(reason)
         gpu = _runtime.load_gpu(args.gpu)
         sm_count = torch.cuda.get_device_properties(device).multi_processor_count if cuda else gpu["sm_count"]
-        plans = [kt.ExecutionPlan(args.plan, workload, sm_count, gpu["default_comm_ctas"])]
-        if args.switch_plan:
-            plans.append(kt.ExecutionPlan(args.switch_plan, workload, sm_count, gpu["default_comm_ctas"]))
+        plans = [kt.ExecutionPlan(path, workload, sm_count, gpu["default_comm_ctas"], gpu["name"])
+                 for path in [args.plan] + ([args.switch_plan] if args.switch_plan else [])]
         pfo = kareus.PipelineFrequencyOptimizer(args.plan, rank=rank, tp=args.tp, cp=args.cp, pp=args.pp, dp=args.dp,
                                                 device_id=local_rank,
                                                 clock_backend=args.clock_backend, install_signal_handlers=False)
@@ -81,10 +80,9 @@ def main(argv) -> int:
     dist.init_process_group(backend, rank=rank, world_size=world)
     where = _runtime.map_rank(rank, tp=args.tp, cp=args.cp, pp=args.pp, dp=args.dp)
     stage, tp_rank, cp_rank, dp_rank = where["stage"], where["tp_rank"], where["cp_rank"], where["dp_rank"]
-    replica = stage * args.dp + dp_rank
-    groups = kt.CommGroups(kt.tp_groups(args.tp, args.pp, args.dp, args.cp), replica * args.cp + cp_rank, backend,
-                           kt.cp_groups(args.tp, args.pp, args.dp, args.cp), replica * args.tp + tp_rank)
-    dp_group = kt.make_dp_group(args.tp, args.pp, args.dp, stage, tp_rank, backend, args.cp)
+    groups = kt.CommGroups(kt.tp_groups(args.tp, args.pp, args.dp, args.cp), rank, backend,
+                           kt.cp_groups(args.tp, args.pp, args.dp, args.cp))
+    dp_group = kt.make_dp_group(rank, backend, tp=args.tp, pp=args.pp, dp=args.dp, cp=args.cp)
     # Every CTA count of every plan this run may follow, ascending, the same on every rank.
     groups.ensure(sorted(set().union(*(plan.distinct_ctas() for plan in plans))))
     model = workload.model

@@ -4,7 +4,12 @@
 ``on_step_begin`` / ``on_step_end`` around each iteration and ``on_instruction_begin`` /
 ``on_instruction_end`` around each pipeline forward or backward. It applies the planned GPU clock
 (MHz) of each instruction off the training thread and answers ``comm_config(partition_key)``
-with the planned CTA count and launch slot of an overlapped collective. No torch import needed.
+with the planned launch slot and CTA count of an overlapped collective. No torch import needed.
+
+The plan contract is the C++ one, re-exported from ``kareus._runtime``: ``read_plan`` (a validated
+``Plan``), ``check_plan_workload`` (is this plan for this workload and GPU?), ``one_f_one_b``
+(a stage's instruction order), ``map_rank`` / ``global_rank`` / ``parallel_groups`` (Megatron's
+tp-cp-dp-pp rank order) and ``CommConfig`` (slot, ctas).
 """
 
 from __future__ import annotations
@@ -12,7 +17,21 @@ from __future__ import annotations
 import weakref
 from typing import List, NamedTuple, Optional, Sequence, Tuple
 
-from kareus._runtime import InputError, KareusError, Runtime, choose_for_deadline, map_rank, read_frontier
+from kareus._runtime import (
+    CommConfig,
+    InputError,
+    KareusError,
+    Plan,
+    Runtime,
+    check_plan_workload,
+    choose_for_deadline,
+    global_rank,
+    map_rank,
+    one_f_one_b,
+    parallel_groups,
+    read_frontier,
+    read_plan,
+)
 
 __all__ = [
     "ClockSample",
@@ -20,25 +39,16 @@ __all__ = [
     "InputError",
     "KareusError",
     "PipelineFrequencyOptimizer",
+    "Plan",
+    "check_plan_workload",
     "choose_for_deadline",
+    "global_rank",
     "map_rank",
+    "one_f_one_b",
+    "parallel_groups",
     "read_frontier",
+    "read_plan",
 ]
-
-
-class CommConfig(NamedTuple):
-    """The collective knobs of one partition: CTA (SM) count and launch slot.
-
-    An instruction planned without nanobatching answers ``CommConfig(0, "none")`` for every key:
-    not overlapped (``overlapped`` is False).
-    """
-
-    ctas: int
-    slot: str
-
-    @property
-    def overlapped(self) -> bool:
-        return self.ctas > 0
 
 
 class ClockSample(NamedTuple):
@@ -54,7 +64,7 @@ class PipelineFrequencyOptimizer:
 
     Args:
         plan: path of the plan file.
-        rank: global rank; the stage is rank // (tp * cp * dp) (Megatron's order).
+        rank: global rank; its stage is ``map_rank(rank, ...)["stage"]`` (Megatron's tp-cp-dp-pp order).
         tp, cp, pp, dp: parallel degrees; pp must equal the plan's stage count.
         device_id: local GPU index this process drives.
         clock_backend: "recorder" (no GPU), "nvml", "nvml:LIBRARY_PATH" or "kareusd:SOCKET_PATH".
@@ -125,8 +135,10 @@ class PipelineFrequencyOptimizer:
         self._running = None
 
     def comm_config(self, partition_key: str) -> CommConfig:
-        ctas, slot = self._live().comm_config(partition_key)
-        return CommConfig(ctas, slot)
+        """The planned launch slot and CTA count of ``partition_key`` for the running
+        instruction; ``CommConfig("none", 0)`` (``overlapped`` False) for every key of an
+        instruction planned without nanobatching."""
+        return self._live().comm_config(partition_key)
 
     def switch_plan(self, plan: str) -> None:
         """Moves to another plan (e.g. another frontier point); only between steps."""

@@ -5,10 +5,14 @@
 // The user-facing class is kareus.PipelineFrequencyOptimizer (python/kareus/__init__.py).
 // Workload exposes the C++ partition builder (partition.h) so kareus.torch executes the very
 // partitions, keys and launch slots the search planned for; Python never re-derives them.
+// The plan contract is bound the same way: read_plan, check_plan_workload, one_f_one_b,
+// map_rank / global_rank / parallel_groups are the C++ ones, so no Python copy of them exists.
 #include <algorithm>
+#include <map>
 #include <string>
 #include <vector>
 
+#include <pybind11/operators.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 #include <pybind11/stl/filesystem.h>
@@ -16,6 +20,8 @@
 #include "kareus/common/error.h"
 #include "kareus/device/gpu_spec.h"
 #include "kareus/partition/partition.h"
+#include "kareus/pipeline/schedule.h"
+#include "kareus/plan/plan.h"
 #include "kareus/runtime/deadline.h"
 #include "kareus/runtime/rank_mapping.h"
 #include "kareus/runtime/runtime.h"
@@ -29,6 +35,9 @@ using namespace kareus::runtime;
 namespace {
 
 namespace wl = kareus::workload;
+namespace plan = kareus::plan;
+namespace pipeline = kareus::pipeline;
+using kareus::to_string;
 namespace part = kareus::partition;
 
 py::dict model_dict(const wl::ModelSpec& model) {
@@ -120,10 +129,8 @@ py::list partitions_of(const wl::Workload& workload, int stage, kareus::Directio
   return result;
 }
 
-}  // namespace
-
-PYBIND11_MODULE(_runtime, module) {
-  module.doc() = "kareus runtime: follow a kareus.plan/1 plan from a training loop";
+/// kareus::InputError -> kareus.InputError (a ValueError), kareus::Error -> kareus.KareusError.
+void bind_errors(py::module_& module) {
   static py::exception<kareus::Error> error_type(module, "KareusError", PyExc_RuntimeError);
   static py::exception<kareus::InputError> input_error_type(module, "InputError", PyExc_ValueError);
   py::register_exception_translator([](std::exception_ptr pointer) {
@@ -135,7 +142,10 @@ PYBIND11_MODULE(_runtime, module) {
       error_type(error.what());
     }
   });
+}
 
+/// Megatron's rank order (rank_mapping.h) and the process groups it implies.
+void bind_rank_mapping(py::module_& module) {
   module.def(
       "map_rank",
       [](int rank, int tp, int cp, int pp, int dp) {
@@ -150,6 +160,107 @@ PYBIND11_MODULE(_runtime, module) {
       py::arg("rank"), py::arg("tp") = 1, py::arg("cp") = 1, py::arg("pp") = 1, py::arg("dp") = 1,
       "Megatron's tp-cp-dp-pp rank order: a dict of tp_rank, cp_rank, dp_rank, stage.");
 
+  module.def(
+      "global_rank",
+      [](int tp_rank, int cp_rank, int dp_rank, int stage, int tp, int cp, int pp, int dp) {
+        return global_rank({tp_rank, cp_rank, dp_rank, stage}, {tp, cp, pp, dp});
+      },
+      py::arg("tp_rank") = 0, py::arg("cp_rank") = 0, py::arg("dp_rank") = 0, py::arg("stage") = 0, py::kw_only(),
+      py::arg("tp") = 1, py::arg("cp") = 1, py::arg("pp") = 1, py::arg("dp") = 1,
+      "The global rank at these coordinates (the inverse of map_rank).");
+  module.def(
+      "parallel_groups",
+      [](const std::string& kind, int tp, int cp, int pp, int dp) {
+        return parallel_groups(parse_parallel_group(kind, "parallel_groups"), {tp, cp, pp, dp});
+      },
+      py::arg("kind"), py::kw_only(), py::arg("tp") = 1, py::arg("cp") = 1, py::arg("pp") = 1, py::arg("dp") = 1,
+      "Every process group of `kind`: \"tp\", \"cp\", \"gradient\" (DP x CP) or \"embedding\" (first and last "
+      "stage), each a list of global ranks ascending, in the order every rank must create them.");
+}
+
+/// The plan contract (plan.h): comm configs, plans, the workload check, the 1F1B order.
+void bind_plan(py::module_& module) {
+  module.attr("SLOT_NONE") = std::string(part::kSlotNone);
+  py::class_<part::CommConfig>(module, "CommConfig",
+                               "The collective knobs of one partition key: launch slot and CTA count (0: NCCL's "
+                               "own choice, not overlapped).")
+      .def(py::init([](std::string slot, int ctas) {
+             return part::CommConfig{std::move(slot), ctas};
+           }),
+           py::arg("slot"), py::arg("ctas"))
+      .def_readonly("slot", &part::CommConfig::slot)
+      .def_readonly("ctas", &part::CommConfig::ctas)
+      .def_property_readonly("overlapped", [](const part::CommConfig& config) { return config.ctas > 0; })
+      .def(py::self == py::self)
+      .def("__hash__",
+           [](const part::CommConfig& config) { return py::hash(py::make_tuple(config.slot, config.ctas)); })
+      .def("__repr__", [](const part::CommConfig& config) {
+        return "CommConfig(slot='" + config.slot + "', ctas=" + std::to_string(config.ctas) + ")";
+      });
+
+  py::class_<plan::PlannedInstruction>(module, "PlannedInstruction", "One instruction of a stage of a plan.")
+      .def_property_readonly("type", [](const plan::PlannedInstruction& i) { return std::string(to_string(i.type)); })
+      .def_readonly("microbatch", &plan::PlannedInstruction::microbatch)
+      .def_readonly("freq_mhz", &plan::PlannedInstruction::freq_mhz)
+      .def_property_readonly(
+          "overlap",
+          [](const plan::PlannedInstruction& i) { return std::string(wl::to_string(plan::effective_overlap(i))); },
+          "\"nanobatch\" or \"none\" (plan::effective_overlap)")
+      .def_property_readonly("partitions", [](const plan::PlannedInstruction& i) {
+        return std::map<std::string, part::CommConfig>(i.partitions.begin(), i.partitions.end());
+      });
+
+  py::class_<plan::Plan>(module, "Plan", "A parsed and validated kareus.plan/1 plan (read_plan).")
+      .def_property_readonly("stages",
+                             [](const plan::Plan& plan) {
+                               std::vector<std::vector<plan::PlannedInstruction>> stages;
+                               for (const plan::StagePlan& stage : plan.stages) stages.push_back(stage.instructions);
+                               return stages;
+                             })
+      .def_property_readonly("microbatches", [](const plan::Plan& plan) { return plan::microbatch_count(plan); })
+      .def_readonly("workload_json", &plan::Plan::workload_json)
+      .def_readonly("predicted_time_s", &plan::Plan::predicted_time_s)
+      .def_readonly("predicted_energy_j", &plan::Plan::predicted_energy_j);
+
+  module.def("read_plan", &plan::read_plan, py::arg("path"),
+             "Reads and validates a plan file: schema, fields, stages in order, 1F1B order on every stage.");
+  module.def(
+      "check_plan_workload",
+      [](const plan::Plan& plan, const wl::Workload& workload, const std::string& gpu, const std::string& origin) {
+        plan::check_plan_workload(plan, plan::plan_workload_json(workload, gpu), origin);
+      },
+      py::arg("plan"), py::arg("workload"), py::arg("gpu") = "", py::arg("origin") = "plan",
+      "Raises InputError \"ORIGIN: made for seq 32, this run has seq 31\" naming the first field of the model "
+      "shape, parallel sizes, mbs, seq, microbatches, nanobatches, recompute, layer split or GPU name (when given) "
+      "that differs.");
+  module.def(
+      "plan_target",
+      [](const plan::Plan& plan, const std::string& origin) {
+        plan::PlanTarget target = plan::plan_target(plan, origin);
+        return py::make_tuple(std::move(target.workload), target.gpu);
+      },
+      py::arg("plan"), py::arg("origin") = "plan",
+      "(Workload, gpu name) the plan was made for; raises InputError when its block is incomplete.");
+  module.def(
+      "one_f_one_b",
+      [](int stage, int stages, int microbatches) {
+        if (stages < 1 || stage < 0 || stage >= stages || microbatches < 1) {
+          throw kareus::InputError("one_f_one_b: needs 0 <= stage < stages and microbatches >= 1, found stage " +
+                                   std::to_string(stage) + ", stages " + std::to_string(stages) + ", microbatches " +
+                                   std::to_string(microbatches));
+        }
+        std::vector<std::pair<std::string, int>> order;
+        for (const pipeline::Instruction& instruction : pipeline::one_f_one_b(stage, stages, microbatches)) {
+          order.emplace_back(std::string(to_string(instruction.type)), instruction.microbatch);
+        }
+        return order;
+      },
+      py::arg("stage"), py::arg("stages"), py::arg("microbatches"),
+      "(type, microbatch) of one stage in synchronous 1F1B order (Megatron's non-interleaved schedule).");
+}
+
+/// Model and GPU presets, and the deadline choice over a frontier.
+void bind_presets(py::module_& module) {
   module.def(
       "choose_for_deadline",
       [](const std::vector<std::tuple<double, double, std::string>>& points, double deadline_s) {
@@ -187,7 +298,10 @@ PYBIND11_MODULE(_runtime, module) {
         return result;
       },
       py::arg("name_or_path"), "name, sm_count and default_comm_ctas of a GPU preset or .json file.");
+}
 
+/// The workload (workload.h) and its partitions (partition.h).
+void bind_workload(py::module_& module) {
   py::class_<wl::Workload>(module, "Workload")
       .def(py::init([](const std::string& model, int tp, int cp, int pp, int dp, int mbs, int seq, int microbatches,
                        int nanobatches, const std::string& recompute, const std::vector<int>& layers_per_stage) {
@@ -252,7 +366,10 @@ PYBIND11_MODULE(_runtime, module) {
           py::arg("key"),
           "Slot names of the steady-state partition of a searchable key (the space the search chose from).")
       .def("to_json", [](const wl::Workload& workload) { return wl::workload_to_json(workload); });
+}
 
+/// The runtime (runtime.h) one training process follows a plan with.
+void bind_runtime(py::module_& module) {
   py::class_<Runtime>(module, "Runtime")
       .def(py::init([](const std::filesystem::path& plan, int rank, int tp, int cp, int pp, int dp, int gpu_index,
                        const std::string& clock_backend, bool install_signal_handlers, bool strict_clocks) {
@@ -279,11 +396,7 @@ PYBIND11_MODULE(_runtime, module) {
       .def("on_instruction_end", &Runtime::on_instruction_end)
       .def("on_step_end", &Runtime::on_step_end)
       .def(
-          "comm_config",
-          [](const Runtime& runtime, const std::string& key) {
-            const auto& config = runtime.comm_config(key);
-            return py::make_tuple(config.ctas, config.slot);
-          },
+          "comm_config", [](const Runtime& runtime, const std::string& key) { return runtime.comm_config(key); },
           py::arg("partition_key"))
       .def("switch_plan", py::overload_cast<const std::filesystem::path&>(&Runtime::switch_plan), py::arg("plan"))
       .def(
@@ -306,4 +419,16 @@ PYBIND11_MODULE(_runtime, module) {
       .def_property_readonly("skipped_clock_changes", &Runtime::skipped_clock_changes)
       .def_property_readonly("stage", &Runtime::stage)
       .def_property_readonly("in_step", [](const Runtime& runtime) { return runtime.cursor().in_step(); });
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_runtime, module) {
+  module.doc() = "kareus runtime: follow a kareus.plan/1 plan from a training loop";
+  bind_errors(module);
+  bind_rank_mapping(module);
+  bind_plan(module);
+  bind_presets(module);
+  bind_workload(module);
+  bind_runtime(module);
 }

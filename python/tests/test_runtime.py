@@ -17,17 +17,7 @@ TP = 2
 DP = 2
 
 
-def one_f_one_b(stage, stages, microbatches):
-    """Megatron's synchronous 1F1B order, written independently of the C++ one."""
-    warmup = min(stages - stage - 1, microbatches)
-    order = [("forward", m) for m in range(warmup)]
-    forward, backward = warmup, 0
-    while forward < microbatches:
-        order += [("forward", forward), ("backward", backward)]
-        forward += 1
-        backward += 1
-    order += [("backward", m) for m in range(backward, microbatches)]
-    return order
+one_f_one_b = kareus.one_f_one_b
 
 
 def make_plan(path, clock_offset_mhz=0):
@@ -94,7 +84,7 @@ def run_step(optimizer, stage, zeus_style=False):
 def test_every_rank_follows_the_plan(tmp_path, zeus_style):
     plan = make_plan(tmp_path / "plan.json")
     for rank in range(TP * DP * STAGES):
-        stage = rank // (TP * DP)
+        stage = 0 if rank < 4 else 1  # TP x DP = 4 ranks per stage
         with make_optimizer(
             tmp_path / "plan.json", rank=rank, tp=TP, dp=DP, pp=STAGES
         ) as optimizer:
@@ -105,7 +95,7 @@ def test_every_rank_follows_the_plan(tmp_path, zeus_style):
                 for instruction in planned:
                     for key, config in instruction["partitions"].items():
                         answer = answers[(instruction["type"], instruction["microbatch"], key)]
-                        assert answer == kareus.CommConfig(config["ctas"], config["slot"])
+                        assert answer == kareus.CommConfig(config["slot"], config["ctas"])
             optimizer.flush()
             timeline = optimizer.timeline()
             clocks = [instruction["freq_mhz"] for instruction in planned]
@@ -202,3 +192,45 @@ def test_a_deeply_nested_plan_is_refused_not_a_crash(tmp_path):
     (tmp_path / "deep.json").write_text('{"schema": "kareus.plan/1", "freq_mhz": ' + "[" * 90000)
     with pytest.raises(kareus.InputError, match="deep.json:1:104: JSON nested deeper than 64 levels$"):
         make_optimizer(tmp_path / "deep.json", pp=STAGES)
+
+
+def test_the_plan_contract_is_the_cpp_one(tmp_path):
+    # 1F1B by hand: stage 0 of 2 warms up with one forward; the last stage alternates.
+    assert kareus.one_f_one_b(0, 2, 3) == [("forward", 0), ("forward", 1), ("backward", 0), ("forward", 2),
+                                           ("backward", 1), ("backward", 2)]
+    assert kareus.one_f_one_b(1, 2, 2) == [("forward", 0), ("backward", 0), ("forward", 1), ("backward", 1)]
+    with pytest.raises(kareus.InputError, match="stage 2, stages 2"):
+        kareus.one_f_one_b(2, 2, 1)
+    # Megatron's rank order: tp fastest, then cp, dp, pp (tp 2, cp 1, dp 2, pp 2).
+    assert kareus.global_rank(1, 0, 1, 1, tp=2, dp=2, pp=2) == 1 + 2 * (1 + 2 * 1)
+    assert kareus.map_rank(7, tp=2, dp=2, pp=2) == {"tp_rank": 1, "cp_rank": 0, "dp_rank": 1, "stage": 1}
+    assert kareus.parallel_groups("tp", tp=2, dp=2, pp=2) == [[0, 1], [2, 3], [4, 5], [6, 7]]
+    assert kareus.parallel_groups("gradient", tp=2, dp=2, pp=2) == [[0, 2], [1, 3], [4, 6], [5, 7]]
+    assert kareus.parallel_groups("embedding", tp=2, dp=2, pp=2) == [[0, 4], [1, 5], [2, 6], [3, 7]]
+    with pytest.raises(kareus.InputError, match='expected tp, cp, gradient or embedding, found "pp"'):
+        kareus.parallel_groups("pp")
+    # One reader and one workload check: the plan's own stage and microbatch counts included.
+    document = make_plan(tmp_path / "plan.json")
+    plan = kareus.read_plan(tmp_path / "plan.json")
+    assert plan.microbatches == MICROBATCHES and len(plan.stages) == STAGES
+    first = plan.stages[1][0]
+    assert (first.type, first.microbatch, first.freq_mhz, first.overlap) == ("forward", 0, 1680, "nanobatch")
+    assert first.partitions == {"fwd_attn": kareus.CommConfig("linear_0", 12)}
+    assert plan.stages[0][1].partitions["fwd_attn"] == kareus.CommConfig("linear_0", 5)
+    assert kareus.CommConfig("none", 0).overlapped is False
+    from kareus._runtime import Workload
+    workload = Workload("llama3.2-3b", tp=2, pp=2, dp=2, microbatches=MICROBATCHES)
+    with pytest.raises(kareus.InputError, match='^plan: made for model "test", this run has model "llama3.2-3b"$'):
+        kareus.check_plan_workload(plan, workload, "a100-40gb")  # the fields the block names are compared
+    document["workload"] = json.loads(workload.to_json())
+    document["workload"]["gpu"] = "a100-40gb"
+    (tmp_path / "plan.json").write_text(json.dumps(document))
+    plan = kareus.read_plan(tmp_path / "plan.json")
+    kareus.check_plan_workload(plan, workload, "a100-40gb")
+    for change, field in [({"seq": 128}, "seq 256, this run has seq 128"), ({"mbs": 4}, "mbs 2, this run has mbs 4"),
+                          ({"microbatches": 2}, "microbatches 4, this run has microbatches 2")]:
+        other = Workload("llama3.2-3b", **{"tp": 2, "pp": 2, "dp": 2, "microbatches": MICROBATCHES, **change})
+        with pytest.raises(kareus.InputError, match=f"^p: made for {field}$"):
+            kareus.check_plan_workload(plan, other, "a100-40gb", origin="p")
+    with pytest.raises(kareus.InputError, match='^p: made for gpu "a100-40gb", this run has gpu "h200"$'):
+        kareus.check_plan_workload(plan, workload, "h200", origin="p")

@@ -12,7 +12,7 @@ namespace {
 struct SumPoint {
   double time_s = 0;
   double energy_j = 0;
-  device::CommChoices choices;
+  partition::CommConfigs choices;
 };
 
 /// Keeps points not dominated in (time, effective energy), time ascending.
@@ -71,7 +71,7 @@ InstructionComposition compose_instruction(device::Device& device, const workloa
         for (const search::Evaluation& measured : found->second) {
           if (measured.config.freq_mhz != clock) continue;
           SumPoint point{count * measured.time_s, count * measured.energy_j, {}};
-          point.choices[key] = {measured.config.ctas, measured.config.slot};
+          point.choices[key] = {measured.config.slot, measured.config.ctas};
           key_points.push_back(std::move(point));
         }
       }

@@ -14,7 +14,7 @@ void add(InstructionRun& total, const Measurement& run) {
 }
 
 partition::KnobConfig config_for(const GpuSpec& gpu, const partition::Partition& partition, int freq_mhz,
-                                 const CommChoices& choices) {
+                                 const partition::CommConfigs& choices) {
   if (!partition.collective) return {freq_mhz, 0, ""};
   if (auto found = choices.find(partition.key); found != choices.end() && partition.searchable()) {
     partition::KnobConfig config{freq_mhz, found->second.ctas, found->second.slot};
@@ -42,7 +42,7 @@ enum class PartitionSet { kAll, kFixedOnly };
 /// The instruction's partitions (all, or only those without a searchable collective) with
 /// `choices`, then the nonpartition work of every nanobatch.
 InstructionRun run_nanobatched(Device& device, const workload::Workload& workload, int stage, Direction direction,
-                               int freq_mhz, const CommChoices& choices, PartitionSet set) {
+                               int freq_mhz, const partition::CommConfigs& choices, PartitionSet set) {
   const GpuSpec& gpu = device.gpu();
   InstructionRun total;
   for (Direction pass : passes_of(workload, direction)) {
@@ -82,7 +82,7 @@ InstructionRun run_sequential(Device& device, const workload::Workload& workload
 }  // namespace
 
 InstructionRun run_instruction(Device& device, const workload::Workload& workload, int stage, Direction direction,
-                               int freq_mhz, OverlapMode overlap, const CommChoices& choices) {
+                               int freq_mhz, OverlapMode overlap, const partition::CommConfigs& choices) {
   require_supported_clock(device.gpu(), freq_mhz, "--clock");
   if (overlap == OverlapMode::kNone) return run_sequential(device, workload, stage, direction, freq_mhz);
   return run_nanobatched(device, workload, stage, direction, freq_mhz, choices, PartitionSet::kAll);

@@ -63,7 +63,7 @@ std::vector<std::string> keys_of(const ArtifactKeyLayout& layout, Direction type
 
 std::string py_quoted(std::string_view text) { return fmt::format("'{}'", text); }
 
-std::string config_string(const plan::CommConfig& config) {
+std::string config_string(const partition::CommConfig& config) {
   return fmt::format("{}-none-{}-{}", config.slot, config.ctas, kThreadsPerCta);
 }
 
@@ -109,8 +109,8 @@ Direction instruction_type(const Origin& origin, const PyValue& value, std::stri
               fmt::format("{}: instruction must be 'forward' or 'backward', found '{}'", where, value.string_value));
 }
 
-plan::CommConfig parse_config(const Origin& origin, const PyValue& value, const std::string& key, SlotTable& slots,
-                              std::string_view where) {
+partition::CommConfig parse_config(const Origin& origin, const PyValue& value, const std::string& key, SlotTable& slots,
+                                   std::string_view where) {
   const std::string context = fmt::format("{} ({})", where, key);
   expect(origin, value, PyValue::Kind::kString, context);
   const std::string& text = value.string_value;
@@ -221,31 +221,8 @@ std::string scheds_file_name(int number) { return fmt::format("scheds_pipeline_{
 ArtifactFiles export_artifact(const plan::Plan& plan, const workload::Workload& workload, int number,
                               std::string_view origin) {
   const ArtifactKeyLayout layout = artifact_key_layout(workload);
-  const int stages = workload.parallel.pp;
   const int microbatches = workload.parallel.microbatches;
-  // A plan names the workload it was made for ({} in hand-made plans): it must be the flags' one.
-  const nlohmann::json planned_workload = nlohmann::json::parse(plan.workload_json, nullptr, false);
-  const nlohmann::json flags_workload = nlohmann::json::parse(workload::workload_to_json(workload));
-  if (planned_workload.is_object() && !planned_workload.empty() && planned_workload != flags_workload) {
-    std::vector<std::string> differences;
-    for (const auto& [key, value] : flags_workload.items()) {
-      if (!planned_workload.contains(key) || planned_workload[key] != value) {
-        differences.push_back(fmt::format("{}: plan {}, flags {}", key,
-                                          planned_workload.contains(key) ? planned_workload[key].dump() : "-",
-                                          value.dump()));
-      }
-    }
-    throw InputError(
-        fmt::format("{}: the plan was made for another workload than the flags give ({}); give the "
-                    "workload flags the plan was made with",
-                    origin, join(differences)));
-  }
-  if (static_cast<int>(plan.stages.size()) != stages || plan::microbatch_count(plan) != microbatches) {
-    throw InputError(
-        fmt::format("{}: the plan has {} stages and {} microbatches, the workload {} (--pp) and {} "
-                    "(--microbatches)",
-                    origin, plan.stages.size(), plan::microbatch_count(plan), stages, microbatches));
-  }
+  plan::check_plan_workload(plan, plan::plan_workload_json(workload, ""), origin);
   SlotTable slots(workload);
   bool any_overlap = false;
   for (const plan::StagePlan& stage : plan.stages) {
@@ -321,7 +298,7 @@ ArtifactFiles export_artifact(const plan::Plan& plan, const workload::Workload& 
 
 plan::Plan import_artifact(std::string_view freqs_py, std::string_view freqs_origin,
                            const std::optional<std::string>& scheds_py, std::string_view scheds_origin,
-                           const workload::Workload& workload) {
+                           const workload::Workload& workload, std::string_view gpu_name) {
   const int stages = workload.parallel.pp;
   const int microbatches = workload.parallel.microbatches;
   const Origin freqs{freqs_origin};
@@ -333,7 +310,7 @@ plan::Plan import_artifact(std::string_view freqs_py, std::string_view freqs_ori
   }
   plan::Plan plan;
   // As parse_plan stores it, so an imported plan equals the plan file it was exported from.
-  plan.workload_json = nlohmann::json::parse(workload::workload_to_json(workload)).dump();
+  plan.workload_json = nlohmann::json::parse(plan::plan_workload_json(workload, gpu_name)).dump();
   plan.predicted_time_s = predicted_figure(freqs_py, "time_s", freqs_origin);
   plan.predicted_energy_j = predicted_figure(freqs_py, "energy_j", freqs_origin);
   for (int stage = 0; stage < stages; ++stage) {
@@ -486,7 +463,7 @@ std::vector<std::filesystem::path> export_artifact_files(const std::vector<Expor
 }
 
 std::vector<std::filesystem::path> import_artifact_files(const std::filesystem::path& in_dir,
-                                                         const workload::Workload& workload,
+                                                         const workload::Workload& workload, std::string_view gpu_name,
                                                          const std::filesystem::path& out_dir) {
   // Each schedule number names one file of each kind, however its digits are padded: two files
   // for one number (freqs_pipeline_1.py beside freqs_pipeline_00001.py) are refused, not one
@@ -532,8 +509,8 @@ std::vector<std::filesystem::path> import_artifact_files(const std::filesystem::
         scheds_found != scheds_files.end() ? scheds_found->second : in_dir / scheds_file_name(number);
     std::optional<std::string> scheds;
     if (scheds_found != scheds_files.end()) scheds = read_text_file(scheds_path);
-    const plan::Plan plan =
-        import_artifact(read_text_file(freqs_path), freqs_path.string(), scheds, scheds_path.string(), workload);
+    const plan::Plan plan = import_artifact(read_text_file(freqs_path), freqs_path.string(), scheds,
+                                            scheds_path.string(), workload, gpu_name);
     const std::string name = fmt::format("plan_{:05d}.json", number);
     written.push_back(out_dir / name);
     plan::write_plan(written.back(), plan);

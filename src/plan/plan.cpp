@@ -107,19 +107,58 @@ Plan parse_plan(std::string_view text, std::string_view origin_view) {
     plan.stages.push_back(std::move(stage));
   }
   check_one_f_one_b(plan, origin);
+  // The block's counts, when it names them, must be the plan's own (else the check against a
+  // run would compare the block with itself and miss the stages).
+  for (const auto& [field, count] : {std::pair{"pp", plan.stages.size()},
+                                     std::pair{"microbatches", static_cast<std::size_t>(microbatch_count(plan))}}) {
+    if (workload.contains(field) && workload[field] != count) {
+      throw InputError(fmt::format("{}: the workload block says {} {}, the plan's stages have {}", origin, field,
+                                   jf::excerpt(workload[field]), count));
+    }
+  }
+  if (workload.contains("gpu") && !workload["gpu"].is_string()) {
+    throw InputError(fmt::format("{}: workload field 'gpu' must be a string", origin));
+  }
   return plan;
 }
 
 Plan read_plan(const std::filesystem::path& path) { return parse_plan(read_text_file(path), path.string()); }
 
-void check_plan_workload(const Plan& plan, std::string_view workload_json, std::string_view origin,
-                         std::string_view against) {
-  const auto difference =
-      jf::first_difference(parse_json(plan.workload_json, origin), parse_json(workload_json, "workload"), true);
-  if (difference) {
-    throw InputError(fmt::format("{}: the plan's workload has {} {}, {} {} (plan for another workload?)", origin,
-                                 difference->path, difference->left, against, difference->right));
+std::string plan_workload_json(const workload::Workload& workload, std::string_view gpu_name) {
+  nlohmann::ordered_json block = nlohmann::ordered_json::parse(workload::workload_to_json(workload));
+  if (!gpu_name.empty()) block["gpu"] = gpu_name;
+  return block.dump();
+}
+
+void check_workload(std::string_view recorded_json, std::string_view job_json, std::string_view origin) {
+  const json recorded = parse_json(recorded_json, origin);
+  const json job = parse_json(job_json, "the run's workload");
+  // Fields in the order the run's block lists them (model, shape, tp, cp, pp, ...), so the
+  // first difference named is the most fundamental one.
+  const nlohmann::ordered_json job_in_order = nlohmann::ordered_json::parse(job_json);
+  for (const auto& [field, ignored] : job_in_order.items()) {
+    const auto found = recorded.find(field);
+    if (found == recorded.end()) continue;
+    if (const auto difference = jf::first_difference(*found, job[field], true)) {
+      const std::string path = found->is_object() ? field + "." + difference->path : field;
+      throw InputError(fmt::format("{}: made for {} {}, this run has {} {}", origin, path, difference->left, path,
+                                   difference->right));
+    }
   }
+}
+
+void check_plan_workload(const Plan& plan, std::string_view job_json, std::string_view origin) {
+  json recorded = parse_json(plan.workload_json, origin);
+  recorded["pp"] = plan.stages.size();
+  recorded["microbatches"] = microbatch_count(plan);
+  check_workload(recorded.dump(), job_json, origin);
+}
+
+PlanTarget plan_target(const Plan& plan, std::string_view origin) {
+  const json block = parse_json(plan.workload_json, origin);
+  PlanTarget target{workload::workload_from_json(plan.workload_json, fmt::format("{}: workload", origin)), ""};
+  if (const auto gpu = block.find("gpu"); gpu != block.end() && gpu->is_string()) target.gpu = gpu->get<std::string>();
+  return target;
 }
 
 std::string plan_to_json(const Plan& plan) {

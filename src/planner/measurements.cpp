@@ -4,15 +4,9 @@
 #include <nlohmann/json.hpp>
 
 #include "kareus/common/error.h"
-#include "kareus/common/json_fields.h"
+#include "kareus/plan/plan.h"
 
 namespace kareus::planner {
-
-std::string first_json_difference(std::string_view left_json, std::string_view right_json) {
-  const auto difference =
-      json_fields::first_difference(nlohmann::json::parse(left_json), nlohmann::json::parse(right_json), false);
-  return difference ? fmt::format("{}: {} vs {}", difference->path, difference->left, difference->right) : "";
-}
 
 namespace {
 
@@ -21,10 +15,7 @@ namespace {
 void check_records_workload(const std::vector<device::MeasurementRecord>& records, const std::string& expected) {
   for (const device::MeasurementRecord& record : records) {
     if (record.workload_json.empty()) continue;  // a bare kernel of no workload
-    if (const std::string found = first_json_difference(record.workload_json, expected); !found.empty()) {
-      throw InputError(
-          fmt::format("{}: the record is of another workload: workload.{} (record vs flags)", record.origin, found));
-    }
+    plan::check_workload(record.workload_json, expected, record.origin);
   }
 }
 
@@ -33,7 +24,7 @@ void check_records_workload(const std::vector<device::MeasurementRecord>& record
 device::ReplayDevice load_measurements(const std::vector<std::filesystem::path>& logs, const device::GpuSpec& gpu,
                                        const workload::Workload& workload, const JsonlAppender::Warn& warn) {
   if (logs.empty()) throw InputError("--measurements: no log given");
-  const std::string expected = workload::workload_to_json(workload);
+  const std::string expected = plan::plan_workload_json(workload, gpu.name);
   std::vector<device::MeasurementRecord> records;
   for (const std::filesystem::path& path : logs) {
     device::ProfileLog log = device::read_profile_log(path, warn);
@@ -42,14 +33,9 @@ device::ReplayDevice load_measurements(const std::vector<std::filesystem::path>&
                                    path.string(), device::kProfileHeaderSchema));
     }
     for (const device::ProfileHeader& header : log.headers) {
-      if (header.gpu != gpu.name) {
-        throw InputError(fmt::format("{}: the log was measured on gpu {}, the flags give --gpu {}", path.string(),
-                                     header.gpu, gpu.name));
-      }
-      if (const std::string found = first_json_difference(header.workload_json, expected); !found.empty()) {
-        throw InputError(
-            fmt::format("{}: the log is of another workload: workload.{} (log vs flags)", path.string(), found));
-      }
+      nlohmann::json recorded = nlohmann::json::parse(header.workload_json);
+      recorded["gpu"] = header.gpu;
+      plan::check_workload(recorded.dump(), expected, path.string());
     }
     check_records_workload(log.records, expected);
     for (device::MeasurementRecord& record : log.records) records.push_back(std::move(record));

@@ -64,11 +64,11 @@ std::vector<search::Evaluation> logged_evaluations(const device::ReplayDevice& r
 /// Every searchable key of `direction`'s instruction on `stage` at the GPU's default collective
 /// config (NCCL's channel count, launched at the partition's first slot): what
 /// Nanobatching+Perseus runs.
-device::CommChoices default_choices(const device::GpuSpec& gpu, const workload::Workload& workload, int stage,
-                                    Direction direction) {
-  device::CommChoices choices;
+partition::CommConfigs default_choices(const device::GpuSpec& gpu, const workload::Workload& workload, int stage,
+                                       Direction direction) {
+  partition::CommConfigs choices;
   for (const auto& [key, count] : compose::key_instance_counts(workload, stage, direction)) {
-    choices[key] = {gpu.default_comm_ctas, partition::representative_partition(workload, key).slots.front().name};
+    choices[key] = {partition::representative_partition(workload, key).slots.front().name, gpu.default_comm_ctas};
   }
   return choices;
 }
@@ -170,9 +170,9 @@ MethodOptions composed_options(device::Device& device, const workload::Workload&
       // The baselines' executions are kareus choices too: without nanobatching, and nanobatched
       // with the default comm configs, at every clock. The solver takes whichever is better
       // per instruction, so kareus never loses to Perseus or Nanobatching+Perseus.
-      const device::CommChoices defaults = default_choices(gpu, workload, stage, direction);
+      const partition::CommConfigs defaults = default_choices(gpu, workload, stage, direction);
       for (int clock : options.clocks_mhz) {
-        for (const auto& [overlap, choices] : {std::pair{device::OverlapMode::kNone, device::CommChoices{}},
+        for (const auto& [overlap, choices] : {std::pair{device::OverlapMode::kNone, partition::CommConfigs{}},
                                                std::pair{device::OverlapMode::kNanobatch, defaults}}) {
           const device::InstructionRun run =
               device::run_instruction(device, workload, stage, direction, clock, overlap, choices);

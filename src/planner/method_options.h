@@ -19,7 +19,7 @@ namespace kareus::planner {
 struct Knob {
   int freq_mhz = 0;
   device::OverlapMode overlap = device::OverlapMode::kNone;
-  device::CommChoices choices;  ///< nanobatched keys' configs (none: empty)
+  partition::CommConfigs choices;  ///< nanobatched keys' configs (none: empty)
 };
 
 struct StageKnobs {

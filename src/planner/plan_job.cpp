@@ -214,11 +214,13 @@ MethodResult finish_method(MethodSolve& solve, device::Device& device, const wor
 /// Megatron has no choice to make: its plan is the default clock everywhere. No solver
 /// predicts it, so its "prediction" is its simulation (tests of predicted vs achieved leave it
 /// out).
-MethodResult megatron_result(device::Device& device, const workload::Workload& workload) {
+MethodResult megatron_result(device::Device& device, const workload::Workload& workload,
+                             const std::string& workload_json) {
   MethodResult megatron;
   megatron.method = Method::kMegatron;
-  megatron.frontier.push_back(
-      evaluate(device, workload, uniform_plan(workload, device.gpu().clock_default_mhz, device::OverlapMode::kNone)));
+  Plan plan = uniform_plan(workload, device.gpu().clock_default_mhz, device::OverlapMode::kNone);
+  plan.workload_json = workload_json;  // with the GPU, as every plan of the job
+  megatron.frontier.push_back(evaluate(device, workload, std::move(plan)));
   MethodPoint& point = megatron.frontier.back();
   point.plan.predicted_time_s = point.predicted_time_s = point.time_s;
   point.plan.predicted_energy_j = point.predicted_energy_j = point.energy_j;
@@ -375,12 +377,12 @@ PlanJobResult run_plan_job(const PlanDevices& devices, const workload::Workload&
     options.progress(fmt::format("{}: solving the pipeline frontier", to_string(name)));
     solves.push_back(start_solve(name, device, workload, std::move(method), options));
   }
-  const std::string workload_json = workload::workload_to_json(workload);
+  const std::string workload_json = plan::plan_workload_json(workload, device.gpu().name);  // what every plan records
   auto solve = solves.begin();
   for (const Method name : options.methods) {
     if (name == Method::kMegatron) {
       options.progress("megatron: default clock, no overlap");
-      result.methods.push_back(megatron_result(device, workload));
+      result.methods.push_back(megatron_result(device, workload, workload_json));
       continue;
     }
     std::vector<double> baseline_times_s;

@@ -19,14 +19,7 @@ using plan::StagePlan;
 
 void check_plan_fits(const plan::Plan& plan, const workload::Workload& workload, const device::GpuSpec& gpu,
                      std::string_view origin) {
-  if (static_cast<int>(plan.stages.size()) != workload.parallel.pp) {
-    throw InputError(fmt::format("{}: plan has {} stages, the workload has --pp {}", origin, plan.stages.size(),
-                                 workload.parallel.pp));
-  }
-  if (plan::microbatch_count(plan) != workload.parallel.microbatches) {
-    throw InputError(fmt::format("{}: plan has {} microbatches, the workload has --microbatches {}", origin,
-                                 plan::microbatch_count(plan), workload.parallel.microbatches));
-  }
+  plan::check_plan_workload(plan, plan::plan_workload_json(workload, gpu.name), origin);
   const std::vector<std::string> keys =
       workload.parallel.nanobatches == 2 ? partition::searchable_keys(workload) : std::vector<std::string>{};
   // The partitions whose comm config a nanobatched instruction of (stage, type) is asked for: the
@@ -81,11 +74,11 @@ pipeline::IterationRun simulate_plan(device::Device& device, const workload::Wor
   std::map<Key, pipeline::InstructionCost> cache;
   auto run_at = [&](int stage, const PlannedInstruction& instruction, int freq_mhz, bool default_choices) {
     const workload::OverlapMode overlap = plan::effective_overlap(instruction, fallback);
-    device::CommChoices choices;
+    partition::CommConfigs choices;
     std::string signature;
     if (overlap == workload::OverlapMode::kNanobatch && !default_choices) {
       for (const auto& [key, config] : instruction.partitions) {
-        choices[key] = {config.ctas, config.slot};
+        choices[key] = config;
         signature += fmt::format("{}:{}:{};", key, config.ctas, config.slot);
       }
     }

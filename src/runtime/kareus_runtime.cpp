@@ -104,7 +104,7 @@ kareus_status kareus_runtime_comm_config(kareus_runtime* runtime, const char* pa
   if (ctas == nullptr) return null_argument("ctas");
   if (slot == nullptr) return null_argument("slot");
   return guarded([&] {
-    const kareus::plan::CommConfig& config = runtime->runtime->comm_config(partition_key);
+    const kareus::partition::CommConfig& config = runtime->runtime->comm_config(partition_key);
     *ctas = config.ctas;
     *slot = config.slot.c_str();
   });

@@ -82,7 +82,7 @@ void PlanCursor::on_step_end() {
   ++steps_completed_;
 }
 
-const plan::CommConfig& PlanCursor::comm_config(std::string_view partition_key) const {
+const partition::CommConfig& PlanCursor::comm_config(std::string_view partition_key) const {
   if (!in_instruction_) {
     throw InputError(fmt::format("stage {}: comm_config('{}') asked outside an instruction", stage_, partition_key));
   }

@@ -3,6 +3,7 @@
 #include <atomic>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "kareus/common/error.h"
 
@@ -11,11 +12,12 @@ namespace {
 
 std::shared_ptr<const plan::Plan> load_plan(const RuntimeOptions& options) {
   auto loaded = std::make_shared<const plan::Plan>(plan::read_plan(options.plan_path));
-  const int stages = static_cast<int>(loaded->stages.size());
-  if (options.degrees.pp != stages) {
-    throw InputError(fmt::format("pp {} does not match the {} stages of plan {}", options.degrees.pp, stages,
-                                 options.plan_path.string()));
-  }
+  // The runtime knows the job's parallel degrees, not its model: the plan must be for them.
+  const ParallelDegrees& degrees = options.degrees;
+  plan::check_plan_workload(
+      *loaded,
+      fmt::format(R"({{"tp": {}, "cp": {}, "pp": {}, "dp": {}}})", degrees.tp, degrees.cp, degrees.pp, degrees.dp),
+      options.plan_path.string());
   return loaded;
 }
 
@@ -64,7 +66,7 @@ void Runtime::on_instruction_end() { cursor_.on_instruction_end(); }
 
 void Runtime::on_step_end() { cursor_.on_step_end(); }
 
-const plan::CommConfig& Runtime::comm_config(std::string_view partition_key) const {
+const partition::CommConfig& Runtime::comm_config(std::string_view partition_key) const {
   return cursor_.comm_config(partition_key);
 }
 
@@ -76,7 +78,11 @@ void Runtime::switch_plan(std::shared_ptr<const plan::Plan> plan, std::string_vi
                                  cursor_.plan().stages.size()));
   }
   // Another workload's plan (other microbatches, sequence, model...) would fail midway through a step.
-  if (plan) plan::check_plan_workload(*plan, cursor_.plan().workload_json, origin, "the running plan has");
+  if (plan) {
+    nlohmann::json running = nlohmann::json::parse(cursor_.plan().workload_json);
+    running["microbatches"] = plan::microbatch_count(cursor_.plan());
+    plan::check_plan_workload(*plan, running.dump(), origin);
+  }
   cursor_.switch_plan(std::move(plan));
 }
 

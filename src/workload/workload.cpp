@@ -7,6 +7,8 @@
 #include <nlohmann/json.hpp>
 
 #include "kareus/common/error.h"
+#include "kareus/common/file_io.h"
+#include "kareus/common/json_fields.h"
 
 namespace kareus::workload {
 namespace {
@@ -14,6 +16,13 @@ namespace {
 void require_in_range(int value, std::string_view flag, long long maximum) {
   if (value < 1) throw InputError(fmt::format("{} {} must be >= 1", flag, value));
   if (value > maximum) throw InputError(fmt::format("{} {} must be <= {}", flag, value, maximum));
+}
+
+/// A positive integer field that fits an int (make_workload checks the real range).
+int positive_field(const nlohmann::json& document, std::string_view key, std::string_view origin) {
+  const long long value = json_fields::require_positive_int(document, key, origin);
+  if (value > (1LL << 30)) throw InputError(fmt::format("{}: field '{}' = {} is out of range", origin, key, value));
+  return static_cast<int>(value);
 }
 
 }  // namespace
@@ -116,6 +125,40 @@ std::string workload_to_json(const Workload& workload) {
       {"layers_per_stage", workload.stage_layers},
   };
   return document.dump();
+}
+
+Workload workload_from_json(std::string_view json_text, std::string_view origin_view) {
+  namespace jf = json_fields;
+  const std::string origin(origin_view);
+  const nlohmann::json document = parse_json(json_text, origin);
+  const nlohmann::json& shape = jf::require(document, "shape", origin);
+  if (!shape.is_object()) throw InputError(fmt::format("{}: field 'shape' must be an object", origin));
+  nlohmann::json model = shape;
+  model["name"] = jf::require_string(document, "model", origin);
+  Parallelism p;
+  p.tp = positive_field(document, "tp", origin);
+  p.cp = positive_field(document, "cp", origin);
+  p.pp = positive_field(document, "pp", origin);
+  p.dp = positive_field(document, "dp", origin);
+  p.mbs = positive_field(document, "mbs", origin);
+  p.seq = positive_field(document, "seq", origin);
+  p.microbatches = positive_field(document, "microbatches", origin);
+  p.nanobatches = positive_field(document, "nanobatches", origin);
+  const std::string recompute = jf::require_string(document, "recompute", origin);
+  if (recompute != "full" && recompute != "none") {
+    throw InputError(fmt::format("{}: field 'recompute' must be \"full\" or \"none\", found \"{}\"", origin,
+                                 jf::short_text(recompute)));
+  }
+  p.recompute = recompute == "full" ? Recompute::kFull : Recompute::kNone;
+  const nlohmann::json& split = jf::require(document, "layers_per_stage", origin);
+  if (!split.is_array() || split.size() > static_cast<std::size_t>(kMaxPipelineStages)) {
+    throw InputError(
+        fmt::format("{}: field 'layers_per_stage' must be an array of at most {} stages", origin, kMaxPipelineStages));
+  }
+  for (const nlohmann::json& layers : split) {
+    p.layers_per_stage.push_back(positive_field({{"layers_per_stage", layers}}, "layers_per_stage", origin));
+  }
+  return make_workload(parse_model(model.dump(), origin + ".shape"), std::move(p));
 }
 
 }  // namespace kareus::workload

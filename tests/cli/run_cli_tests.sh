@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs the kareus binary ($KAREUS) and checks exit codes and messages.
 # Each case: expect CODE PATTERN -- ARGS...; PATTERN is a grep -E regex over stdout+stderr.
+# Numbers are checked by check NAME COMMAND... (a python3 script that asserts them, say).
 set -u
 KAREUS=${KAREUS:?set KAREUS to the kareus binary}
 passed=0
@@ -17,6 +18,18 @@ expect() {
     failed=$((failed + 1))
   else
     passed=$((passed + 1))
+  fi
+}
+check() {
+  local name=$1
+  shift
+  local output
+  if output=$("$@" 2>&1); then
+    passed=$((passed + 1))
+  else
+    echo "FAIL: $name:"
+    echo "$output" | tail -20
+    failed=$((failed + 1))
   fi
 }
 here=$(dirname "$0")

@@ -20,20 +20,15 @@ for method in kareus perseus megatron; do
   "$KAREUS" import --format artifact "$tmp/artifact/$method" --out "$tmp/back/$method" >/dev/null
 done
 
-python3 - "$tmp" <<'PY'
+python3 - "$tmp" "$KAREUS" <<'PY'
 import ast, json, pathlib, re, sys
 root = pathlib.Path(sys.argv[1])
+sys.path.insert(0, str(pathlib.Path(sys.argv[2]).resolve().parents[1] / "python"))  # the build's kareus module
+from kareus._runtime import one_f_one_b
 summary = json.loads((root / "out/summary.json").read_text())
 frontier = summary["methods"]["kareus"]["frontier"]
 assert len(frontier) >= 2, f"expected a kareus frontier, got {len(frontier)} points"
 config = re.compile(r"^[a-z]+_[0-9]+-none-[0-9]+-1024$")
-
-def one_f_one_b(stage, stages, microbatches):
-    warmup = min(stages - stage - 1, microbatches)
-    order = ["forward"] * warmup
-    for _ in range(microbatches - warmup):
-        order += ["forward", "backward"]
-    return order + ["backward"] * warmup
 
 checked = 0
 for method in ("kareus", "perseus", "megatron"):
@@ -49,7 +44,7 @@ for method in ("kareus", "perseus", "megatron"):
         freqs = ast.literal_eval((root / "artifact" / method / f"freqs_pipeline_{number:05d}.py").read_text())
         assert isinstance(freqs, list) and len(freqs) == stages
         for stage, entries in enumerate(freqs):
-            assert [e[0] for e in entries] == one_f_one_b(stage, stages, microbatches)
+            assert [e[0] for e in entries] == [kind for kind, _ in one_f_one_b(stage, stages, microbatches)]
             assert all(isinstance(e, tuple) and len(e) == 2 and isinstance(e[1], int) for e in entries)
             assert [e[1] for e in entries] == [i["freq_mhz"] for i in original["stages"][stage]["instructions"]]
         scheds_path = root / "artifact" / method / f"scheds_pipeline_{number:05d}.py"

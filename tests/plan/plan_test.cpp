@@ -57,33 +57,74 @@ TEST(Plan, RejectsWrongSchemaAndBadFields) {
                                          [](const std::string& text) { (void)parse_plan(text, "p.json"); });
 }
 
-TEST(Plan, AWorkloadBlockThatDiffersFromTheFlagsNamesTheField) {
+std::string check_error(const Plan& plan, const std::string& job_json) {
+  try {
+    check_plan_workload(plan, job_json, "p.json");
+  } catch (const InputError& error) {
+    return error.what();
+  }
+  return "<no InputError>";
+}
+
+TEST(Plan, AWorkloadBlockThatDiffersFromTheRunNamesTheFirstField) {
   const workload::Workload flags = workload::make_workload(workload::load_model("llama3.2-3b"), {});
   Plan plan = two_stage_plan(8);
-  plan.workload_json = workload::workload_to_json(flags);
-  EXPECT_NO_THROW(check_plan_workload(plan, workload::workload_to_json(flags), "p.json"));
-  workload::Parallelism other;
-  other.dp = 2;
-  const std::string message = [&] {
-    try {
-      check_plan_workload(plan, workload::workload_to_json(workload::make_workload(flags.model, other)), "p.json");
-    } catch (const InputError& error) {
-      return std::string(error.what());
-    }
-    return std::string("<no InputError>");
-  }();
-  EXPECT_EQ(message, "p.json: the plan's workload has dp 1, the flags give 2 (plan for another workload?)");
-  // A nested shape field is named with its path; fields the plan does not carry are not compared.
+  plan.workload_json = plan_workload_json(flags, "a100-40gb");
+  EXPECT_EQ(check_error(plan, plan_workload_json(flags, "a100-40gb")), "<no InputError>");
+  // Every field of the block is checked, in the block's order, with one message.
+  auto changed = [&](auto edit) {
+    workload::Parallelism other = flags.parallel;
+    edit(other);
+    return plan_workload_json(workload::make_workload(flags.model, other), "a100-40gb");
+  };
+  EXPECT_EQ(check_error(plan, changed([](auto& p) { p.dp = 2; })), "p.json: made for dp 1, this run has dp 2");
+  EXPECT_EQ(check_error(plan, changed([](auto& p) { p.mbs = 4; })), "p.json: made for mbs 8, this run has mbs 4");
+  EXPECT_EQ(check_error(plan, changed([](auto& p) { p.seq = 2048; })),
+            "p.json: made for seq 4096, this run has seq 2048");
+  EXPECT_EQ(check_error(plan, changed([](auto& p) { p.nanobatches = 1; })),
+            "p.json: made for nanobatches 2, this run has nanobatches 1");
+  EXPECT_EQ(check_error(plan, changed([](auto& p) { p.recompute = workload::Recompute::kNone; })),
+            "p.json: made for recompute \"full\", this run has recompute \"none\"");
+  EXPECT_EQ(check_error(plan, changed([](auto& p) {
+                          p.layers_per_stage = {15, 13};
+                        })),
+            "p.json: made for layers_per_stage [14, 14], this run has layers_per_stage [15, 13]");
+  EXPECT_EQ(check_error(plan, plan_workload_json(flags, "h100-sxm")),
+            "p.json: made for gpu \"a100-40gb\", this run has gpu \"h100-sxm\"");
+  // The stage and microbatch counts are the plan's own, even when the block lacks them.
+  EXPECT_EQ(check_error(plan, changed([](auto& p) { p.microbatches = 4; })),
+            "p.json: made for microbatches 8, this run has microbatches 4");
+  plan.workload_json = "{}";
+  EXPECT_EQ(check_error(plan, changed([](auto& p) { p.pp = 4; })), "p.json: made for pp 2, this run has pp 4");
+  // A nested shape field is named with its path; fields only one side names are not compared.
   plan.workload_json = R"({"tp": 8, "shape": {"hidden": 4096}})";
-  EXPECT_THROW(check_plan_workload(plan, workload::workload_to_json(flags), "p.json"), InputError);
-  try {
-    check_plan_workload(plan, workload::workload_to_json(flags), "p.json");
-  } catch (const InputError& error) {
-    EXPECT_STREQ(error.what(),
-                 "p.json: the plan's workload has shape.hidden 4096, the flags give 3072 (plan for another workload?)");
-  }
+  EXPECT_EQ(check_error(plan, workload::workload_to_json(flags)),
+            "p.json: made for shape.hidden 4096, this run has shape.hidden 3072");
   plan.workload_json = R"({"tp": 8, "source": "perseus_csv"})";
-  EXPECT_NO_THROW(check_plan_workload(plan, workload::workload_to_json(flags), "p.json"));
+  EXPECT_EQ(check_error(plan, workload::workload_to_json(flags)), "<no InputError>");
+}
+
+TEST(Plan, ItsTargetIsTheWorkloadAndGpuItWasMadeFor) {
+  workload::Parallelism parallel;
+  parallel.layers_per_stage = {15, 13};
+  parallel.seq = 2048;
+  const workload::Workload made_for = workload::make_workload(workload::load_model("qwen3-1.7b"), parallel);
+  Plan plan = two_stage_plan(8);
+  plan.workload_json = plan_workload_json(made_for, "h200");
+  const PlanTarget target = plan_target(plan, "p.json");
+  EXPECT_EQ(target.gpu, "h200");
+  EXPECT_EQ(workload::workload_to_json(target.workload), workload::workload_to_json(made_for));
+  EXPECT_EQ(target.workload.model.parameters(), made_for.model.parameters());
+  plan.workload_json = R"({"tp": 8})";
+  EXPECT_THROW((void)plan_target(plan, "p.json"), InputError);
+}
+
+TEST(Plan, AWorkloadBlockMustAgreeWithTheStages) {
+  Plan plan = two_stage_plan(8);
+  plan.workload_json = R"({"pp": 3})";
+  EXPECT_THROW((void)parse_plan(plan_to_json(plan), "p.json"), InputError);
+  plan.workload_json = R"({"gpu":"h200","microbatches":8,"pp":2})";  // as parse_plan stores it
+  EXPECT_EQ(parse_plan(plan_to_json(plan), "p.json"), plan);
 }
 
 }  // namespace

@@ -243,7 +243,7 @@ TEST(PlanJob, BadInputIsAnInputError) {
     check_plan_fits(result.methods.front().frontier.front().plan, other, gpu, "p.json");
     FAIL() << "expected InputError";
   } catch (const InputError& error) {
-    EXPECT_NE(std::string(error.what()).find("p.json: plan has 2 stages, the workload has --pp 4"), std::string::npos)
+    EXPECT_NE(std::string(error.what()).find("p.json: made for pp 2, this run has pp 4"), std::string::npos)
         << error.what();
   }
 }

@@ -25,11 +25,11 @@ TEST(PlanCursor, WalksEveryStageOfAWholePlanTwice) {
         EXPECT_EQ(planned.freq_mhz, testing::planned_clock_mhz(stage, instruction.type, instruction.microbatch));
         const int ctas = testing::planned_ctas(stage, instruction.type, instruction.microbatch);
         if (instruction.type == kForward) {
-          EXPECT_EQ(cursor.comm_config("fwd_attn"), (plan::CommConfig{"linear_0", ctas}));
+          EXPECT_EQ(cursor.comm_config("fwd_attn"), (partition::CommConfig{"linear_0", ctas}));
         } else {
-          EXPECT_EQ(cursor.comm_config("bwd_attn"), (plan::CommConfig{"linear_1", ctas}));
+          EXPECT_EQ(cursor.comm_config("bwd_attn"), (partition::CommConfig{"linear_1", ctas}));
           // The recompute forward inside a backward uses the backward's own config.
-          EXPECT_EQ(cursor.comm_config("fwd_attn"), (plan::CommConfig{"mlp_0", ctas + 100}));
+          EXPECT_EQ(cursor.comm_config("fwd_attn"), (partition::CommConfig{"mlp_0", ctas + 100}));
         }
         cursor.on_instruction_end();
       }
@@ -51,7 +51,7 @@ TEST(PlanCursor, AMixedPlansSequentialInstructionIsNotOverlapped) {
   cursor.on_instruction_end();
   (void)cursor.on_instruction_begin(kForward, 1);
   EXPECT_EQ(cursor.comm_config("fwd_attn"), plan::not_overlapped());
-  EXPECT_EQ(cursor.comm_config("any_key"), (plan::CommConfig{"none", 0}));
+  EXPECT_EQ(cursor.comm_config("any_key"), (partition::CommConfig{"none", 0}));
   cursor.on_instruction_end();
 }
 

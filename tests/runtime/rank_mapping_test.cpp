@@ -24,6 +24,30 @@ TEST(RankMapping, MegatronOrderTpThenCpThenDpThenPp) {
   }
 }
 
+TEST(RankMapping, GlobalRankInvertsMapRank) {
+  const ParallelDegrees degrees{2, 2, 3, 2};
+  for (int rank = 0; rank < 24; ++rank) EXPECT_EQ(global_rank(map_rank(rank, degrees), degrees), rank);
+  EXPECT_THROW((void)global_rank({0, 2, 0, 0}, degrees), InputError);  // cp_rank 2 of cp 2
+  EXPECT_THROW((void)global_rank({0, 0, 0, 3}, degrees), InputError);  // stage 3 of pp 3
+}
+
+TEST(RankMapping, GroupsAreTheRanksThatDifferOnlyInTheirCoordinates) {
+  const ParallelDegrees degrees{2, 2, 3, 1};  // tp 2, cp 2, pp 3, dp 1: 12 ranks
+  using Groups = std::vector<std::vector<int>>;
+  EXPECT_EQ(parallel_groups(ParallelGroup::kTensor, degrees),
+            (Groups{{0, 1}, {2, 3}, {4, 5}, {6, 7}, {8, 9}, {10, 11}}));
+  EXPECT_EQ(parallel_groups(ParallelGroup::kContext, degrees),
+            (Groups{{0, 2}, {1, 3}, {4, 6}, {5, 7}, {8, 10}, {9, 11}}));
+  EXPECT_EQ(parallel_groups(ParallelGroup::kGradient, degrees),
+            (Groups{{0, 2}, {1, 3}, {4, 6}, {5, 7}, {8, 10}, {9, 11}}));
+  EXPECT_EQ(parallel_groups(ParallelGroup::kEmbedding, degrees), (Groups{{0, 8}, {1, 9}, {2, 10}, {3, 11}}));
+  const ParallelDegrees with_dp{1, 2, 2, 2};  // tp 1, cp 2, pp 2, dp 2: 8 ranks
+  EXPECT_EQ(parallel_groups(ParallelGroup::kGradient, with_dp), (Groups{{0, 1, 2, 3}, {4, 5, 6, 7}}));
+  EXPECT_EQ(parallel_groups(ParallelGroup::kEmbedding, {2, 1, 1, 1}), (Groups{{0}, {1}}));
+  EXPECT_EQ(parse_parallel_group("gradient", "group"), ParallelGroup::kGradient);
+  EXPECT_THROW((void)parse_parallel_group("pp", "group"), InputError);
+}
+
 TEST(RankMapping, OutOfRangeRankNamesWorldSize) {
   for (int rank : {-1, 24, 100}) {
     SCOPED_TRACE(rank);

@@ -26,7 +26,6 @@ void run_export(const ExportOptions& options) {
   if (options.plan.empty() == options.frontier.empty()) {
     throw InputError("give either --plan FILE or --frontier DIR (a folder of plan_N.json files)");
   }
-  const workload::Workload workload = options.workload.resolve();
   OutputFolder out(options.out, "--out", "kareus export");
   out.check_input_outside(options.frontier.empty() ? options.plan : options.frontier,
                           options.frontier.empty() ? "--plan" : "--frontier");
@@ -43,6 +42,10 @@ void run_export(const ExportOptions& options) {
     }
     plans.push_back({options.plan, number});
   }
+  // The plans carry their workload (the first one's is the export's; each plan is checked against
+  // it); workload flags given explicitly must agree.
+  const std::string first = plans.front().plan.string();
+  const workload::Workload workload = options.workload.resolve_for_plan(plan::read_plan(first), first);
   const auto written = interop::export_artifact_files(plans, workload, out.staging());
   out.commit();
   for (const auto& path : written) fmt::print("{}\n", out.final_path(path, options.out).string());
@@ -54,7 +57,7 @@ void add_export_command(CLI::App& app) {
   auto options = std::make_shared<ExportOptions>();
   CLI::App* command = app.add_subcommand(
       "export", "write plans as the Kareus artifact's freqs_pipeline_NNNNN.py / scheds_pipeline_NNNNN.py files");
-  add_workload_flags(command, options->workload);
+  add_workload_flags(command, options->workload);  // defaults: the plan's own workload
   command->add_option("--plan", options->plan, "one plan file (kareus.plan/1)");
   command->add_option("--frontier", options->frontier, "every plan_N.json of this folder (e.g. OUT/plans/kareus)");
   command->add_option("--format", options->format, "output format: artifact")->required();

@@ -13,6 +13,7 @@ namespace {
 
 struct ImportOptions {
   WorkloadFlags workload;
+  GpuFlags gpu;
   std::string format;
   std::string in;
   std::string out;
@@ -23,11 +24,13 @@ void run_import(const ImportOptions& options) {
     throw InputError(fmt::format("--format must be 'artifact', found '{}'", options.format));
   }
   const workload::Workload workload = options.workload.resolve();
+  const device::GpuSpec gpu = options.gpu.resolve();
   OutputFolder out(options.out, "--out", "kareus import");
   out.check_input_outside(options.in, "dir");
-  const auto written = interop::import_artifact_files(options.in, workload, out.staging());
+  const auto written = interop::import_artifact_files(options.in, workload, gpu.name, out.staging());
   out.commit();
-  for (const auto& path : written) fmt::print("{}\n", out.final_path(path, options.out).string());
+  for (const auto& path : written) fmt::print("{}
+", out.final_path(path, options.out).string());
 }
 
 }  // namespace
@@ -37,6 +40,7 @@ void add_import_command(CLI::App& app) {
   CLI::App* command = app.add_subcommand(
       "import", "read the Kareus artifact's schedule files back into plans (for the workload of the flags)");
   add_workload_flags(command, options->workload);
+  add_gpu_flags(command, options->gpu);  // the files name neither the workload nor the GPU
   command->add_option("--format", options->format, "input format: artifact")->required();
   command->add_option("dir", options->in, "folder of freqs_pipeline_NNNNN.py (and scheds_pipeline_NNNNN.py) files")
       ->required();

@@ -24,26 +24,28 @@ struct SimulateOptions {
 };
 
 void run_simulate(const SimulateOptions& options) {
-  const device::GpuSpec gpu = options.gpu.resolve();
-  const workload::Workload workload = options.workload.resolve();
   if ((options.clock_mhz == 0) == options.plan.empty()) {
     throw InputError("give either --clock MHZ (every instruction at one clock) or --plan FILE");
   }
+  // A plan brings its workload and GPU; the flags then only have to agree with them.
+  const std::optional<plan::Plan> plan =
+      options.plan.empty() ? std::nullopt : std::optional<plan::Plan>(plan::read_plan(options.plan));
+  const device::GpuSpec gpu = plan ? options.gpu.resolve_for_plan(*plan, options.plan) : options.gpu.resolve();
+  const workload::Workload workload =
+      plan ? options.workload.resolve_for_plan(*plan, options.plan) : options.workload.resolve();
   // With a plan, each instruction's recorded overlap decides; --overlap only speaks for plans
   // written before that field existed.
   std::optional<workload::OverlapMode> overlap;
   if (!options.overlap.empty()) overlap = workload::parse_overlap_mode(options.overlap);
   device::EmulatedDevice emulator = device::exact_emulator(gpu);
   pipeline::IterationRun run;
-  if (options.plan.empty()) {
+  if (!plan) {
     device::require_supported_clock(gpu, options.clock_mhz, "--clock");
     run = planner::simulate_locked_clock(emulator, workload, options.clock_mhz,
                                          overlap.value_or(workload::OverlapMode::kNone));
   } else {
-    const plan::Plan plan = plan::read_plan(options.plan);
-    plan::check_plan_workload(plan, workload::workload_to_json(workload), options.plan);
-    planner::check_plan_fits(plan, workload, gpu, options.plan);
-    run = planner::simulate_plan(emulator, workload, plan, overlap);
+    planner::check_plan_fits(*plan, workload, gpu, options.plan);
+    run = planner::simulate_plan(emulator, workload, *plan, overlap);
   }
   if (options.json) {
     fmt::print("{}\n", pipeline::iteration_to_json(run));
@@ -72,7 +74,9 @@ void add_simulate_command(CLI::App& app) {
   add_workload_flags(command, options->workload);
   add_gpu_flags(command, options->gpu);
   command->add_option("--clock", options->clock_mhz, "every instruction at this locked SM clock (MHz)");
-  command->add_option("--plan", options->plan, "run this plan file (kareus.plan/1) instead");
+  command->add_option("--plan", options->plan,
+                      "run this plan file (kareus.plan/1) instead; its workload and GPU are the defaults, and the "
+                      "workload flags given must agree with them");
   command->add_option(
       "--overlap", options->overlap,
       "none (Megatron, the default with --clock) or nanobatch (default collective resources); with --plan only "

@@ -1,13 +1,20 @@
 #include "workload_flags.h"
 
+#include <optional>
+#include <tuple>
+
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include "kareus/common/error.h"
 
 namespace kareus::cli {
 
-workload::Workload WorkloadFlags::resolve() const {
+workload::Workload WorkloadFlags::resolve() const { return resolve_with(workload::load_model(model)); }
+
+workload::Workload WorkloadFlags::resolve_with(workload::ModelSpec model_spec) const {
   workload::Parallelism resolved = parallel;
   if (recompute == "full") {
     resolved.recompute = workload::Recompute::kFull;
@@ -17,29 +24,84 @@ workload::Workload WorkloadFlags::resolve() const {
     throw InputError(fmt::format("--recompute {}: expected \"full\" or \"none\"", recompute));
   }
   if (!layers_per_stage.empty()) resolved.layers_per_stage = workload::parse_layers_per_stage(layers_per_stage);
-  return workload::make_workload(workload::load_model(model), std::move(resolved));
+  return workload::make_workload(std::move(model_spec), std::move(resolved));
+}
+
+bool WorkloadFlags::given(const std::string& flag) const {
+  const auto found = bound.find(flag);
+  return found != bound.end() && found->second->count() > 0;
+}
+
+workload::Workload WorkloadFlags::resolve_for_plan(const plan::Plan& plan, const std::string& origin) const {
+  std::optional<plan::PlanTarget> target;
+  try {
+    target = plan::plan_target(plan, origin);
+  } catch (const InputError&) {
+    // A hand-made plan: its block does not name a whole workload, so the flags do.
+    const workload::Workload flags_workload = resolve();
+    plan::check_plan_workload(plan, plan::plan_workload_json(flags_workload, ""), origin);
+    return flags_workload;
+  }
+  // The plan's workload with each flag the user gave in place of its value; the check names the
+  // first one that differs.
+  WorkloadFlags overlay = *this;
+  const workload::Workload& planned = target->workload;
+  const workload::Parallelism& from_plan = planned.parallel;
+  workload::Parallelism& p = overlay.parallel;
+  for (auto [flag, field, value] : {std::tuple{"--tp", &p.tp, from_plan.tp},
+                                    {"--cp", &p.cp, from_plan.cp},
+                                    {"--pp", &p.pp, from_plan.pp},
+                                    {"--dp", &p.dp, from_plan.dp},
+                                    {"--mbs", &p.mbs, from_plan.mbs},
+                                    {"--seq", &p.seq, from_plan.seq},
+                                    {"--microbatches", &p.microbatches, from_plan.microbatches},
+                                    {"--nanobatches", &p.nanobatches, from_plan.nanobatches}}) {
+    if (!given(flag)) *field = value;
+  }
+  if (!given("--recompute")) overlay.recompute = from_plan.recompute == workload::Recompute::kFull ? "full" : "none";
+  if (!given("--layers-per-stage")) {
+    overlay.layers_per_stage = p.pp == from_plan.pp ? fmt::format("{}", fmt::join(planned.stage_layers, ",")) : "";
+  }
+  const workload::Workload job = overlay.resolve_with(given("--model") ? workload::load_model(model) : planned.model);
+  plan::check_plan_workload(plan, plan::plan_workload_json(job, ""), origin);
+  return planned;
 }
 
 void add_workload_flags(CLI::App* command, WorkloadFlags& flags) {
   workload::Parallelism& p = flags.parallel;
-  command->add_option("--model", flags.model, "model preset or path to a model .json file")->capture_default_str();
-  command->add_option("--tp", p.tp, "tensor-parallel size")->capture_default_str();
-  command->add_option("--cp", p.cp, "context-parallel size")->capture_default_str();
-  command->add_option("--pp", p.pp, "pipeline stages")->capture_default_str();
-  command->add_option("--dp", p.dp, "data-parallel replicas")->capture_default_str();
-  command->add_option("--mbs", p.mbs, "microbatch size (sequences)")->capture_default_str();
-  command->add_option("--seq", p.seq, "sequence length (tokens)")->capture_default_str();
-  command->add_option("--microbatches", p.microbatches, "microbatches per iteration")->capture_default_str();
-  command->add_option("--nanobatches", p.nanobatches, "nanobatches per microbatch: 1 or 2")->capture_default_str();
-  command->add_option("--recompute", flags.recompute, "activation checkpointing: full or none")->capture_default_str();
-  command->add_option("--layers-per-stage", flags.layers_per_stage,
-                      "layers of each stage, e.g. 15,13 (default: even split)");
+  auto bind = [&](const std::string& flag, auto& value, const std::string& help) {
+    flags.bound[flag] = command->add_option(flag, value, help)->capture_default_str();
+  };
+  bind("--model", flags.model, "model preset or path to a model .json file");
+  bind("--tp", p.tp, "tensor-parallel size");
+  bind("--cp", p.cp, "context-parallel size");
+  bind("--pp", p.pp, "pipeline stages");
+  bind("--dp", p.dp, "data-parallel replicas");
+  bind("--mbs", p.mbs, "microbatch size (sequences)");
+  bind("--seq", p.seq, "sequence length (tokens)");
+  bind("--microbatches", p.microbatches, "microbatches per iteration");
+  bind("--nanobatches", p.nanobatches, "nanobatches per microbatch: 1 or 2");
+  bind("--recompute", flags.recompute, "activation checkpointing: full or none");
+  flags.bound["--layers-per-stage"] = command->add_option("--layers-per-stage", flags.layers_per_stage,
+                                                          "layers of each stage, e.g. 15,13 (default: even split)");
 }
 
 device::GpuSpec GpuFlags::resolve() const { return device::load_gpu(gpu); }
 
+device::GpuSpec GpuFlags::resolve_for_plan(const plan::Plan& plan, const std::string& origin) const {
+  const nlohmann::json block = nlohmann::json::parse(plan.workload_json);
+  const auto planned = block.find("gpu");
+  if ((bound != nullptr && bound->count() > 0) || planned == block.end()) {
+    const device::GpuSpec spec = resolve();
+    plan::check_workload(plan.workload_json, nlohmann::json{{"gpu", spec.name}}.dump(), origin);
+    return spec;
+  }
+  return device::load_gpu(planned->get<std::string>());
+}
+
 void add_gpu_flags(CLI::App* command, GpuFlags& flags) {
-  command->add_option("--gpu", flags.gpu, "GPU preset or path to a preset .json file")->capture_default_str();
+  flags.bound =
+      command->add_option("--gpu", flags.gpu, "GPU preset or path to a preset .json file")->capture_default_str();
 }
 
 }  // namespace kareus::cli

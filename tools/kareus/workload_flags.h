@@ -4,17 +4,22 @@
 // --nanobatches, --recompute and --layers-per-stage to a WorkloadFlags; resolve() loads the
 // model and calls workload::make_workload, which checks every rule and names the flag that
 // breaks it. Defaults are the artifact's setting (DESIGN.md: llama3.2-3b, TP 8, CP 1, PP 2,
-// DP 1, mbs 8, seq 4096, 8 microbatches, 2 nanobatches, full recompute).
+// DP 1, mbs 8, seq 4096, 8 microbatches, 2 nanobatches, full recompute). A command that reads
+// a plan calls resolve_for_plan instead: the plan carries its workload and GPU, and a flag the
+// user gives is checked against them.
 #pragma once
 
+#include <map>
 #include <string>
 
 #include "kareus/device/gpu_spec.h"
+#include "kareus/plan/plan.h"
 #include "kareus/workload/workload.h"
 
 namespace CLI {
 class App;
-}
+class Option;
+}  // namespace CLI
 
 namespace kareus::cli {
 
@@ -24,8 +29,20 @@ struct WorkloadFlags {
   std::string recompute = "full";
   std::string layers_per_stage;  ///< empty = even split, earlier stages take the remainder
 
+  std::map<std::string, const CLI::Option*> bound;  ///< by flag name, to tell given flags from defaults
+
   /// The validated workload. Throws InputError naming the offending flag.
   [[nodiscard]] workload::Workload resolve() const;
+
+  /// The workload of a command that reads a plan: the plan's own (plan::plan_target), each flag
+  /// given explicitly checked against it with plan::check_plan_workload ("made for tp 8, this
+  /// run has tp 4"). A hand-made plan whose block does not hold a whole workload takes the
+  /// flags (defaults included), checked the same way.
+  [[nodiscard]] workload::Workload resolve_for_plan(const plan::Plan& plan, const std::string& origin) const;
+
+ private:
+  [[nodiscard]] bool given(const std::string& flag) const;
+  [[nodiscard]] workload::Workload resolve_with(workload::ModelSpec model_spec) const;
 };
 
 void add_workload_flags(CLI::App* command, WorkloadFlags& flags);
@@ -33,8 +50,14 @@ void add_workload_flags(CLI::App* command, WorkloadFlags& flags);
 struct GpuFlags {
   std::string gpu = "a100-40gb";
 
+  const CLI::Option* bound = nullptr;
+
   /// The preset (or preset file). Throws InputError naming --gpu and the presets.
   [[nodiscard]] device::GpuSpec resolve() const;
+
+  /// The GPU of a command that reads a plan: --gpu when given (checked against the GPU the plan
+  /// names), else the plan's GPU preset, else the default.
+  [[nodiscard]] device::GpuSpec resolve_for_plan(const plan::Plan& plan, const std::string& origin) const;
 };
 
 void add_gpu_flags(CLI::App* command, GpuFlags& flags);

@@ -29,9 +29,9 @@ using PartitionMeasurements = std::map<std::string, std::vector<search::Evaluati
 
 struct ComposedOption {
   int freq_mhz = 0;
-  double time_s = 0;            ///< predicted instruction time
-  double energy_j = 0;          ///< predicted instruction energy, one GPU
-  device::CommChoices choices;  ///< comm config per searchable key of the instruction
+  double time_s = 0;               ///< predicted instruction time
+  double energy_j = 0;             ///< predicted instruction energy, one GPU
+  partition::CommConfigs choices;  ///< comm config per searchable key of the instruction
 };
 
 struct ComposeOptions {

@@ -13,18 +13,12 @@
 #include <vector>
 
 #include "kareus/device/device.h"
+#include "kareus/partition/comm_config.h"
 #include "kareus/workload/workload.h"
 
 namespace kareus::device {
 
 using workload::OverlapMode;
-
-/// Collective knobs by partition key (clock comes from the instruction).
-struct CommChoice {
-  int ctas = 0;
-  std::string slot;
-};
-using CommChoices = std::map<std::string, CommChoice, std::less<>>;
 
 struct InstructionRun {
   double time_s = 0;
@@ -38,7 +32,7 @@ struct InstructionRun {
 /// UnmeasuredError from a replay device without the record.
 [[nodiscard]] InstructionRun run_instruction(Device& device, const workload::Workload& workload, int stage,
                                              Direction direction, int freq_mhz, OverlapMode overlap,
-                                             const CommChoices& choices = {});
+                                             const partition::CommConfigs& choices = {});
 
 /// The part of an overlapped instruction that no comm choice changes: partitions without a
 /// searchable collective (trails, a stage's first partition) at the default config, and the

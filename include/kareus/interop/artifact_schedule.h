@@ -54,14 +54,15 @@ struct ArtifactFiles {
 [[nodiscard]] ArtifactFiles export_artifact(const plan::Plan& plan, const workload::Workload& workload, int number,
                                             std::string_view origin);
 
-/// Parses the files' text back into a plan for `workload` (workload_json = workload_to_json).
+/// Parses the files' text back into a plan for `workload` on the GPU `gpu_name` (the files name
+/// neither; workload_json = plan::plan_workload_json).
 /// `scheds_py` = nullopt: no comm configs. Predicted time and energy come from kareus's comment
 /// lines ("# Iteration N predicted time_s: T", "... energy_j: E"), 0 when absent. Throws
 /// InputError naming the file (`freqs_origin`, `scheds_origin`), line and entry on any
 /// malformed, out-of-range or mismatched entry.
 [[nodiscard]] plan::Plan import_artifact(std::string_view freqs_py, std::string_view freqs_origin,
                                          const std::optional<std::string>& scheds_py, std::string_view scheds_origin,
-                                         const workload::Workload& workload);
+                                         const workload::Workload& workload, std::string_view gpu_name = "");
 
 /// "freqs_pipeline_00007.py" / "scheds_pipeline_00007.py". Requires 0 <= number <= 99999.
 [[nodiscard]] std::string freqs_file_name(int number);
@@ -86,7 +87,7 @@ std::vector<std::filesystem::path> export_artifact_files(const std::vector<Expor
 /// figures, OUT/frontier.json (kareus.frontier/1, Pareto points by time) is written last, so
 /// `kareus serve --frontier OUT` can serve them. Returns the plan paths written.
 std::vector<std::filesystem::path> import_artifact_files(const std::filesystem::path& in_dir,
-                                                         const workload::Workload& workload,
+                                                         const workload::Workload& workload, std::string_view gpu_name,
                                                          const std::filesystem::path& out_dir);
 
 }  // namespace kareus::interop

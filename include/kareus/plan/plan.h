@@ -18,6 +18,7 @@
 #include <string_view>
 #include <vector>
 
+#include "kareus/partition/comm_config.h"
 #include "kareus/pipeline/schedule.h"
 #include "kareus/workload/workload.h"
 
@@ -25,18 +26,10 @@ namespace kareus::plan {
 
 inline constexpr std::string_view kPlanSchema = "kareus.plan/1";
 
-/// The collective knobs of one partition key: its launch slot and CTA count.
-struct CommConfig {
-  std::string slot;
-  int ctas = 0;
-
-  friend bool operator==(const CommConfig&, const CommConfig&) = default;
-};
-
 /// What the runtime answers for every key of an instruction that is not nanobatched: no
 /// overlap, the collective runs after the compute ("none") on the default resources (0 CTAs).
-[[nodiscard]] inline const CommConfig& not_overlapped() {
-  static const CommConfig config{"none", 0};
+[[nodiscard]] inline const partition::CommConfig& not_overlapped() {
+  static const partition::CommConfig config{std::string(partition::kSlotNone), 0};
   return config;
 }
 
@@ -45,7 +38,7 @@ struct PlannedInstruction {
   int microbatch = 0;
   int freq_mhz = 0;
   std::optional<workload::OverlapMode> overlap;  ///< nullopt in plans older than the field
-  std::map<std::string, CommConfig> partitions;  ///< by partition key; empty without overlap
+  partition::CommConfigs partitions;             ///< by partition key; empty without overlap
 
   friend bool operator==(const PlannedInstruction&, const PlannedInstruction&) = default;
 };
@@ -74,12 +67,32 @@ struct Plan {
 /// Reads and validates a plan file (see parse_plan).
 [[nodiscard]] Plan read_plan(const std::filesystem::path& path);
 
-/// Checks that the plan's workload block agrees with `workload_json` (workload::workload_to_json
-/// of the flags) on every field both name, shape fields included. Throws InputError "<origin>:
-/// the plan's workload has dp 1, the flags give 2" naming the first field that differs.
-/// `against` names what `workload_json` describes in the message ("the flags give", "the running plan has").
-void check_plan_workload(const Plan& plan, std::string_view workload_json, std::string_view origin,
-                         std::string_view against = "the flags give");
+/// The workload block a plan records: workload::workload_to_json plus "gpu": the GPU's name
+/// (empty `gpu_name`: no "gpu" field).
+[[nodiscard]] std::string plan_workload_json(const workload::Workload& workload, std::string_view gpu_name);
+
+/// The one workload check, for plans and measurement logs alike: every field that both
+/// `recorded_json` (what the file was made for) and `job_json` (plan_workload_json of this run,
+/// or the part of it the caller knows) name must be equal: model shape, parallel sizes, mbs, seq,
+/// microbatches, nanobatches, recompute, layer split, GPU. A field only one side names is not
+/// checked (older files lack newer fields). Throws InputError
+/// "<origin>: made for seq 32, this run has seq 31" naming the first differing field.
+void check_workload(std::string_view recorded_json, std::string_view job_json, std::string_view origin);
+
+/// check_workload of the plan's workload block, whose "pp" and "microbatches" are the plan's own
+/// stage and microbatch counts (also for a hand-made plan with an empty block).
+void check_plan_workload(const Plan& plan, std::string_view job_json, std::string_view origin);
+
+/// What a plan was made for: its workload (rebuilt from the block's model shape and parallel
+/// fields, and validated by workload::make_workload) and its GPU's name ("" if unrecorded).
+struct PlanTarget {
+  workload::Workload workload;
+  std::string gpu;
+};
+
+/// The plan's target. Throws InputError naming `origin` and the missing field when the block
+/// does not hold a whole workload (a hand-made plan): then the workload flags must be given.
+[[nodiscard]] PlanTarget plan_target(const Plan& plan, std::string_view origin);
 
 /// Serializes a plan (pretty-printed JSON, schema first).
 [[nodiscard]] std::string plan_to_json(const Plan& plan);

@@ -13,9 +13,9 @@
 
 namespace kareus::planner {
 
-/// Throws InputError naming the log and the first differing field ("workload.parallel.tp: the log
-/// has 4, the flags give 8"), a log without a header, or an unreadable log.
-/// A torn last line of a log is reported through `warn` and skipped.
+/// Throws InputError naming the log and the first field of the workload or GPU that differs
+/// (plan::check_workload: "LOG: made for tp 4, this run has tp 8"), a log without a header, or
+/// an unreadable log. A torn last line of a log is reported through `warn` and skipped.
 [[nodiscard]] device::ReplayDevice load_measurements(const std::vector<std::filesystem::path>& logs,
                                                      const device::GpuSpec& gpu, const workload::Workload& workload,
                                                      const JsonlAppender::Warn& warn = {});
@@ -25,8 +25,5 @@ namespace kareus::planner {
 [[nodiscard]] std::vector<device::MeasurementRecord> load_live_log(const std::filesystem::path& log,
                                                                    const workload::Workload& workload,
                                                                    const JsonlAppender::Warn& warn = {});
-
-/// The first path at which two JSON documents differ ("parallel.tp: 4 vs 8"), or "" if equal.
-[[nodiscard]] std::string first_json_difference(std::string_view left_json, std::string_view right_json);
 
 }  // namespace kareus::planner

@@ -18,8 +18,9 @@
 
 namespace kareus::planner {
 
-/// Checks that `plan` fits `workload` (stages, microbatches, clocks the GPU supports, partition
-/// keys of this workload). Throws InputError naming `origin` and what differs.
+/// Checks that `plan` is for `workload` on `gpu` (plan::check_plan_workload) and that the GPU
+/// runs its clocks and comm configs, for partition keys of this workload. Throws InputError
+/// naming `origin` and what differs.
 void check_plan_fits(const plan::Plan& plan, const workload::Workload& workload, const device::GpuSpec& gpu,
                      std::string_view origin);
 

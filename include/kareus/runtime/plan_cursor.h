@@ -42,7 +42,7 @@ class PlanCursor {
   /// (slot "none", 0 CTAs) when the instruction runs without nanobatching. Throws InputError
   /// outside an instruction or for a key a nanobatched instruction does not plan (the message
   /// lists the planned keys).
-  [[nodiscard]] const plan::CommConfig& comm_config(std::string_view partition_key) const;
+  [[nodiscard]] const partition::CommConfig& comm_config(std::string_view partition_key) const;
 
   /// Replaces the plan; allowed only between steps (throws InputError mid-step or if the new plan
   /// has no stage `stage()`).

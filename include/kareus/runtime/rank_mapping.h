@@ -6,6 +6,9 @@
 // stage = rank / (tp * cp * dp). Ranks and degrees are plain process counts.
 #pragma once
 
+#include <string_view>
+#include <vector>
+
 namespace kareus::runtime {
 
 /// Parallelism degrees of a job (each >= 1).
@@ -32,5 +35,25 @@ struct RankCoordinates {
 /// naming the degree when a degree is < 1, or the rank and world size when the rank is out of
 /// [0, tp*cp*pp*dp).
 [[nodiscard]] RankCoordinates map_rank(int global_rank, const ParallelDegrees& degrees);
+
+/// The global rank at `coordinates` (the inverse of map_rank). Throws InputError naming a
+/// coordinate outside [0, its degree).
+[[nodiscard]] int global_rank(const RankCoordinates& coordinates, const ParallelDegrees& degrees);
+
+/// The process groups a training job makes, each the ranks that differ only in:
+enum class ParallelGroup {
+  kTensor,     ///< tp_rank (TP groups: the collectives of the plan's partitions)
+  kContext,    ///< cp_rank (CP groups)
+  kGradient,   ///< dp_rank and cp_rank (gradients summed over CP, averaged over DP: Megatron's)
+  kEmbedding,  ///< stage 0 and stage pp-1 (the tied embedding's two copies; one rank when pp is 1)
+};
+
+/// Parses "tp", "cp", "gradient", "embedding"; throws InputError naming `origin`.
+[[nodiscard]] ParallelGroup parse_parallel_group(std::string_view text, std::string_view origin);
+
+/// Every group of `kind`, each listing its ranks ascending, the groups in ascending order of
+/// their first rank (the order every rank must create them in: group creation is collective).
+/// Throws InputError as map_rank does for bad degrees.
+[[nodiscard]] std::vector<std::vector<int>> parallel_groups(ParallelGroup kind, const ParallelDegrees& degrees);
 
 }  // namespace kareus::runtime

@@ -56,7 +56,7 @@ class Runtime {
   void on_instruction_begin(Direction type, std::optional<int> microbatch);
   void on_instruction_end();
   void on_step_end();
-  [[nodiscard]] const plan::CommConfig& comm_config(std::string_view partition_key) const;
+  [[nodiscard]] const partition::CommConfig& comm_config(std::string_view partition_key) const;
 
   /// Switches plans between steps. InputError mid-step, or for a plan with another stage count or
   /// of another workload (its workload block differs from the running plan's: e.g. 4

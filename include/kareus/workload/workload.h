@@ -74,4 +74,9 @@ struct Workload {
 /// The workload as a JSON object (model name and shape, parallelism), for summaries and plans.
 [[nodiscard]] std::string workload_to_json(const Workload& workload);
 
+/// The inverse of workload_to_json: the workload a JSON object names ("model", "shape" as
+/// model_shape_json, the parallel fields), validated by make_workload. Other keys are ignored.
+/// Throws InputError naming `origin` and the missing or wrong field.
+[[nodiscard]] Workload workload_from_json(std::string_view json_text, std::string_view origin);
+
 }  // namespace kareus::workload

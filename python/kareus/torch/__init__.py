@@ -9,7 +9,18 @@ collective launched at its planned slot on a process group of its planned CTA co
 ``PipelineDriver`` runs synchronous 1F1B over pipeline stages around them. Needs torch.
 """
 
-from kareus.torch.comm import CommGroups, LaunchTrace, cp_groups, describe_groups, dp_groups, make_dp_group, tp_groups
+from kareus._runtime import SLOT_NONE, CommConfig
+from kareus.torch.comm import (
+    CommGroups,
+    LaunchTrace,
+    cp_groups,
+    describe_groups,
+    dp_groups,
+    group_index,
+    make_dp_group,
+    make_group_of,
+    tp_groups,
+)
 from kareus.torch.engine import StageRunner
 from kareus.torch.layer import (
     LayerShape,
@@ -23,12 +34,12 @@ from kareus.torch.layer import (
 )
 from kareus.torch.model import LlamaStage, synthetic_batch
 from kareus.torch.pipeline import PipelineDriver, step_loss_everywhere
-from kareus.torch.plan import SLOT_NONE, CommChoice, ExecutionPlan, InstructionPlan, PlannedPartition
+from kareus.torch.plan import ExecutionPlan, InstructionPlan, PlannedPartition
 from kareus.torch.trace import check_trace
 
 __all__ = [
     "SLOT_NONE",
-    "CommChoice",
+    "CommConfig",
     "CommGroups",
     "ExecutionPlan",
     "InstructionPlan",
@@ -45,7 +56,9 @@ __all__ = [
     "cp_groups",
     "describe_groups",
     "dp_groups",
+    "group_index",
     "make_dp_group",
+    "make_group_of",
     "reference_layer",
     "reference_stack",
     "shard_sequence",

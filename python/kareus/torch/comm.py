@@ -17,6 +17,8 @@ from typing import Dict, List, Optional, Sequence
 import torch
 import torch.distributed as dist
 
+from kareus._runtime import parallel_groups
+
 
 class LaunchTrace:
     """What the engine did, in order: ("op", name, layer, nanobatch), ("enqueue", key, collective,
@@ -37,16 +39,16 @@ class CommGroups:
 
     Args:
         tp_groups: the global ranks of every TP group (``tp_groups``: the same list on every rank).
-        mine: the index of this rank's group in ``tp_groups``.
+        rank: this process's global rank (its groups are the ones holding it).
         backend: "gloo" or "nccl".
-        cp_groups, cp_mine: the same for the CP groups (``cp_groups``); empty without CP.
+        cp_groups: the same for the CP groups (``cp_groups``); empty without CP.
     """
 
-    def __init__(self, tp_groups: Sequence[Sequence[int]], mine: int, backend: str,
-                 cp_groups: Sequence[Sequence[int]] = (), cp_mine: int = 0) -> None:
-        self.families = {"tp": ([list(r) for r in tp_groups], mine)}
+    def __init__(self, tp_groups: Sequence[Sequence[int]], rank: int, backend: str,
+                 cp_groups: Sequence[Sequence[int]] = ()) -> None:
+        self.families = {"tp": ([list(r) for r in tp_groups], group_index(tp_groups, rank))}
         if cp_groups:
-            self.families["cp"] = ([list(r) for r in cp_groups], cp_mine)
+            self.families["cp"] = ([list(r) for r in cp_groups], group_index(cp_groups, rank))
         self.backend = backend
         self.cuda = backend == "nccl"
         self._plain = {family: self._make_group(family, None) for family in self.families}
@@ -146,46 +148,47 @@ def describe_groups(groups: CommGroups) -> List[dict]:
     return [dict(entry) for entry in groups.created]
 
 
-# Megatron's rank order (kareus._runtime.map_rank): TP fastest, then CP, then DP, then PP, so
-# global rank = tp_rank + tp x (cp_rank + cp x (dp_rank + dp x stage)).
+# The groups come from the C++ rank mapping (kareus._runtime.parallel_groups: Megatron's
+# tp-cp-dp-pp order), the same lists on every rank, in the order every rank must create them.
 
 
-def _rank(tp: int, cp: int, dp: int, stage: int, replica: int, cp_rank: int, tp_rank: int) -> int:
-    return tp_rank + tp * (cp_rank + cp * (replica + dp * stage))
+def group_index(groups: Sequence[Sequence[int]], rank: int) -> int:
+    """The index of the group of ``groups`` that holds ``rank``."""
+    for index, ranks in enumerate(groups):
+        if rank in ranks:
+            return index
+    raise ValueError(f"rank {rank} is in none of the groups {list(groups)}")
 
 
 def tp_groups(tp: int, pp: int, dp: int = 1, cp: int = 1) -> List[List[int]]:
-    """Every TP group's ranks, by stage, DP rank, CP rank; this rank's is at
-    (stage x dp + dp_rank) x cp + cp_rank."""
-    return [[_rank(tp, cp, dp, stage, replica, c, index) for index in range(tp)] for stage in range(pp)
-            for replica in range(dp) for c in range(cp)]
+    """Every TP group's ranks."""
+    return parallel_groups("tp", tp=tp, cp=cp, pp=pp, dp=dp)
 
 
 def cp_groups(tp: int, pp: int, dp: int, cp: int) -> List[List[int]]:
-    """Every CP group's ranks, by stage, DP rank, TP rank; this rank's is at
-    (stage x dp + dp_rank) x tp + tp_rank. Empty when cp is 1."""
-    if cp == 1:
-        return []
-    return [[_rank(tp, cp, dp, stage, replica, c, index) for c in range(cp)] for stage in range(pp)
-            for replica in range(dp) for index in range(tp)]
+    """Every CP group's ranks; empty when cp is 1."""
+    return parallel_groups("cp", tp=tp, cp=cp, pp=pp, dp=dp) if cp > 1 else []
 
 
 def dp_groups(tp: int, pp: int, dp: int, cp: int = 1) -> List[List[int]]:
     """Every gradient group's ranks: the DP x CP ranks of one stage and TP rank (their gradients
-    are summed over CP, averaged over DP), by stage then TP rank; this rank's is at
-    stage x tp + tp_rank."""
-    return [[_rank(tp, cp, dp, stage, replica, c, index) for replica in range(dp) for c in range(cp)]
-            for stage in range(pp) for index in range(tp)]
+    are summed over CP, averaged over DP)."""
+    return parallel_groups("gradient", tp=tp, cp=cp, pp=pp, dp=dp)
 
 
-def make_dp_group(tp: int, pp: int, dp: int, stage: int, tp_rank: int, backend: str, cp: int = 1):
-    """This rank's gradient group (``dp_groups``; every rank creates every group, in the same
-    order), or None when dp x cp is 1."""
-    if dp * cp == 1:
-        return None
+def make_group_of(groups: Sequence[Sequence[int]], rank: int, backend: str):
+    """Creates every group of ``groups`` (``dist.new_group`` is collective: every rank creates
+    every group, in the same order) and returns the one holding ``rank``."""
     mine = None
-    for index, ranks in enumerate(dp_groups(tp, pp, dp, cp)):
-        group = dist.new_group(ranks, backend=backend)
-        if index == stage * tp + tp_rank:
+    for ranks in groups:
+        group = dist.new_group(list(ranks), backend=backend)
+        if rank in ranks:
             mine = group
     return mine
+
+
+def make_dp_group(rank: int, backend: str, tp: int = 1, pp: int = 1, dp: int = 1, cp: int = 1):
+    """This rank's gradient group (``dp_groups``), or None when dp x cp is 1."""
+    if dp * cp == 1:
+        return None
+    return make_group_of(dp_groups(tp, pp, dp, cp), rank, backend)

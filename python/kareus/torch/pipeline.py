@@ -22,7 +22,7 @@ from typing import List, Optional
 import torch
 import torch.distributed as dist
 
-from kareus._runtime import InputError, map_rank
+from kareus._runtime import InputError, global_rank, map_rank, one_f_one_b
 from kareus.torch.comm import CommGroups
 from kareus.torch.engine import StageRunner
 from kareus.torch.layer import Rope, reference_stack, shard_sequence, tp_reduce_norm_grads
@@ -75,9 +75,14 @@ class PipelineDriver:
         self.dp = dp
         self.dp_group = dp_group
         self.cp = cp
-        self.cp_rank = map_rank(rank, tp=tp, cp=cp, pp=pp, dp=dp)["cp_rank"]
-        self.stage_stride = tp * cp * dp  # global rank distance between neighbouring stages
+        where = map_rank(rank, tp=tp, cp=cp, pp=pp, dp=dp)
+        self.cp_rank = where["cp_rank"]
         self.stage = stage_module.stage
+        # The same TP, CP and DP rank of the neighbouring stages (activations and gradients).
+        neighbour = {"tp_rank": where["tp_rank"], "cp_rank": where["cp_rank"], "dp_rank": where["dp_rank"]}
+        degrees = {"tp": tp, "cp": cp, "pp": pp, "dp": dp}
+        self.next_rank = global_rank(**neighbour, stage=self.stage + 1, **degrees) if self.stage + 1 < pp else None
+        self.previous_rank = global_rank(**neighbour, stage=self.stage - 1, **degrees) if self.stage > 0 else None
         self.mbs = mbs
         self.seq = seq
         self.local_seq = seq // cp
@@ -104,16 +109,7 @@ class PipelineDriver:
         plan's, or synchronous 1F1B for the reference run."""
         if self.plan is not None:
             return [(i.type, i.microbatch, i) for i in self.plan.stages[self.stage]]
-        warmup = min(self.pp - self.stage - 1, microbatches)
-        order = [("forward", m, None) for m in range(warmup)]
-        forward, backward = warmup, 0
-        while backward < microbatches:
-            if forward < microbatches:
-                order.append(("forward", forward, None))
-                forward += 1
-            order.append(("backward", backward, None))
-            backward += 1
-        return order
+        return [(kind, microbatch, None) for kind, microbatch in one_f_one_b(self.stage, self.pp, microbatches)]
 
     def train_step(self, tokens: torch.Tensor, labels: torch.Tensor) -> Optional[float]:
         """One iteration over ``tokens``/``labels`` [microbatches, mbs, seq]; returns the loss
@@ -144,19 +140,19 @@ class PipelineDriver:
                 else:
                     outputs[microbatch] = y
                     payload = y.detach().contiguous()
-                    sends.append((payload, dist.isend(payload, self.rank + self.stage_stride)))
+                    sends.append((payload, dist.isend(payload, self.next_rank)))
             else:
                 out = outputs.pop(microbatch)
                 if self.module.last:
                     out.backward()
                 else:
                     grad = torch.empty(self.mbs, self.local_seq, self.hidden, device=self.device)
-                    dist.recv(grad, self.rank + self.stage_stride)
+                    dist.recv(grad, self.next_rank)
                     out.backward(grad)
                 x = inputs.pop(microbatch)
                 if not self.module.first:
                     payload = x.grad.contiguous()
-                    sends.append((payload, dist.isend(payload, self.rank - self.stage_stride)))
+                    sends.append((payload, dist.isend(payload, self.previous_rank)))
             if self.pfo is not None:
                 self.pfo.on_instruction_end(kind)
         for _, work in sends:
@@ -182,7 +178,7 @@ class PipelineDriver:
         if self.module.first:
             return self.module.embed(shard_sequence(tokens, self.cp, self.cp_rank).to(self.device), self.groups.plain)
         x = torch.empty(self.mbs, self.local_seq, self.hidden, device=self.device)
-        dist.recv(x, self.rank - self.stage_stride)
+        dist.recv(x, self.previous_rank)
         return x.requires_grad_()
 
     def _run_layers(self, x: torch.Tensor, microbatch: int) -> torch.Tensor:
@@ -201,9 +197,9 @@ def step_loss_everywhere(loss: Optional[float], pp: int, tp: int, device: torch.
                          cp: int = 1) -> float:
     """The step's loss on every rank, the mean over DP replicas: the last stage's first TP rank
     of each replica and CP rank contributes its loss / dp (CP ranks' losses add up)."""
-    rank = dist.get_rank()
+    where = map_rank(dist.get_rank(), tp=tp, cp=cp, pp=pp, dp=dp)
     value = torch.zeros(1, dtype=torch.float64, device=device)
-    if loss is not None and rank >= (pp - 1) * tp * cp * dp and rank % tp == 0:
+    if loss is not None and where["stage"] == pp - 1 and where["tp_rank"] == 0:
         value += loss / dp
     dist.all_reduce(value)
     return float(value.item())

@@ -1,33 +1,23 @@
 """The comm half of a kareus.plan/1 plan, resolved against the C++ partition builder.
 
-``ExecutionPlan`` reads a plan file and, for one workload (model + parallel degrees), checks every
-instruction of every stage before any collective runs: stage count, partition keys, launch slots
-and CTA counts. Every rank reads the same file and runs the same checks, so a wrong plan fails on
-every rank with the same ``InputError`` and nothing hangs. Pure Python (no torch).
+``ExecutionPlan`` reads a plan file with the C++ reader (``kareus._runtime.read_plan``: schema,
+fields, 1F1B order), checks it is for the job's workload with the one C++ check
+(``check_plan_workload``: model shape, parallel sizes, mbs, seq, microbatches, nanobatches,
+recompute, layer split, GPU), then checks every instruction's partition configs before any
+collective runs: partition keys, launch slots and CTA counts. Every rank reads the same file and
+runs the same checks, so a wrong plan fails on every rank with the same ``InputError`` and nothing
+hangs. Pure Python over ``kareus._runtime`` (no torch).
 
 Partitions and their keys, slots and collectives come from ``kareus._runtime.Workload`` (the C++
-builder, partition.h); this module only attaches the planned (slot, CTA count) to each of them.
+builder, partition.h); this module only attaches the planned ``CommConfig`` to each of them.
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from kareus._runtime import InputError, Workload
-
-PLAN_SCHEMA = "kareus.plan/1"
-# The slot that launches the collective after all of the partition's compute.
-SLOT_NONE = "none"
-
-
-@dataclass(frozen=True)
-class CommChoice:
-    """Where and how one partition's collective runs: launch slot and CTA count."""
-
-    slot: str
-    ctas: int
+from kareus._runtime import SLOT_NONE, CommConfig, InputError, Workload, check_plan_workload, read_plan
 
 
 @dataclass
@@ -44,7 +34,7 @@ class PlannedPartition:
     ops: List[Tuple[str, int]]  # (op name, layer)
     collective: Optional[Tuple[str, int, int]]  # (collective name, nanobatch, layer)
     slots: List[Tuple[str, int]]  # (slot name, first op)
-    choice: Optional[CommChoice] = None
+    choice: Optional[CommConfig] = None
     launch_index: Optional[int] = None
 
 
@@ -56,7 +46,7 @@ class InstructionPlan:
     microbatch: int
     freq_mhz: int
     nanobatched: bool
-    choices: Dict[str, CommChoice] = field(default_factory=dict)
+    choices: Dict[str, CommConfig] = field(default_factory=dict)
     # Execution order of partitions: for a backward with full recompute, the recompute forward
     # partitions then the backward ones.
     passes: List[List[PlannedPartition]] = field(default_factory=list)
@@ -64,10 +54,6 @@ class InstructionPlan:
     # that ran plain) reruns these forward partitions first: the plan's fwd_* configs under full
     # recompute, else each collective after the compute on the plain group (ctas 0).
     recompute_pass: List[PlannedPartition] = field(default_factory=list)
-
-
-def _fail(origin: str, message: str) -> None:
-    raise InputError(f"{origin}: {message}")
 
 
 class ExecutionPlan:
@@ -79,61 +65,34 @@ class ExecutionPlan:
         sm_count: SMs of the GPU; every CTA count must lie in 1..sm_count.
         default_comm_ctas: CTAs of the trail partitions the plan does not list (the planner runs
             them at the GPU's default with the first slot, as compose does).
+        gpu: the GPU preset's name; when given, the plan must have been made for it.
+
+    Raises InputError (a ValueError) naming the file and what is wrong.
     """
 
-    def __init__(self, path: str, workload: Workload, sm_count: int, default_comm_ctas: int) -> None:
+    def __init__(self, path: str, workload: Workload, sm_count: int, default_comm_ctas: int, gpu: str = "") -> None:
         self.path = str(path)
         self.workload = workload
-        origin = f"plan {self.path}"
-        try:
-            with open(self.path, encoding="utf-8") as handle:
-                document = json.load(handle)
-        except OSError as error:
-            raise InputError(f"{origin}: cannot read: {error.strerror}") from None
-        except json.JSONDecodeError as error:
-            raise InputError(f"{origin}: not JSON: {error.msg} at line {error.lineno}") from None
-        if not isinstance(document, dict) or document.get("schema") != PLAN_SCHEMA:
-            _fail(origin, f"field 'schema' must be \"{PLAN_SCHEMA}\"")
-        stages = document.get("stages")
-        if not isinstance(stages, list):
-            _fail(origin, "field 'stages' must be a list")
-        pp = len(workload.stage_layers)
-        if len(stages) != pp:
-            _fail(origin, f"has {len(stages)} stages but --pp is {pp}")
-        self._check_workload(origin, document.get("workload"))
+        plan = read_plan(self.path)
+        check_plan_workload(plan, workload, gpu, self.path)
 
         recompute = workload.recompute == "full"
         self.stage_partitions: List[Dict[str, List[PlannedPartition]]] = []
         self.stages: List[List[InstructionPlan]] = []
-        for stage, stage_entry in enumerate(stages):
+        for stage, instructions in enumerate(plan.stages):
             built = {
                 direction: [_planned(p) for p in workload.partitions(stage, direction)]
                 for direction in ("forward", "backward")
             }
             self.stage_partitions.append(built)
-            instructions = stage_entry.get("instructions") if isinstance(stage_entry, dict) else None
-            if not isinstance(instructions, list):
-                _fail(origin, f"stage {stage}: field 'instructions' must be a list")
             planned: List[InstructionPlan] = []
             for index, entry in enumerate(instructions):
-                where = f"{origin}: stage {stage} instruction {index}"
-                if not isinstance(entry, dict) or entry.get("type") not in ("forward", "backward"):
-                    raise InputError(f"{where}: field 'type' must be \"forward\" or \"backward\"")
-                kind = entry["type"]
-                microbatch = entry.get("microbatch")
-                freq = entry.get("freq_mhz", 0)
-                if not isinstance(microbatch, int) or isinstance(microbatch, bool) or microbatch < 0:
-                    raise InputError(f"{where}: field 'microbatch' must be an integer >= 0")
-                where = f"{origin}: stage {stage} instruction {index} ({kind} microbatch {microbatch})"
-                partitions = entry.get("partitions", {})
-                if not isinstance(partitions, dict):
-                    raise InputError(f"{where}: field 'partitions' must be an object")
-                overlap = entry.get("overlap", "nanobatch")
-                if overlap not in ("nanobatch", "none"):
-                    raise InputError(f"{where}: field 'overlap' must be \"nanobatch\" or \"none\", found {overlap!r}")
-                nanobatched = bool(partitions) and overlap == "nanobatch"
+                kind = entry.type
+                where = f"{self.path}: stage {stage} instruction {index} ({kind} microbatch {entry.microbatch})"
+                partitions = entry.partitions
+                nanobatched = bool(partitions) and entry.overlap == "nanobatch"
                 passes_dirs = ["forward", "backward"] if kind == "backward" and recompute else [kind]
-                instruction = InstructionPlan(kind, microbatch, int(freq), nanobatched)
+                instruction = InstructionPlan(kind, entry.microbatch, entry.freq_mhz, nanobatched)
                 if nanobatched:
                     run = [p for d in passes_dirs for p in built[d]]
                     instruction.choices = self._resolve(where, partitions, run, sm_count, default_comm_ctas)
@@ -145,7 +104,7 @@ class ExecutionPlan:
                         instruction.recompute_pass = (
                             instruction.passes[0]
                             if recompute
-                            else [_with_choice(p, {p.key: CommChoice(SLOT_NONE, 0)}) for p in built["forward"]]
+                            else [_with_choice(p, {p.key: CommConfig(SLOT_NONE, 0)}) for p in built["forward"]]
                         )
                 planned.append(instruction)
             self.stages.append(planned)
@@ -166,54 +125,28 @@ class ExecutionPlan:
             cache[key] = list(self.workload.representative_slots(key))
         return cache[key]
 
-    def _check_workload(self, origin: str, planned: object) -> None:
-        if planned is None:
-            return
-        if not isinstance(planned, dict):
-            _fail(origin, "field 'workload' must be an object")
-        model = self.workload.model
-        shape = planned.get("shape")
-        if isinstance(shape, dict):
-            for name in ("hidden", "heads", "kv_groups", "head_dim", "ffn", "layers", "qk_norm"):
-                if name in shape and shape[name] != model[name]:
-                    _fail(origin, f"was made for a model with {name} {shape[name]}, this model ({model['name']}) has "
-                          f"{model[name]}")
-        layers = planned.get("layers_per_stage")
-        if isinstance(layers, list) and layers != list(self.workload.stage_layers):
-            _fail(origin, f"splits the layers {','.join(map(str, layers))} across stages, this job "
-                  f"{','.join(map(str, self.workload.stage_layers))}")
-        parallel = self.workload.parallel
-        for name in ("tp", "cp", "dp", "microbatches"):
-            value = planned.get(name)
-            if value is not None and value != parallel[name]:
-                _fail(origin, f"was made for --{name} {value}, this job runs --{name} {parallel[name]}")
-
     def _resolve(
         self,
         where: str,
-        partitions: Dict[str, object],
+        partitions: Dict[str, CommConfig],
         run: Sequence[PlannedPartition],
         sm_count: int,
         default_comm_ctas: int,
-    ) -> Dict[str, CommChoice]:
+    ) -> Dict[str, CommConfig]:
         keys_run: Dict[str, List[PlannedPartition]] = {}
         for partition in run:
             if partition.collective is not None:
                 keys_run.setdefault(partition.key, []).append(partition)
         searchable = [k for k in keys_run if not k.endswith("_trail")]
-        choices: Dict[str, CommChoice] = {}
-        for key, value in partitions.items():
+        choices: Dict[str, CommConfig] = {}
+        for key, config in partitions.items():
             if key not in keys_run:
                 raise InputError(f"{where}: unknown partition key '{key}' (this instruction runs "
                                  f"{', '.join(keys_run) or 'no collective'})")
-            if not isinstance(value, dict):
-                raise InputError(f"{where}: partition '{key}' must be an object with slot and ctas")
-            slot, ctas = value.get("slot"), value.get("ctas")
-            if not isinstance(ctas, int) or isinstance(ctas, bool) or not 1 <= ctas <= sm_count:
-                raise InputError(f"{where}: partition '{key}': ctas {ctas!r} is not a CTA count this GPU has "
+            slot, ctas = config.slot, config.ctas
+            if not 1 <= ctas <= sm_count:
+                raise InputError(f"{where}: partition '{key}': ctas {ctas} is not a CTA count this GPU has "
                                  f"(1..{sm_count} SMs)")
-            if not isinstance(slot, str):
-                raise InputError(f"{where}: partition '{key}': field 'slot' must be a string")
             # The search chose from the steady-state layer's slots; an instance lacking the slot
             # (a stage's first or last layer) launches at its first slot (slot_launch_index).
             known = [name for partition in keys_run[key] for name, _ in partition.slots]
@@ -222,7 +155,7 @@ class ExecutionPlan:
             if slot != SLOT_NONE and slot not in known:
                 raise InputError(f"{where}: partition '{key}': no launch slot '{slot}' (slots: "
                                  f"{', '.join(dict.fromkeys(known))}, {SLOT_NONE})")
-            choices[key] = CommChoice(slot, ctas)
+            choices[key] = config
         missing = [key for key in searchable if key not in choices]
         if missing:
             raise InputError(f"{where}: no config for partition {', '.join(missing)}")
@@ -230,7 +163,7 @@ class ExecutionPlan:
             if key not in choices:  # a trail: the planner's fixed config
                 if not 1 <= default_comm_ctas <= sm_count:
                     raise InputError(f"{where}: default CTA count {default_comm_ctas} outside 1..{sm_count}")
-                choices[key] = CommChoice(members[0].slots[0][0] if members[0].slots else SLOT_NONE,
+                choices[key] = CommConfig(members[0].slots[0][0] if members[0].slots else SLOT_NONE,
                                           default_comm_ctas)
         return choices
 
@@ -247,7 +180,7 @@ def _planned(entry: dict) -> PlannedPartition:
     )
 
 
-def _with_choice(partition: PlannedPartition, choices: Dict[str, CommChoice]) -> PlannedPartition:
+def _with_choice(partition: PlannedPartition, choices: Dict[str, CommConfig]) -> PlannedPartition:
     if partition.collective is None:
         return partition
     choice = choices[partition.key]

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import List, Sequence, Tuple
 
-from kareus.torch.plan import SLOT_NONE, ExecutionPlan, PlannedPartition
+from kareus._runtime import SLOT_NONE
+from kareus.torch.plan import ExecutionPlan, PlannedPartition
 
 
 def _expected(partitions: Sequence[PlannedPartition]) -> List[tuple]:

@@ -13,26 +13,15 @@ REPO = pathlib.Path(__file__).resolve().parents[3]
 TINY_MODEL = str(REPO / "examples" / "tiny-llama.json")
 
 
-def one_f_one_b(stage: int, stages: int, microbatches: int) -> List[tuple]:
-    """(type, microbatch) of one stage in synchronous 1F1B order."""
-    warmup = min(stages - stage - 1, microbatches)
-    order = [("forward", m) for m in range(warmup)]
-    forward = warmup
-    for backward in range(microbatches):
-        if forward < microbatches:
-            order.append(("forward", forward))
-            forward += 1
-        order.append(("backward", backward))
-    return order
-
-
 def write_plan(path, stages: int, microbatches: int, configs: Dict[str, Dict[str, dict]], recompute: bool,
                workload: dict = None) -> str:
     """A kareus.plan/1 file whose every forward gets configs["forward"] and every backward
-    configs["backward"] (plus the forward keys under full recompute)."""
-    document = {"schema": "kareus.plan/1", "predicted": {"time_s": 1.0, "energy_j": 1.0}, "stages": []}
-    if workload is not None:
-        document["workload"] = workload
+    configs["backward"] (plus the forward keys under full recompute); its workload block is
+    ``workload`` (a hand-made plan's {} by default)."""
+    from kareus import one_f_one_b
+
+    document = {"schema": "kareus.plan/1", "workload": workload or {}, "predicted": {"time_s": 1.0, "energy_j": 1.0},
+                "stages": []}
     for stage in range(stages):
         instructions = []
         for kind, microbatch in one_f_one_b(stage, stages, microbatches):

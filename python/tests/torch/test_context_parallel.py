@@ -33,7 +33,7 @@ def _worker(rank, world, port, out_dir):
     helpers.init_gloo(rank, world, port)
     where = map_rank(rank, tp=TP, cp=CP)
     tp_rank, cp_rank = where["tp_rank"], where["cp_rank"]
-    groups = kt.CommGroups(kt.tp_groups(TP, 1, 1, CP), cp_rank, "gloo", kt.cp_groups(TP, 1, 1, CP), tp_rank)
+    groups = kt.CommGroups(kt.tp_groups(TP, 1, 1, CP), rank, "gloo", kt.cp_groups(TP, 1, 1, CP))
     cpu = torch.device("cpu")
     full_rope = kt.Rope(16, SEQ, cpu, torch.float32)
     rope = kt.Rope(16, SEQ, cpu, torch.float32, CP, cp_rank)

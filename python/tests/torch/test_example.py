@@ -84,7 +84,11 @@ def test_data_parallel_replicas_train_in_step(plans, tmp_path):
     # A plan made for --dp 1 is refused for a --dp 2 job, on every rank.
     run = _torchrun(["--dp", "2", "--steps", "1", "--plan", str(plans[0])], timeout=120, ranks=8)
     assert run.returncode != 0
-    assert run.stderr.count("was made for --dp 1, this job runs --dp 2") == 8, run.stderr[-3000:]
+    assert run.stderr.count("made for dp 1, this run has dp 2") == 8, run.stderr[-3000:]
+    # Every field of the workload is checked: a plan made for --seq 256 does not train --seq 128.
+    run = _torchrun(["--seq", "128", "--steps", "1", "--plan", str(plans[0])], timeout=120)
+    assert run.returncode != 0
+    assert run.stderr.count("made for seq 256, this run has seq 128") == 4, run.stderr[-3000:]
 
 
 def _quick_train(tmp_path, name, workload, ranks, steps=3):

@@ -32,7 +32,7 @@ def _worker(rank, world, port, out_dir):
     for recompute in (True, False):
         workload = Workload(helpers.TINY_MODEL, tp=TP, pp=1, mbs=MBS, seq=SEQ, microbatches=1,
                             recompute="full" if recompute else "none")
-        groups = kt.CommGroups([[0, 1]], 0, "gloo")
+        groups = kt.CommGroups([[0, 1]], rank, "gloo")
         rope = kt.Rope(16, SEQ, torch.device("cpu"), torch.float32)
         x = torch.randn(MBS, SEQ, 64, generator=torch.Generator().manual_seed(5))
         grad = torch.randn(MBS, SEQ, 64, generator=torch.Generator().manual_seed(6))
@@ -63,7 +63,7 @@ def _worker(rank, world, port, out_dir):
             configs = helpers.plan_configs({key: (slot, 3) for key, slot in helpers.first_slots(workload).items()})
             path = helpers.write_plan(f"{out_dir}/plan_{rank}.json", 1, 1, configs, recompute)
             document = json.loads(open(path).read())
-            document["stages"][0]["instructions"][0 if plain == "forward" else 1]["overlap"] = "none"
+            document["stages"][0]["instructions"][0 if plain == "forward" else 1].update(overlap="none", partitions={})
             open(path, "w").write(json.dumps(document))
             plan = kt.ExecutionPlan(path, workload, 108, 16)
             trace, errors = run_plan(plan)

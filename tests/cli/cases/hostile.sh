@@ -50,8 +50,8 @@ expect 2 "cannot read $hostile: it is a directory" -- solve --profile "$hostile"
 # A plan for another workload is refused naming the field.
 "$KAREUS" plan --methods megatron --max-plans 2 --out "$hostile/plan" >/dev/null 2>&1
 expect 0 'iteration time' -- simulate --plan "$hostile/plan/plans/megatron/plan_00.json"
-expect 2 "plan_00\.json: the plan's workload has dp 1, the flags give 2" -- simulate --plan "$hostile/plan/plans/megatron/plan_00.json" --dp 2
-expect 2 "plan_00\.json: the plan's workload has model \"llama3\.2-3b\", the flags give \"qwen3-1\.7b\"" -- simulate --plan "$hostile/plan/plans/megatron/plan_00.json" --model qwen3-1.7b
+expect 2 "plan_00\.json: made for dp 1, this run has dp 2" -- simulate --plan "$hostile/plan/plans/megatron/plan_00.json" --dp 2
+expect 2 "plan_00\.json: made for model \"llama3\.2-3b\", this run has model \"qwen3-1\.7b\"" -- simulate --plan "$hostile/plan/plans/megatron/plan_00.json" --model qwen3-1.7b
 
 # kareus plan checks its output and each method's preconditions before any work.
 touch "$hostile/file"

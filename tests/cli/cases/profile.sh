@@ -34,6 +34,6 @@ expect 0 "measurements in" -- profile --backend emulator --all --seed 5 --out "$
 expect 0 "kareus " -- plan --measurements "$measured_dir/m.jsonl" --tp-ctas 6:30:12 --max-plans 2 --out "$measured_dir/A" "${small[@]}"
 grep -v '"partition":"fwd_mlp"' "$measured_dir/m.jsonl" >"$measured_dir/no_mlp.jsonl"
 expect 2 "no measurement of (partition )?fwd_mlp" -- plan --measurements "$measured_dir/no_mlp.jsonl" --tp-ctas 6:30:12 --out "$measured_dir/B" "${small[@]}"
-expect 2 "another workload: workload.tp: 8 vs 4" -- plan --measurements "$measured_dir/m.jsonl" --tp 4 --out "$measured_dir/C" "${small[@]}"
+expect 2 "m.jsonl: made for tp 8, this run has tp 4" -- plan --measurements "$measured_dir/m.jsonl" --tp 4 --out "$measured_dir/C" "${small[@]}"
 [[ -e $measured_dir/B/summary.json || -e $measured_dir/C/summary.json ]] && { echo "FAIL: a refused plan wrote its output"; failed=$((failed + 1)); }
 rm -rf "$measured_dir"

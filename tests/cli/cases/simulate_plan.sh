@@ -1,6 +1,5 @@
 # kareus simulate and kareus plan: results and bad input.
-expect 0 'iteration time [0-9.]+ s' -- simulate --clock 1410 --layers-per-stage 15,13
-expect 0 '"avg_power_w"' -- simulate --clock 1200 --overlap nanobatch --json
+# shellcheck shell=bash
 expect 2 'give either --clock' -- simulate
 expect 2 '--clock 1405: a100-40gb supports 210..1410 MHz in 15 MHz steps' -- simulate --clock 1405
 expect 2 '--overlap both: expected "none"' -- simulate --clock 1410 --overlap both
@@ -9,4 +8,51 @@ expect 2 '--gpu b200: unknown GPU' -- simulate --clock 1410 --gpu b200
 expect 2 'unknown method "zeus"' -- plan --methods perseus,zeus --out /tmp/kareus-cli-plan
 expect 2 '--out /dev/null/x: cannot create directory' -- plan --methods megatron --out /dev/null/x
 expect 2 '--clocks 907: a100-40gb supports' -- plan --clocks 900:1410:7 --out /tmp/kareus-cli-plan
-expect 0 'kareus .*[0-9.]+' -- plan --methods megatron,perseus,kareus --tp-ctas 6:30:12 --max-plans 3 --out /tmp/kareus-cli-plan
+
+# The numbers of one iteration: a lower locked clock is slower; each stage is busy or idle for
+# the whole iteration; the job's energy is its average power over every GPU and the iteration.
+check "simulate --clock: conservation and a slower lower clock" python3 - \
+  "$("$KAREUS" simulate --clock 1410 --layers-per-stage 15,13 --json)" \
+  "$("$KAREUS" simulate --clock 1200 --layers-per-stage 15,13 --json)" \
+  "$("$KAREUS" simulate --clock 1200 --layers-per-stage 15,13 --overlap nanobatch --json)" <<'PY'
+import json, math, sys
+fast, slow, overlapped = (json.loads(text) for text in sys.argv[1:4])
+gpus = 8 * 2  # the default TP 8 x PP 2
+for run in (fast, slow, overlapped):
+    assert len(run["stages"]) == 2 and all(stage["instructions"] == 16 for stage in run["stages"]), run
+    for stage in run["stages"]:
+        assert math.isclose(stage["busy_s"] + stage["idle_s"], run["time_s"], rel_tol=1e-9), stage
+    assert math.isclose(run["avg_power_w"] * gpus * run["time_s"], run["energy_j"], rel_tol=1e-9), run
+# Stage 0 holds 15 of the 28 layers: it is the busier one.
+assert fast["stages"][0]["busy_s"] > fast["stages"][1]["busy_s"]
+assert slow["time_s"] > 1.05 * fast["time_s"], (slow["time_s"], fast["time_s"])
+# Nanobatching overlaps the TP collectives: the same clock runs faster.
+assert overlapped["time_s"] < slow["time_s"], (overlapped["time_s"], slow["time_s"])
+PY
+
+# The README's run, then `simulate --plan` with no other flag: the plan brings its workload
+# (here the 15,13 split) and GPU, and simulates to the time and energy the summary reports.
+expect 0 'kareus .*[0-9.]+' -- plan --methods megatron,perseus,kareus --layers-per-stage 15,13 --tp-ctas 6:30:12 --max-plans 3 --out /tmp/kareus-cli-plan
+check "simulate --plan alone reproduces the summary" python3 - "$KAREUS" /tmp/kareus-cli-plan <<'PY'
+import json, math, pathlib, subprocess, sys
+kareus, out = sys.argv[1], pathlib.Path(sys.argv[2])
+summary = json.loads((out / "summary.json").read_text())
+assert summary["workload"]["layers_per_stage"] == [15, 13], summary["workload"]
+checked = 0
+for method, result in summary["methods"].items():
+    for point in result["frontier"]:
+        run = subprocess.run([kareus, "simulate", "--plan", str(out / point["plan"]), "--json"], capture_output=True,
+                             text=True, check=True)
+        simulated = json.loads(run.stdout)
+        assert math.isclose(simulated["time_s"], point["time_s"], rel_tol=1e-9), (method, simulated, point)
+        assert math.isclose(simulated["energy_j"], point["energy_j"], rel_tol=1e-9), (method, simulated, point)
+        checked += 1
+assert checked >= 6, checked
+PY
+# Workload flags given with a plan must agree with it, with the one message of the plan contract.
+expect 2 'plan_00\.json: made for layers_per_stage \[15, 13\], this run has layers_per_stage \[14, 14\]' -- simulate --plan /tmp/kareus-cli-plan/plans/kareus/plan_00.json --layers-per-stage 14,14
+expect 2 'plan_00\.json: made for gpu "a100-40gb", this run has gpu "h200"' -- simulate --plan /tmp/kareus-cli-plan/plans/kareus/plan_00.json --gpu h200
+expect 0 'iteration time [0-9.]+ s' -- simulate --plan /tmp/kareus-cli-plan/plans/kareus/plan_00.json --tp 8 --layers-per-stage 15,13
+# export takes the plan's workload too.
+expect 0 'freqs_pipeline_00000\.py' -- export --plan /tmp/kareus-cli-plan/plans/kareus/plan_00.json --format artifact --out /tmp/kareus-cli-plan/artifact
+expect 2 'plan_00\.json: made for layers_per_stage \[15, 13\], this run has layers_per_stage \[14, 14\]' -- export --plan /tmp/kareus-cli-plan/plans/kareus/plan_00.json --layers-per-stage 14,14 --format artifact --out /tmp/kareus-cli-plan/artifact
