@@ -41,6 +41,8 @@ assert summary["workload"]["layers_per_stage"] == [15, 13], summary["workload"]
 checked = 0
 for method, result in summary["methods"].items():
     for point in result["frontier"]:
+        block = json.loads((out / point["plan"]).read_text())["workload"]
+        assert block["gpu"] == "a100-40gb" and block["layers_per_stage"] == [15, 13], (method, block)
         run = subprocess.run([kareus, "simulate", "--plan", str(out / point["plan"]), "--json"], capture_output=True,
                              text=True, check=True)
         simulated = json.loads(run.stdout)
