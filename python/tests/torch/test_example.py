@@ -170,9 +170,9 @@ def test_training_follows_the_plan_and_matches_the_reference(plans, tmp_path):
     assert [c for c in result["rank0_clocks_mhz"] if c != 0] == collapsed
 
 
-def _three_stages(document):
-    document["stages"].append(dict(document["stages"][-1], stage=2))
-    return "has 3 stages but --pp is 2"
+def _another_split(document):
+    document["workload"]["layers_per_stage"] = [3, 1]
+    return "made for layers_per_stage [3, 1], this run has layers_per_stage [2, 2]"
 
 
 def _unknown_key(document):
@@ -185,7 +185,7 @@ def _too_many_ctas(document):
     return "partition 'bwd_mlp': ctas 109 is not a CTA count this GPU has (1..108 SMs)"
 
 
-@pytest.mark.parametrize("edit", [_three_stages, _unknown_key, _too_many_ctas])
+@pytest.mark.parametrize("edit", [_another_split, _unknown_key, _too_many_ctas])
 def test_a_wrong_plan_fails_on_every_rank_at_start(plans, tmp_path, edit):
     first, _ = plans
     document = json.loads(first.read_text())
@@ -195,5 +195,5 @@ def test_a_wrong_plan_fails_on_every_rank_at_start(plans, tmp_path, edit):
     run = _torchrun(["--steps", "1", "--plan", str(wrong)], timeout=120)
     assert run.returncode != 0
     for rank in range(4):
-        assert f"error: rank {rank}: plan {wrong}: " in run.stderr
+        assert f"error: rank {rank}: {wrong}: " in run.stderr
     assert run.stderr.count(message) == 4, run.stderr[-3000:]
