@@ -51,7 +51,8 @@ class MegatronJob:
         self.stage = self.where["stage"]
         gpu_spec = _runtime.load_gpu(gpu)
         sm_count = _cuda_sm_count(device_id) or gpu_spec["sm_count"]
-        self.plan = kt.ExecutionPlan(plan, workload.runtime_workload(), sm_count, gpu_spec["default_comm_ctas"])
+        self.plan = kt.ExecutionPlan(plan, workload.runtime_workload(), sm_count, gpu_spec["default_comm_ctas"],
+                                     gpu_spec["name"])
         self.pfo = PipelineFrequencyOptimizer(str(plan), rank=self.rank, tp=workload.tp, cp=workload.cp,
                                               pp=workload.pp, dp=workload.dp, device_id=device_id,
                                               clock_backend=clock_backend,
@@ -75,9 +76,7 @@ class MegatronJob:
         refuse_unsupported_layers(self.config)
         backend = backend or dist.get_backend()
         w = self.workload
-        replica = self.stage * w.dp + self.where["dp_rank"]
-        self.groups = kt.CommGroups(kt.tp_groups(w.tp, w.pp, w.dp, w.cp), replica * w.cp + self.where["cp_rank"],
-                                    backend)
+        self.groups = kt.CommGroups(kt.tp_groups(w.tp, w.pp, w.dp, w.cp), self.rank, backend)
         self.groups.ensure(self.plan.distinct_ctas())
         recompute = w.recompute == "full"
 

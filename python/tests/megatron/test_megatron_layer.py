@@ -53,7 +53,7 @@ def _worker(rank, world, port, out_dir):
     x_ref = x.clone().requires_grad_()
     y_ref = reference(x_ref, None, rotary_pos_emb=freqs)
     y_ref.backward(grad)
-    groups = kt.CommGroups([[0, 1]], 0, "gloo")
+    groups = kt.CommGroups([[0, 1]], rank, "gloo")
     results = {"cases": []}
     for recompute in (True, False):
         workload = Workload(helpers.TINY_MODEL, tp=TP, pp=1, mbs=MBS, seq=SEQ, microbatches=1,

@@ -19,7 +19,7 @@ import pytest
 import mhelpers
 from mhelpers import helpers
 
-from kareus import InputError, PipelineFrequencyOptimizer
+from kareus import InputError, PipelineFrequencyOptimizer, one_f_one_b
 from kareus.megatron.schedule import InstructionHook, InstructionTimers, refuse_unsupported_schedule
 
 STAGES, MICROBATCHES = 2, 4
@@ -75,7 +75,7 @@ def test_the_recorder_sees_the_stage_clocks_in_order_and_megatron_every_call(pla
     hook = InstructionHook(pfo, rank=1, on_instruction=seen.append)
     inner = RecordingTimers()
     timers = InstructionTimers(inner, hook)
-    order = helpers.one_f_one_b(1, STAGES, MICROBATCHES)
+    order = one_f_one_b(1, STAGES, MICROBATCHES)
     for _ in range(2):
         run_step(timers, order)
     pfo.flush()
@@ -103,7 +103,7 @@ def test_the_recorder_sees_the_stage_clocks_in_order_and_megatron_every_call(pla
 def test_without_megatron_timers_the_hook_still_follows_the_plan(plan):
     pfo = PipelineFrequencyOptimizer(plan, rank=0, pp=STAGES, install_signal_handlers=False)
     timers = InstructionTimers(None, InstructionHook(pfo, rank=0))
-    run_step(timers, helpers.one_f_one_b(0, STAGES, MICROBATCHES))
+    run_step(timers, one_f_one_b(0, STAGES, MICROBATCHES))
     pfo.flush()
     assert [s.requested_mhz for s in pfo.timeline()][:3] == [1200, 1230, 1200]  # F0 F1 B0
     pfo.close()
@@ -160,7 +160,7 @@ def test_forward_only_runs_with_the_timers_megatron_has(plan):
     def schedule(*, forward_only, num_microbatches, **unused):
         seen.append((forward_only, config.timers))
         if not forward_only:
-            run_step(config.timers, helpers.one_f_one_b(1, STAGES, MICROBATCHES))
+            run_step(config.timers, one_f_one_b(1, STAGES, MICROBATCHES))
         return ["losses"]
 
     document = helpers.write_plan(plan, STAGES, MICROBATCHES, {}, recompute=False,
