@@ -205,7 +205,7 @@ TEST(LoadMeasurements, RefusesRecordsOfAnotherWorkloadOrGpuThanTheHeader) {
   };
   const Row rows[] = {
       {other_seq,
-       path.string() + ":3: the record is of another workload: workload.seq: 2048 vs 4096 (record vs flags)"},
+       path.string() + ":3: made for seq 2048, this run has seq 4096"},
       {other_gpu, path.string() + ":3: the record was measured on gpu h100-sxm, the plan is for a100-40gb"},
   };
   for (const Row& row : rows) {

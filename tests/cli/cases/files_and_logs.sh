@@ -5,14 +5,6 @@
 
 files=$(mktemp -d)
 same_tree() { diff -r "$1" "$2" >/dev/null 2>&1; }
-check() {  # check DESCRIPTION COMMAND...: counts a pass when the command succeeds
-  local description=$1
-  shift
-  if "$@"; then passed=$((passed + 1)); else
-    echo "FAIL: $description"
-    failed=$((failed + 1))
-  fi
-}
 csv=$(dirname "${BASH_SOURCE[0]}")/../../data/plan/perseus_csv/valid.csv
 
 # A FIFO given as an input is refused at once (it used to block the open for ever).
@@ -38,7 +30,7 @@ cp -r "$files/artifact" "$files/artifact.before"
 mkdir -p "$files/mixed" && cp "$files/plan/plans/megatron/plan_00.json" "$files/mixed/plan_00.json"
 cp "$files/plan/plans/perseus/plan_01.json" "$files/mixed/plan_01.json"
 sed -i 's/"microbatches": *8/"microbatches": 4/' "$files/mixed/plan_01.json"
-expect 2 'plan_01\.json: the plan was made for another workload' -- \
+expect 2 'plan_01\.json: the workload block says microbatches 4, the plan.s stages have 8' -- \
   export --frontier "$files/mixed" --format artifact --out "$files/artifact"
 check "a failed export changed the previous export" same_tree "$files/artifact" "$files/artifact.before"
 # An input inside the folder that would be replaced is refused.
