@@ -204,8 +204,7 @@ TEST(LoadMeasurements, RefusesRecordsOfAnotherWorkloadOrGpuThanTheHeader) {
     std::string message;
   };
   const Row rows[] = {
-      {other_seq,
-       path.string() + ":3: made for seq 2048, this run has seq 4096"},
+      {other_seq, path.string() + ":3: made for seq 2048, this run has seq 4096"},
       {other_gpu, path.string() + ":3: the record was measured on gpu h100-sxm, the plan is for a100-40gb"},
   };
   for (const Row& row : rows) {

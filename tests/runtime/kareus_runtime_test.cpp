@@ -148,7 +148,8 @@ TEST(Runtime, SwitchRefusesAnotherWorkloadsPlan) {
     runtime.switch_plan(other_path);
     FAIL() << "expected InputError";
   } catch (const InputError& error) {
-    EXPECT_EQ(std::string(error.what()), other_path.string() + ": made for microbatches 4, this run has microbatches 8");
+    EXPECT_EQ(std::string(error.what()),
+              other_path.string() + ": made for microbatches 4, this run has microbatches 8");
   }
   plan::Plan same = testing::make_plan(2, 8);
   same.workload_json = running.workload_json;
