@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The ten artifact configurations (REFERENCE.md section 7: PP 2, 8 microbatches, 15/13 split,
+# The ten artifact configurations (docs/kareus.md section 7: PP 2, 8 microbatches, 15/13 split,
 # full recompute, the artifact's 18 clocks): `kareus plan` on each, then one table of every
 # method's fastest plan, kareus's and N+P's iso metrics vs Perseus, and whether kareus's
 # achieved frontier dominates both baselines'. Usage: bench/artifact_sweep.sh [KAREUS] [OUT]

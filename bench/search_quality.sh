@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Search quality on the emulator (default noise): every searchable partition of the ten artifact
-# configurations (REFERENCE.md section 7, PP 2, 8 microbatches) on a100-40gb, our search and the
+# configurations (docs/kareus.md section 7, PP 2, 8 microbatches) on a100-40gb, our search and the
 # artifact's strategy at the same budget (default 10% of each space), artifact and all-slot spaces.
 # Usage: bench/search_quality.sh [OUT.tsv]   (env: KAREUS=path/to/kareus, JOBS=parallel runs,
 # SEEDS="0 1 2", SLOTS="artifact all", STRATEGIES="kareus artifact", FRACTION=0.1 of each space as the budget)

@@ -2,9 +2,9 @@
 """Writes data/gpus/*.json: every emulator parameter with its source.
 
 Sources: [S] spec sheet, [M] third-party measurement, [D] arithmetic on cited numbers,
-[F] calibration fit (against REFERENCE.md section 9; the fit is described in bench/RESULTS.md), [E]
+[F] calibration fit (against docs/kareus.md section 9; the fit is described in bench/RESULTS.md), [E]
 engineering estimate to be replaced by `kareus calibrate` on real measurements.
-Keys of GPU-DATA.md (in ../shared) name where the [S]/[M] numbers come from.
+Keys of docs/gpu-data.md name where the [S]/[M] numbers come from.
 """
 import json
 import pathlib
@@ -12,7 +12,7 @@ import pathlib
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 # Shared physics of the emulator's calibration (fit on A100, kept for Hopper unless measured).
-FIT = "[F] fit to REFERENCE.md section 9 (Llama 3.2 3B, 4 configs), see bench/RESULTS.md"
+FIT = "[F] fit to docs/kareus.md section 9 (Llama 3.2 3B, 4 configs), see bench/RESULTS.md"
 # The two overlap parameters fitted to the A100 ratios T(N+P fastest) / T(Perseus fastest)
 # (planner/overlap_calibration.h, bench/overlap_calibration_bench.cpp, leave-one-out in bench/RESULTS.md).
 OVERLAP_FIT = "[F] fit to the four A100 overlap ratios of Llama 3.2 3B (leave-one-out and fit in bench/RESULTS.md, Emulator calibration)"
@@ -22,11 +22,11 @@ A100 = {
     "description": "NVIDIA A100 SXM4 40GB in an 8-GPU NVSwitch node (HGX/DGX A100)",
     "parameters": {
         "sm_count": (108, "[S] A100 whitepaper"),
-        "clock_min_mhz": (210, "[M] nvidia-smi supported clocks (GPU-DATA.md section 1)"),
+        "clock_min_mhz": (210, "[M] nvidia-smi supported clocks (docs/gpu-data.md section 1)"),
         "clock_max_mhz": (1410, "[S] boost clock"),
-        "clock_step_mhz": (15, "[M] 1panel, mert (GPU-DATA.md section 1)"),
+        "clock_step_mhz": (15, "[M] 1panel, mert (docs/gpu-data.md section 1)"),
         "clock_default_mhz": (1410, "[M] A100 runs at max boost under load below the power limit"),
-        "clock_switch_latency_ms": (15, "[E] REFERENCE.md section 3: 10-20 ms per NVML call"),
+        "clock_switch_latency_ms": (15, "[E] docs/kareus.md section 3: 10-20 ms per NVML call"),
         "flop_per_clock_per_sm": (2048, "[D] 312 TFLOP/s / (108 SMs x 1.41 GHz)"),
         "cuda_core_flop_fraction": (0.0625, "[D] A100 datasheet [S]: 19.5 TFLOP/s FP32 / 312 TFLOP/s dense bf16 tensor"),
         "gemm_efficiency": (0.80, "[M] MLE: max achievable bf16 matmul 271 TFLOP/s = 87%; AZ 8192^3 253.7 = 81%"),
@@ -43,7 +43,7 @@ A100 = {
         "link_efficiency": (0.875, FIT + "; with the CTA limit at 24 channels gives ~224 GB/s busbw, near t175/AZ 232"),
         "link_latency_us": (8, "[E] NCCL ring step latency intra-node"),
         "collective_fill_mib": (20, "[D] fits AZ busbw vs size: 16M 109, 67M 167, 268M 214, 1G 228 GB/s"),
-        "cta_bytes_per_clock": (8.0, "[D] ~232 GB/s / 24 channels at 1410 MHz (GPU-DATA.md section 3) = 6.9, raised so the smooth min meets 232 at 24"),
+        "cta_bytes_per_clock": (8.0, "[D] ~232 GB/s / 24 channels at 1410 MHz (docs/gpu-data.md section 3) = 6.9, raised so the smooth min meets 232 at 24"),
         "default_comm_ctas": (24, "[M] t100: NCCL default 24 channels on A100"),
         "comm_sm_share": (1.0, "[M] n689: NCCL CTAs do not share an SM with compute"),
         "comm_hbm_bytes_per_byte": (3.0, "[E] ring all-reduce step: read local + read received + write, per bus byte"),
@@ -54,7 +54,7 @@ A100 = {
         "idle_power_w": (60, "[M] peer: 59-62 W idle, no process"),
         "voltage_min_v": (0.66, FIT + "; with the slope below, V(1080 MHz) = 0.745 V, 5% above dock's 712.5 mV reading [M]"),
         "voltage_max_v": (0.90, FIT + "; VF curve shape from KernelTuner [KT]"),
-        "voltage_knee_mhz": (900, FIT + "; KT model: flat floor then linear; Perseus/N+P slowest plans of REFERENCE.md section 9"),
+        "voltage_knee_mhz": (900, FIT + "; KT model: flat floor then linear; Perseus/N+P slowest plans of docs/kareus.md section 9"),
         "sm_dynamic_power_w": (356, FIT),
         "hbm_power_w_per_tbps": (45, FIT),
         "link_power_w": (9, FIT),

@@ -44,7 +44,7 @@ SlotPolicy parse_slot_policy(const std::string& text) {
 }
 
 std::vector<std::string> artifact_slots(const std::string& key) {
-  // What ml-energy/kareus searched per key (REFERENCE.md section 2); a restriction of ours.
+  // What ml-energy/kareus searched per key (docs/kareus.md section 2); a restriction of ours.
   static const std::map<std::string, std::vector<std::string>, std::less<>> kSlots = {
       {"fwd_attn", {"norm_0", "linear_0", "rope_0", "attn_0"}},
       {"fwd_mlp", {"norm_0", "linear_0", "activation_0"}},

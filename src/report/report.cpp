@@ -145,7 +145,7 @@ std::string render_report(const device::GpuSpec& gpu, const workload::Workload& 
       "svg{{margin:8px 8px 8px 0}}</style></head><body>\n"
       "<h1>kareus plan: {0}</h1>\n<p>{1}: TP {2}, CP {3}, PP {4}, DP {5}, microbatch {6}, sequence {7}, {8} "
       "microbatches, {9} GPUs. Time is the iteration time; energy is the whole job's for one iteration. "
-      "Max-throughput metrics are against megatron, iso metrics against perseus (REFERENCE.md section 6).</p>\n",
+      "Max-throughput metrics are against megatron, iso metrics against perseus (docs/metrics.md).</p>\n",
       escape_xml(workload.model.name), escape_xml(gpu.name), p.tp, p.cp, p.pp, p.dp, p.mbs, p.seq, p.microbatches,
       workload.gpus());
   html += "<h2>Comparison</h2>\n" + comparison_table(result, workload.gpus());

@@ -1,4 +1,4 @@
-// The artifact's search strategy (REFERENCE.md section 4), as a baseline for ours. Its
+// The artifact's search strategy (docs/kareus.md section 4), as a baseline for ours. Its
 // surrogate is a 5-member bootstrap ensemble of gradient-boosted regression trees; we seed
 // every random choice so the baseline is reproducible (the artifact is not).
 #include <algorithm>

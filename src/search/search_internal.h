@@ -45,7 +45,7 @@ void check_budget_range(Integer budget, std::size_t space_size) {
   }
 }
 
-/// The artifact's strategy (REFERENCE.md section 4), seeded: random initial design, then four
+/// The artifact's strategy (docs/kareus.md section 4), seeded: random initial design, then four
 /// batches split 40/20/20/20 between best predicted hypervolume improvement on (t, E), on
 /// (t, E_eff), fastest predicted and most uncertain, over 5-member bootstrap ensembles of
 /// gradient-boosted regression trees of log t and log E_eff.

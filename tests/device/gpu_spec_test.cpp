@@ -35,7 +35,7 @@ TEST(GpuPreset, EveryPresetParsesUnderItsOwnName) {
   }
 }
 
-// REFERENCE.md section 8: peaks derived from FLOP per clock per SM, never stored.
+// docs/kareus.md section 8: peaks derived from FLOP per clock per SM, never stored.
 TEST(GpuSpec, PeakFlopsMatchSpecSheets) {
   struct Row {
     std::string name;
@@ -90,7 +90,7 @@ TEST(ParseClockList, ArtifactAllAndRange) {
   const GpuSpec a100 = load_gpu("a100-40gb");
   std::vector<int> artifact;
   for (int clock = 900; clock <= 1410; clock += 30) artifact.push_back(clock);
-  EXPECT_EQ(parse_clock_list(a100, "artifact"), artifact);  // 18 clocks, REFERENCE.md section 3
+  EXPECT_EQ(parse_clock_list(a100, "artifact"), artifact);  // 18 clocks, docs/kareus.md section 3
   EXPECT_EQ(parse_clock_list(a100, "900:1410:30"), artifact);
   EXPECT_EQ(parse_clock_list(a100, "all"), a100.supported_clocks_mhz());
   EXPECT_EQ(parse_clock_list(a100, "1410:1410:15"), std::vector<int>{1410});

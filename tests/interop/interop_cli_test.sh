@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The kareus binary ($KAREUS) end to end: every frontier plan of a default `kareus plan` is
 # exported to the artifact's files and imported back unchanged; the files parse as Python
-# literals of REFERENCE.md section 10's shapes; `kareus simulate` runs an imported plan; and
+# literals of docs/kareus.md section 10's shapes; `kareus simulate` runs an imported plan; and
 # `kareus serve` answers over HTTP and exits 0 on SIGTERM and on SIGINT.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/serve_helpers.sh"

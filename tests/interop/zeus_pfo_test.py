@@ -1,4 +1,4 @@
-"""kareus serve driven by Zeus 0.16's own PFO models, routes and client (REFERENCE.md section 11).
+"""kareus serve driven by Zeus 0.16's own PFO models, routes and client (docs/kareus.md section 11).
 
 Usage: zeus_pfo_test.py KAREUS_BINARY. Exits 77 (skipped) when zeus[pfo]==0.16.0 is not
 installed in the running Python (scripts/setup.sh puts it in .venv/). A 16-rank job (TP 8,

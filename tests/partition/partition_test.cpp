@@ -106,7 +106,7 @@ void expect_keys(const workload::Workload& workload, const std::vector<KeyRow>& 
   }
 }
 
-// REFERENCE.md section 2's table: compute ops | collective of the other nanobatch | slots
+// docs/kareus.md section 2's table: compute ops | collective of the other nanobatch | slots
 // (all slots here; the artifact searched a subset, see search_space_test).
 TEST(PartitionBuilder, CpOneKeysHoldReferenceOpsCollectivesAndSlots) {
   expect_keys(make("llama3.2-3b", 1, 8),
@@ -168,7 +168,7 @@ TEST(PartitionBuilder, CpTwoKeysHoldReferenceOpsCollectivesAndSlots) {
 }
 
 // The artifact names the memory-bound run "QKV post (q/k RMSNorm) + RoPE" rope_0 for Qwen3 as
-// for Llama (REFERENCE.md section 2's table lists rope_0 for fwd_attn, fwd_qkv_ag, bwd_qkv_*),
+// for Llama (docs/kareus.md section 2's table lists rope_0 for fwd_attn, fwd_qkv_ag, bwd_qkv_*),
 // so --slots artifact keeps that launch point for Qwen3 too.
 TEST(PartitionBuilder, QwenQkNormAndRopeRunIsTheRopeSlot) {
   const std::map<std::string, Partition> cp1 = by_key(make("qwen3-1.7b", 1, 8));

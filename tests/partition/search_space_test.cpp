@@ -13,7 +13,7 @@
 namespace kareus::partition {
 namespace {
 
-/// The artifact's A100 clocks: 900..1410 MHz in 30 MHz steps (REFERENCE.md section 3).
+/// The artifact's A100 clocks: 900..1410 MHz in 30 MHz steps (docs/kareus.md section 3).
 std::vector<int> artifact_a100_clocks() {
   std::vector<int> clocks;
   for (int clock = 900; clock <= 1410; clock += 30) clocks.push_back(clock);

@@ -160,7 +160,7 @@ TEST(PlanJob, KareusKeepsMegatronsPlanWhereClockSwitchesCostMoreThanLowerClocksS
 }
 
 TEST(PlanJob, PerseusAndNanobatchEndsMatchA100Runs) {
-  // REFERENCE.md section 9: fastest and slowest plans, time (s) and average power per GPU (W).
+  // docs/kareus.md section 9: fastest and slowest plans, time (s) and average power per GPU (W).
   struct Target {
     int cp, tp, mbs, seq;
     double perseus[4];    // fastest T, W, slowest T, W

@@ -35,7 +35,7 @@ TEST(SolvePerseusProfile, WritesSortedFrontierWithValidPlans) {
   const SolveSummary summary = solve_perseus_profile(request);
   const nlohmann::json frontier = read_json_file(request.out / "frontier.json");
   EXPECT_EQ(frontier["schema"], "kareus.frontier/1");
-  // Exactly DESIGN.md's keys: the runtime's frontier reader rejects any other.
+  // Exactly docs/formats.md's keys: the runtime's frontier reader rejects any other.
   EXPECT_EQ(frontier.size(), 2U);
   for (const auto& point : frontier["points"]) EXPECT_EQ(point.size(), 3U);
   ASSERT_EQ(frontier["points"].size(), summary.points.size());

@@ -36,7 +36,7 @@ TEST(ModelPreset, ShapesMatchReferenceTable) {
     bool qk_norm;
     MlpKind mlp;
   };
-  // REFERENCE.md section 7; GPT-3 175B from Brown et al. 2020, table 2.1.
+  // docs/kareus.md section 7; GPT-3 175B from Brown et al. 2020, table 2.1.
   const Row rows[] = {
       {"llama3.2-3b", 3072, 24, 8, 128, 8192, 28, 128256, false, MlpKind::kSwiGlu},
       {"qwen3-1.7b", 2048, 16, 8, 128, 6144, 28, 151936, true, MlpKind::kSwiGlu},

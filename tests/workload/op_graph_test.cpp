@@ -71,7 +71,7 @@ TEST(LayerGraph, WithoutTensorParallelismThereAreNoTpCollectives) {
   }
 }
 
-// REFERENCE.md section 7: TP all-reduce payload per nanobatch = seq/CP * mbs/2 * hidden * 2 bytes;
+// docs/kareus.md section 7: TP all-reduce payload per nanobatch = seq/CP * mbs/2 * hidden * 2 bytes;
 // CP K+V all-gather = 2 * seq * mbs/2 * (kv groups/TP) * 128 * 2 bytes.
 TEST(LayerGraph, CollectivePayloadsMatchReference) {
   struct Row {

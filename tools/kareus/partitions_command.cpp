@@ -1,5 +1,5 @@
 // kareus partitions: the partitions of one steady-state layer (forward, then backward) with
-// their ops, overlapped collective, launch slots and search-space size (REFERENCE.md 2-3).
+// their ops, overlapped collective, launch slots and search-space size (docs/kareus.md sections 2-3).
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>

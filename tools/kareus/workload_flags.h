@@ -3,7 +3,7 @@
 // add_workload_flags binds --model, --tp, --cp, --pp, --dp, --mbs, --seq, --microbatches,
 // --nanobatches, --recompute and --layers-per-stage to a WorkloadFlags; resolve() loads the
 // model and calls workload::make_workload, which checks every rule and names the flag that
-// breaks it. Defaults are the artifact's setting (DESIGN.md: llama3.2-3b, TP 8, CP 1, PP 2,
+// breaks it. Defaults are the artifact's setting (docs/kareus.md section 7: llama3.2-3b, TP 8, CP 1, PP 2,
 // DP 1, mbs 8, seq 4096, 8 microbatches, 2 nanobatches, full recompute). A command that reads
 // a plan calls resolve_for_plan instead: the plan carries its workload and GPU, and a flag the
 // user gives is checked against them.

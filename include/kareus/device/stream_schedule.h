@@ -1,6 +1,6 @@
 // kareus/device/stream_schedule.h - how a partition maps onto a compute and a communication stream.
 //
-// The CUDA backend runs a partition (REFERENCE.md section 2) as: compute ops in order on the
+// The CUDA backend runs a partition (docs/kareus.md section 2) as: compute ops in order on the
 // compute stream; at the launch slot, an event recorded on the compute stream after the op
 // before the slot's first op, which the communication stream waits on before it launches the
 // collective; at the end, the compute stream waits on an event recorded after the collective,

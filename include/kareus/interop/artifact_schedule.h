@@ -1,7 +1,7 @@
 // kareus/interop/artifact_schedule.h - the Kareus artifact's schedule files, to and from plans.
 //
 // Sits after plan/ in the data flow: a kareus.plan/1 plan becomes the pair of files the artifact's
-// patched Megatron and Zeus's PointSolution3D read (REFERENCE.md section 10), and such files
+// patched Megatron and Zeus's PointSolution3D read (docs/kareus.md section 10), and such files
 // (made by kareus or by the artifact's own solver) become plans again, so `kareus simulate` can
 // judge them. One pair per frontier point, NNNNN = the point's number, zero-padded to 5 digits:
 //   freqs_pipeline_NNNNN.py   [[('forward'|'backward', MHz), ...] per stage, in 1F1B order]

@@ -1,6 +1,6 @@
 // kareus/interop/pfo_protocol.h - the request bodies of Zeus's pipeline frequency optimizer (PFO).
 //
-// Zeus 0.16's PFO clients talk JSON over HTTP (REFERENCE.md section 11); these are its pydantic
+// Zeus 0.16's PFO clients talk JSON over HTTP (docs/kareus.md section 11); these are its pydantic
 // models (zeus.optimizer.pipeline_frequency.common) as C++ structs with strict parsers, plus the
 // bodies kareus adds (deadline). Used by the PFO service (pfo_service.h); transport-free, so the
 // parsers are unit-tested and fuzzed directly. Every parser bounds the body size and JSON nesting,

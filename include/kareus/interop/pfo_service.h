@@ -1,6 +1,6 @@
 // kareus/interop/pfo_service.h - the state machine behind `kareus serve`, free of any transport.
 //
-// Speaks Zeus 0.16's pipeline frequency optimizer (PFO) protocol (REFERENCE.md section 11) over a
+// Speaks Zeus 0.16's pipeline frequency optimizer (PFO) protocol (docs/kareus.md section 11) over a
 // kareus frontier: jobs register (pp x dp x tp = world_size, pp = the plans' stages), ranks
 // register with their (dp, pp, tp) coordinates, and each rank's GET /schedule answers its stage's
 // [instruction, MHz] list of the job's current plan (the fastest frontier point at first), the

@@ -1,4 +1,4 @@
-// kareus/partition/partition.h - the partitioned overlap execution model (REFERENCE.md section 2).
+// kareus/partition/partition.h - the partitioned overlap execution model (docs/kareus.md section 2).
 //
 // Second stage of the data flow. A Partition is a contiguous run of compute ops of one
 // nanobatch plus at most one collective of the other nanobatch, run on a communication

@@ -1,7 +1,7 @@
 // kareus/partition/search_space.h - the knobs of one partition and their discrete space.
 //
 // A KnobConfig is what the search chooses per partition key: the GPU SM clock, the CTA
-// count of the overlapped collective, and its launch slot (REFERENCE.md section 3). The
+// count of the overlapped collective, and its launch slot (docs/kareus.md section 3). The
 // space is clocks x CTA counts x slots, enumerated clock-major so an index is stable.
 #pragma once
 
@@ -49,7 +49,7 @@ struct SpaceOptions {
   CtaRange cp_ctas{1, 20, 1};  ///< CP all-gather / reduce-scatter (artifact: 1..20)
 };
 
-/// The slots the artifact searched per key (REFERENCE.md section 2 table); empty if none.
+/// The slots the artifact searched per key (docs/kareus.md section 2 table); empty if none.
 [[nodiscard]] std::vector<std::string> artifact_slots(const std::string& key);
 
 /// A config's position in the space: one index into each of clocks_mhz(), ctas(), slots().

@@ -1,7 +1,7 @@
 // kareus/plan/plan.h - execution plans: what every stage runs, at which clock, with which comm configs.
 //
 // A plan is the product of `kareus plan` / `kareus solve` and the input of the runtime.
-// File format (schema "kareus.plan/1", see DESIGN.md):
+// File format (schema "kareus.plan/1", see docs/formats.md):
 //   {"schema": "kareus.plan/1", "workload": {...}, "predicted": {"time_s", "energy_j"},
 //    "stages": [{"stage": s, "instructions": [{"type": "forward"|"backward", "microbatch": m,
 //      "freq_mhz": f, "overlap": "nanobatch"|"none", "partitions": {KEY: {"slot": "linear_0", "ctas": 12}}}]}]}

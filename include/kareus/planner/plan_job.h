@@ -2,7 +2,7 @@
 //
 // The main job, end to end on one device model: per-partition measurements (search), exact
 // per-instruction composition, the Phillips-Dessouky frontier over the 1F1B DAG, and the
-// baselines (REFERENCE.md section 6): megatron (default clock, no overlap), perseus
+// baselines (docs/kareus.md section 6): megatron (default clock, no overlap), perseus
 // (per-instruction clocks, no overlap), nanobatch_perseus (overlap with default collective
 // resources launched at partition start, plus per-instruction clocks) and kareus (clocks +
 // per-partition CTA count and slot). Every method's plans are judged by the same plan simulator.
@@ -29,7 +29,7 @@ namespace kareus::planner {
 using plan::Plan;
 
 inline constexpr std::string_view kSummarySchema = "kareus.summary/1";
-/// The methods `kareus plan` compares (REFERENCE.md section 6), in the order they run.
+/// The methods `kareus plan` compares (docs/kareus.md section 6), in the order they run.
 enum class Method {
   kMegatron,          ///< default clock, no overlap
   kPerseus,           ///< per-instruction clocks, no overlap
@@ -145,7 +145,7 @@ void check_plan_job(const device::GpuSpec& gpu, const workload::Workload& worklo
 void measure_plan_inputs(device::Device& device, const workload::Workload& workload, const PlanJobOptions& options,
                          int fixed_repeats);
 
-/// REFERENCE.md section 6: max throughput vs `megatron`, iso metrics vs `perseus`.
+/// docs/kareus.md section 6: max throughput vs `megatron`, iso metrics vs `perseus`.
 [[nodiscard]] Comparison compare(const MethodResult& method, const MethodResult* megatron, const MethodResult* perseus);
 
 /// Writes DIR/plans/<method>/plan_NN.json and DIR/summary.json (atomically, summary last).

@@ -4,7 +4,7 @@
 // switches to the frontier point (time_s, energy_j: one iteration, whole job) with the least
 // energy that still meets the deadline, and, if none does, to the fastest point, flagged, so the
 // caller can report that the deadline is out of reach. Frontier files are plan::kFrontierSchema
-// (plan/frontier.h, DESIGN.md): {"schema": ..., "points": [{"time_s", "energy_j", "plan"}]}.
+// (plan/frontier.h, docs/formats.md): {"schema": ..., "points": [{"time_s", "energy_j", "plan"}]}.
 #pragma once
 
 #include <cstddef>

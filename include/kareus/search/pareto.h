@@ -4,7 +4,7 @@
 // knob config of a partition has two objectives to minimise: time t (s) and an energy (J),
 // either the measured energy E (Objective::kEnergy) or the effective (dynamic) energy
 // E - P_static * t (Objective::kEffectiveEnergy), P_static being the GPU's static power
-// (REFERENCE.md section 4: a GPU blocked in a P2P receive, A100 85 W). Hypervolume is the
+// (docs/kareus.md section 4: a GPU blocked in a P2P receive, A100 85 W). Hypervolume is the
 // area dominated by a front inside a reference point (Zitzler & Thiele 1998), exact in 2-D.
 #pragma once
 

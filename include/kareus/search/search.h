@@ -14,7 +14,7 @@
 //      slot neighbours (then clock neighbours) of the measured front, starting at the front
 //      points with the largest hypervolume contribution. It stops when the budget is spent,
 //      or with kConverged when no neighbour is left and no config promises a gain.
-// The artifact's strategy (REFERENCE.md section 4: random design, 40/20/20/20 quota batches
+// The artifact's strategy (docs/kareus.md section 4: random design, 40/20/20/20 quota batches
 // over a bootstrap ensemble of gradient-boosted trees) is kept as a baseline, and exhaustive
 // search gives the ground truth. Every measurement can go through an EvaluationLog, so a
 // killed search resumes where it stopped; a batch is measured in parallel over several devices.

@@ -1,6 +1,6 @@
 // kareus/workload/op_graph.h - the operations of one transformer layer, per nanobatch, per GPU.
 //
-// The forward list follows REFERENCE.md section 2 (Megatron order); the backward list is
+// The forward list follows docs/kareus.md section 2 (Megatron order); the backward list is
 // the reverse with each op's backward and the collectives backward needs (TP all-reduce of
 // the input gradient after column-parallel linears; with CP, K/V re-gather before and dK/dV
 // reduce-scatter after attention). Work is what one GPU does for one nanobatch: FLOPs,

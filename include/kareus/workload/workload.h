@@ -2,7 +2,7 @@
 //
 // Parallelism follows Megatron: TP shards heads and the MLP, CP shards the sequence
 // (load-balanced causal), PP splits layers into stages, DP replicates. Each microbatch is
-// cut into `nanobatches` halves along the batch dimension for overlap (REFERENCE.md
+// cut into `nanobatches` halves along the batch dimension for overlap (docs/kareus.md
 // section 2). make_workload validates every rule and names the flag that breaks it.
 #pragma once
 

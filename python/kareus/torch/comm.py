@@ -6,7 +6,7 @@ so every rank creates every group of every stage and data-parallel replica, in t
 With NCCL each group is bounded by ``ProcessGroupNCCL.Options().config.min_ctas = max_ctas = k``;
 the collective is enqueued from a communication stream that first waits on an event recorded on
 the compute stream just before the slot's first op, and ``wait()`` at the partition end makes the
-compute stream wait on it (REFERENCE.md section 10). Gloo has no streams or CTA bound: the groups
+compute stream wait on it (docs/kareus.md section 10). Gloo has no streams or CTA bound: the groups
 are still made per count and the same calls run (gloo's async work runs on its own thread).
 """
 

@@ -1,6 +1,6 @@
 """One pipeline stage of a Llama-shaped model on one TP rank.
 
-Layers are ``LayerShard``s; the nonpartition work (REFERENCE.md section 2): the token embedding
+Layers are ``LayerShard``s; the nonpartition work (docs/kareus.md section 2): the token embedding
 on the first stage, the final RMSNorm, output layer and cross-entropy on the last, vocab-parallel
 over the TP ranks (each CP rank runs it on its own tokens). Every rank draws every layer's full
 weights from one seed, so any TP degree or stage split starts from the same model (and the

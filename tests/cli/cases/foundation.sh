@@ -13,7 +13,7 @@ expect 0 'h200 +132 +345\.\.1980/15' -- gpus
 expect 0 '"bf16_peak_tflops": 311\.8' -- gpus --json
 expect 0 '"static_power_w": 85' -- gpus --json
 
-# partitions: one layer in execution order, payloads and space sizes (REFERENCE.md sections 2-3).
+# partitions: one layer in execution order, payloads and space sizes (docs/kareus.md sections 2-3).
 expect 0 'fwd_attn +0 +tp all_reduce 96\.0 MiB +norm_0 linear_0 rope_0 attn_0 linear_1 +900 ' -- partitions
 expect 0 'bwd_attn +1 +tp all_reduce 96\.0 MiB' -- partitions
 expect 0 'fwd_attn +1 +tp all_reduce 96\.0 MiB +norm_0 linear_0 rope_0 attn_0 +720 ' -- partitions --slots artifact --clocks artifact
