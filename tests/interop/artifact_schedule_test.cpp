@@ -275,13 +275,13 @@ TEST(ArtifactFiles, ImportReadsEachFileByTheNameItFoundAndRefusesTwoForOneNumber
   // and then read as freqs_pipeline_00001.py, which does not exist.
   std::filesystem::rename(root / "artifact" / "freqs_pipeline_00001.py", root / "artifact" / "freqs_pipeline_1.py");
   std::filesystem::rename(root / "artifact" / "scheds_pipeline_00001.py", root / "artifact" / "scheds_pipeline_1.py");
-  const auto imported = import_artifact_files(root / "artifact", workload, root / "back");
+  const auto imported = import_artifact_files(root / "artifact", workload, "", root / "back");
   ASSERT_EQ(imported.size(), 1u);
   EXPECT_EQ(plan::read_plan(imported[0]), test_plan(workload, true, 1));
   // Two files for schedule 1: which one is meant cannot be told, so neither is read.
   std::filesystem::copy_file(root / "artifact" / "freqs_pipeline_1.py", root / "artifact" / "freqs_pipeline_00001.py");
   EXPECT_EQ(
-      error_of([&] { (void)import_artifact_files(root / "artifact", workload, root / "back2"); }),
+      error_of([&] { (void)import_artifact_files(root / "artifact", workload, "", root / "back2"); }),
       fmt::format("{} and {} are both schedule 1: remove one", (root / "artifact" / "freqs_pipeline_00001.py").string(),
                   (root / "artifact" / "freqs_pipeline_1.py").string()));
   std::filesystem::remove_all(root);
