@@ -192,7 +192,7 @@ class StageRunner:
         inputs = [state[(name, layer_index)] for name in spec.inputs]
         if graph is None:
             outputs = spec.fn(layer, self.rope, *inputs)
-        elif op == "attention" and self.rope.cp > 1:
+        elif op == "attention" and self.rope is not None and self.rope.cp > 1:
             # Keep the queries only; the backward rebuilds the graph on re-gathered K and V.
             outputs = spec.fn(layer, self.rope, *inputs)
             graph[(op, layer_index)] = ([inputs[0].detach().requires_grad_()], None)
