@@ -13,6 +13,7 @@
 #include "kareus/device/emulator.h"
 #include "kareus/device/profile.h"
 #include "kareus/planner/emulator_devices.h"
+#include "kareus/planner/job_devices.h"
 #include "kareus/planner/plan_job.h"
 #include "kareus/workload/model.h"
 
@@ -286,6 +287,44 @@ TEST(PlanFromMeasurements, AMissingKeyOrAnotherWorkloadIsNamed) {
   const std::string other_gpu =
       error_of([&] { (void)load_measurements({log}, device::load_gpu("h100-sxm"), workload); });
   EXPECT_EQ(other_gpu, log.string() + R"(: made for gpu "a100-40gb", this run has gpu "h100-sxm")");
+  std::filesystem::remove(log);
+}
+
+TEST(JobDevices, BuildsTheChosenSourceAndRefusesWhatCannotBeCombined) {
+  const device::GpuSpec gpu = device::load_gpu("a100-40gb");
+  const workload::Workload workload = llama();
+  const partition::Partition attn = partition::representative_partition(workload, "fwd_attn");
+  const partition::KnobConfig config{1410, 12, attn.slots.front().name};
+  DeviceChoice choice;
+  choice.seed = 5;
+  {
+    const JobDevices emulator(choice, gpu, workload);
+    EXPECT_EQ(emulator.devices().sources, std::vector<std::string>{"emulator"});
+    EXPECT_EQ(emulator.devices().measurements, nullptr);
+    // The plans run on the exact model; the search measures it with seeded noise.
+    device::EmulatedDevice exact = device::exact_emulator(gpu);
+    EXPECT_DOUBLE_EQ(emulator.devices().execution.measure(attn, config).time_s, exact.measure(attn, config).time_s);
+    EXPECT_NE(emulator.devices().search.measure(attn, config).time_s, exact.measure(attn, config).time_s);
+  }
+  const std::filesystem::path log = profile_all(gpu, workload, quick_options(), "kareus_job_devices");
+  choice.measurements = {log.string()};
+  {
+    const JobDevices logged(choice, gpu, workload);
+    EXPECT_EQ(logged.devices().sources, choice.measurements);
+    ASSERT_NE(logged.devices().measurements, nullptr);
+    device::ReplayDevice replay = load_measurements({log}, gpu, workload);
+    const partition::KnobConfig logged_config = replay.measured_configs(attn).front().config;
+    EXPECT_DOUBLE_EQ(logged.devices().execution.measure(attn, logged_config).energy_j,
+                     replay.measure(attn, logged_config).energy_j);
+  }
+  choice.backend = "cuda";
+  EXPECT_EQ(error_of([&] { JobDevices devices(choice, gpu, workload); }),
+            "--measurements plans from logs alone: drop --backend");
+  choice.measurements.clear();
+  EXPECT_EQ(error_of([&] { JobDevices devices(choice, gpu, workload); }),
+            "--backend cuda needs --log FILE (measurements are logged as they are made)");
+  choice.backend = "tpu";
+  EXPECT_EQ(error_of([&] { JobDevices devices(choice, gpu, workload); }), "--backend tpu: expected emulator or cuda");
   std::filesystem::remove(log);
 }
 

@@ -2,19 +2,11 @@
 #include <fmt/core.h>
 #include <CLI/CLI.hpp>
 
-#include <filesystem>
 #include <memory>
-#include "commands.h"
 
-#include "kareus/common/error.h"
-#include "kareus/common/file_io.h"
+#include "commands.h"
 #include "kareus/common/output_folder.h"
-#include "kareus/device/caching_device.h"
-#include "kareus/device/cuda_device.h"
-#include "kareus/device/emulator.h"
-#include "kareus/device/profile.h"
-#include "kareus/planner/emulator_devices.h"
-#include "kareus/planner/measurements.h"
+#include "kareus/planner/job_devices.h"
 #include "kareus/planner/plan_job.h"
 #include "kareus/report/report.h"
 #include "space_flags.h"
@@ -35,66 +27,11 @@ struct PlanOptions {
   int max_plans = 10;
   int front_repeats = 2;
   bool always_nanobatch = false;
-  std::vector<std::string> measurements;
-  std::string backend = "emulator";
-  std::string log;
-  device::CudaDeviceOptions cuda;
+  planner::DeviceChoice device;
   std::string out;
 };
 
-/// The devices of the job and what keeps them alive.
-struct Devices {
-  std::vector<std::unique_ptr<device::Device>> owned;
-  std::unique_ptr<device::ReplayDevice> replay;
-  std::unique_ptr<planner::EmulatorDevices> emulator;
-  device::ProfileSink sink;
-  std::unique_ptr<planner::PlanDevices> devices;
-};
-
 void print_warning(const std::string& message) { fmt::print(stderr, "kareus plan: warning: {}\n", message); }
-
-std::unique_ptr<Devices> make_devices(const PlanOptions& options, const device::GpuSpec& gpu,
-                                      const workload::Workload& workload) {
-  auto made = std::make_unique<Devices>();
-  if (!options.measurements.empty()) {
-    if (options.backend != "emulator") throw InputError("--measurements plans from logs alone: drop --backend");
-    const std::vector<std::filesystem::path> logs(options.measurements.begin(), options.measurements.end());
-    made->replay =
-        std::make_unique<device::ReplayDevice>(planner::load_measurements(logs, gpu, workload, print_warning));
-    made->devices = std::make_unique<planner::PlanDevices>(
-        planner::PlanDevices{*made->replay, *made->replay, made->replay.get(), options.measurements});
-    return made;
-  }
-  if (options.backend == "emulator") {
-    made->emulator = std::make_unique<planner::EmulatorDevices>(gpu, options.seed);
-    made->devices = std::make_unique<planner::PlanDevices>(made->emulator->devices());
-    return made;
-  }
-  if (options.backend != "cuda")
-    throw InputError(fmt::format("--backend {}: expected emulator or cuda", options.backend));
-  if (options.log.empty())
-    throw InputError("--backend cuda needs --log FILE (measurements are logged as they are made)");
-  // Live on the GPU: every measurement appended to --log as it is made; a rerun replays what
-  // the log holds and measures only the rest.
-  std::vector<device::MeasurementRecord> logged;
-  if (std::filesystem::exists(options.log)) logged = planner::load_live_log(options.log, workload, print_warning);
-  made->replay = std::make_unique<device::ReplayDevice>(gpu, logged, options.log);
-  auto cuda = std::make_unique<device::CudaDevice>(gpu, workload, options.cuda);
-  made->sink.out = options.log;
-  made->sink.workload_json = workload::workload_to_json(workload);
-  made->sink.device_name = cuda->device_name();
-  made->sink.warn = print_warning;
-  auto recording = std::make_unique<device::RecordingDevice>(*cuda, made->sink, 0);
-  auto resuming = std::make_unique<device::ResumingDevice>(*made->replay, *recording);
-  auto distinct = std::make_unique<device::CachingDevice>(*resuming, 1);
-  made->devices = std::make_unique<planner::PlanDevices>(
-      planner::PlanDevices{*resuming, *distinct, nullptr, {"cuda", options.log}});
-  made->owned.push_back(std::move(cuda));
-  made->owned.push_back(std::move(recording));
-  made->owned.push_back(std::move(resuming));
-  made->owned.push_back(std::move(distinct));
-  return made;
-}
 
 std::string percent(const std::optional<double>& value) {
   return value ? fmt::format("{:+.1f}%", *value) : std::string("-");
@@ -108,8 +45,8 @@ void run_plan(const PlanOptions& options) {
   // Locked (two runs never mix files in one DIR) and written aside until the summary, plans and
   // report are all there; then DIR is replaced whole.
   OutputFolder out(options.out, "--out", "kareus plan");
-  for (const std::string& log : options.measurements) out.check_input_outside(log, "--measurements");
-  if (!options.log.empty()) out.check_input_outside(options.log, "--log");
+  for (const std::string& log : options.device.measurements) out.check_input_outside(log, "--measurements");
+  if (!options.device.log.empty()) out.check_input_outside(options.device.log, "--log");
   planner::PlanJobOptions job;  // checked (check_plan_job) before any measurement
   job.methods.clear();
   for (const std::string& name : options.methods) job.methods.push_back(planner::parse_method(name));
@@ -122,10 +59,12 @@ void run_plan(const PlanOptions& options) {
   job.front_repeats = options.front_repeats;
   job.overlap_per_instruction = !options.always_nanobatch;
   job.progress = [](const std::string& line) { fmt::print(stderr, "kareus plan: {}\n", line); };
-  job.recost_compositions = options.backend != "cuda";
+  job.recost_compositions = options.device.backend != "cuda";
   planner::check_plan_job(gpu, workload, job);
-  const std::unique_ptr<Devices> devices = make_devices(options, gpu, workload);
-  const planner::PlanJobResult result = planner::run_plan_job(*devices->devices, workload, job);
+  planner::DeviceChoice device = options.device;
+  device.seed = options.seed;
+  const planner::JobDevices devices(device, gpu, workload, print_warning);
+  const planner::PlanJobResult result = planner::run_plan_job(devices.devices(), workload, job);
   planner::write_plan_job(out.staging(), workload, result);
   report::write_report(out.staging(), gpu, workload, result);
   out.commit();
@@ -175,12 +114,12 @@ void add_plan_command(CLI::App& app) {
   command->add_flag("--always-nanobatch", options->always_nanobatch,
                     "kareus nanobatches every instruction (the artifact's method) instead of choosing per "
                     "instruction whether to");
-  command->add_option("--measurements", options->measurements,
+  command->add_option("--measurements", options->device.measurements,
                       "plan from these `kareus profile --all` logs alone (no new measurement)");
-  command->add_option("--backend", options->backend, "emulator, or cuda: search the partitions live on the GPU")
+  command->add_option("--backend", options->device.backend, "emulator, or cuda: search the partitions live on the GPU")
       ->capture_default_str();
-  command->add_option("--log", options->log, "with --backend cuda: JSONL log of every measurement (resumes)");
-  command->add_option("--gpu-index", options->cuda.gpu_index, "with --backend cuda: CUDA/NVML index of the GPU");
+  command->add_option("--log", options->device.log, "with --backend cuda: JSONL log of every measurement (resumes)");
+  command->add_option("--gpu-index", options->device.cuda.gpu_index, "with --backend cuda: CUDA/NVML index of the GPU");
   command->add_option("--out", options->out, "output directory")->required();
   command->callback([options] { run_plan(*options); });
 }
