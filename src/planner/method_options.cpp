@@ -7,6 +7,7 @@
 
 #include "kareus/common/error.h"
 #include "kareus/partition/partition.h"
+#include "kareus/search/front_remeasurement.h"
 #include "kareus/search/search.h"
 
 namespace kareus::planner {

@@ -162,30 +162,80 @@ class BootstrapEnsemble final : public Surrogate {
   std::vector<BoostedTrees> members_;
 };
 
+// The artifact's four scores of each candidate, from the surrogates' predictions of log t and
+// log E_eff: hypervolume improvement on (t, E) and on (t, E_eff) over everything measured,
+// speed, and uncertainty.
+struct CandidateScores {
+  std::vector<double> energy;
+  std::vector<double> effective;
+  std::vector<double> speed;
+  std::vector<double> uncertainty;
+};
+
+CandidateScores artifact_scores(const std::vector<Prediction>& times, const std::vector<Prediction>& energies,
+                                const std::vector<Evaluation>& evaluations, double static_power_w) {
+  const auto gain_over_measured = [&](Objective objective) {
+    std::vector<ObjectivePoint> points;
+    for (const Evaluation& e : evaluations) points.push_back(objective_point(e, static_power_w, objective));
+    return HypervolumeImprovement(points, reference_point(evaluations, static_power_w, objective));
+  };
+  const HypervolumeImprovement energy_gain = gain_over_measured(Objective::kEnergy);
+  const HypervolumeImprovement effective_gain = gain_over_measured(Objective::kEffectiveEnergy);
+  CandidateScores scores;
+  for (std::size_t position = 0; position < times.size(); ++position) {
+    const double time_s = std::exp(times[position].mean);
+    const double effective_j = std::exp(energies[position].mean);
+    scores.energy.push_back(energy_gain.improvement({time_s, effective_j + static_power_w * time_s}));
+    scores.effective.push_back(effective_gain.improvement({time_s, effective_j}));
+    scores.speed.push_back(-time_s);
+    scores.uncertainty.push_back(std::sqrt(times[position].variance) + std::sqrt(energies[position].variance));
+  }
+  return scores;
+}
+
+// A batch of `batch_size` candidates split 40/20/20/20 between the best of each score, in that
+// order, each candidate taken once.
+std::vector<std::size_t> quota_batch(const std::vector<std::size_t>& candidates, const CandidateScores& scores,
+                                     std::size_t batch_size) {
+  const auto share = [&](double fraction) {
+    return static_cast<std::size_t>(std::lround(fraction * static_cast<double>(batch_size)));
+  };
+  const std::size_t by_energy = share(0.4);
+  const std::size_t by_effective = share(0.2);
+  const std::size_t by_speed = share(0.2);
+  const std::array<std::pair<const std::vector<double>*, std::size_t>, 4> quotas{
+      {{&scores.energy, by_energy},
+       {&scores.effective, by_effective},
+       {&scores.speed, by_speed},
+       {&scores.uncertainty, batch_size - std::min(batch_size, by_energy + by_effective + by_speed)}}};
+  std::vector<bool> chosen(candidates.size(), false);
+  std::vector<std::size_t> batch;
+  for (const auto& [ranked_by, quota] : quotas) {
+    std::vector<std::size_t> ranking(candidates.size());
+    std::iota(ranking.begin(), ranking.end(), 0);
+    std::stable_sort(ranking.begin(), ranking.end(),
+                     [&](std::size_t a, std::size_t b) { return (*ranked_by)[a] > (*ranked_by)[b]; });
+    std::size_t taken = 0;
+    for (std::size_t position : ranking) {
+      if (taken == quota || batch.size() == batch_size) break;
+      if (chosen[position]) continue;
+      chosen[position] = true;
+      batch.push_back(candidates[position]);
+      ++taken;
+    }
+  }
+  return batch;
+}
+
 }  // namespace
 
 SearchResult run_artifact_strategy(BatchEvaluator& evaluator, const partition::SearchSpace& space,
                                    const SearchOptions& options) {
   const double static_power_w = evaluator.static_power_w();
-  SearchResult result;
-  result.static_power_w = static_power_w;
   std::mt19937_64 random(options.seed * 0x9e3779b97f4a7c15ULL + 3);
   FeatureRows features;
   for (std::size_t index = 0; index < space.size(); ++index) features.push_back(config_features(space, index));
-  std::vector<bool> evaluated(space.size(), false);
-  std::vector<std::size_t> order;
-  const auto measure = [&](const std::vector<std::size_t>& indices) {
-    std::vector<partition::KnobConfig> configs;
-    for (std::size_t index : indices) configs.push_back(space.at(index));
-    std::vector<Evaluation> measured = evaluator.measure(configs);
-    for (std::size_t position = 0; position < indices.size(); ++position) {
-      evaluated[indices[position]] = true;
-      order.push_back(indices[position]);
-      result.evaluations.push_back(std::move(measured[position]));
-    }
-    ++result.batches;
-    if (options.progress) options.progress(order.size(), options.budget);
-  };
+  MeasuredConfigs measured(evaluator, space, options);
 
   // The artifact's budgets put 43% (96 of 224, 48 of 112) into the random design and the rest
   // into four equal batches.
@@ -195,94 +245,31 @@ SearchResult run_artifact_strategy(BatchEvaluator& evaluator, const partition::S
   std::vector<std::size_t> shuffled(space.size());
   std::iota(shuffled.begin(), shuffled.end(), 0);
   std::shuffle(shuffled.begin(), shuffled.end(), random);
-  measure(std::vector<std::size_t>(shuffled.begin(), shuffled.begin() + static_cast<std::ptrdiff_t>(initial)));
+  measured.measure(std::vector<std::size_t>(shuffled.begin(), shuffled.begin() + static_cast<std::ptrdiff_t>(initial)));
 
   BootstrapEnsemble time_model(options.seed * 31 + 1);
   BootstrapEnsemble energy_model(options.seed * 31 + 2);
   const std::size_t rounds = 4;
-  for (std::size_t round = 0; round < rounds && order.size() < budget; ++round) {
-    const std::size_t batch_size = (budget - order.size() + (rounds - round) - 1) / (rounds - round);
-    FeatureRows rows;
-    std::vector<double> log_times;
-    std::vector<double> log_energies;
-    for (std::size_t position = 0; position < order.size(); ++position) {
-      const Evaluation& evaluation = result.evaluations[position];
-      rows.push_back(features[order[position]]);
-      log_times.push_back(std::log(evaluation.time_s));
-      log_energies.push_back(
-          std::log(std::max(evaluation.energy_j - static_power_w * evaluation.time_s, 1e-3 * evaluation.energy_j)));
-    }
-    time_model.fit(rows, log_times);
-    energy_model.fit(rows, log_energies);
+  for (std::size_t round = 0; round < rounds && measured.order().size() < budget; ++round) {
+    const std::size_t batch_size = (budget - measured.order().size() + (rounds - round) - 1) / (rounds - round);
+    const Observations observed = observe(features, measured);
+    time_model.fit(observed.rows, observed.log_times);
+    energy_model.fit(observed.rows, observed.log_energies);
     std::vector<std::size_t> candidates;
     FeatureRows candidate_rows;
     for (std::size_t index = 0; index < space.size(); ++index) {
-      if (evaluated[index]) continue;
+      if (measured.evaluated()[index]) continue;
       candidates.push_back(index);
       candidate_rows.push_back(features[index]);
     }
     const std::vector<Prediction> times = time_model.predict(candidate_rows);
     const std::vector<Prediction> energies = energy_model.predict(candidate_rows);
-    const HypervolumeImprovement energy_gain(
-        [&] {
-          std::vector<ObjectivePoint> points;
-          for (const Evaluation& e : result.evaluations)
-            points.push_back(objective_point(e, static_power_w, Objective::kEnergy));
-          return points;
-        }(),
-        reference_point(result.evaluations, static_power_w, Objective::kEnergy));
-    const HypervolumeImprovement effective_gain(
-        [&] {
-          std::vector<ObjectivePoint> points;
-          for (const Evaluation& e : result.evaluations) {
-            points.push_back(objective_point(e, static_power_w, Objective::kEffectiveEnergy));
-          }
-          return points;
-        }(),
-        reference_point(result.evaluations, static_power_w, Objective::kEffectiveEnergy));
-    std::vector<double> energy_score(candidates.size());
-    std::vector<double> effective_score(candidates.size());
-    std::vector<double> speed_score(candidates.size());
-    std::vector<double> uncertainty_score(candidates.size());
-    for (std::size_t position = 0; position < candidates.size(); ++position) {
-      const double time_s = std::exp(times[position].mean);
-      const double effective_j = std::exp(energies[position].mean);
-      energy_score[position] = energy_gain.improvement({time_s, effective_j + static_power_w * time_s});
-      effective_score[position] = effective_gain.improvement({time_s, effective_j});
-      speed_score[position] = -time_s;
-      uncertainty_score[position] = std::sqrt(times[position].variance) + std::sqrt(energies[position].variance);
-    }
-    const std::size_t by_energy = static_cast<std::size_t>(std::lround(0.4 * static_cast<double>(batch_size)));
-    const std::size_t by_effective = static_cast<std::size_t>(std::lround(0.2 * static_cast<double>(batch_size)));
-    const std::size_t by_speed = static_cast<std::size_t>(std::lround(0.2 * static_cast<double>(batch_size)));
-    const std::array<std::pair<const std::vector<double>*, std::size_t>, 4> quotas{
-        {{&energy_score, by_energy},
-         {&effective_score, by_effective},
-         {&speed_score, by_speed},
-         {&uncertainty_score, batch_size - std::min(batch_size, by_energy + by_effective + by_speed)}}};
-    std::vector<bool> chosen(candidates.size(), false);
-    std::vector<std::size_t> batch;
-    for (const auto& [scores, quota] : quotas) {
-      std::vector<std::size_t> ranking(candidates.size());
-      std::iota(ranking.begin(), ranking.end(), 0);
-      std::stable_sort(ranking.begin(), ranking.end(),
-                       [&](std::size_t a, std::size_t b) { return (*scores)[a] > (*scores)[b]; });
-      std::size_t taken = 0;
-      for (std::size_t position : ranking) {
-        if (taken == quota || batch.size() == batch_size) break;
-        if (chosen[position]) continue;
-        chosen[position] = true;
-        batch.push_back(candidates[position]);
-        ++taken;
-      }
-    }
+    const std::vector<std::size_t> batch =
+        quota_batch(candidates, artifact_scores(times, energies, measured.evaluations(), static_power_w), batch_size);
     if (batch.empty()) break;
-    measure(batch);
+    measured.measure(batch);
   }
-  result.stop_reason = order.size() == space.size() ? StopReason::kSpaceExhausted : StopReason::kBudget;
-  result.from_log = evaluator.from_log();
-  finish_result(result);
-  return result;
+  return measured.finish(StopReason::kBudget);
 }
 
 }  // namespace kareus::search

@@ -70,7 +70,8 @@ void run_search_command(const SearchCommandOptions& options) {
   }
   const search::SearchResult result = options.exhaustive ? search::run_exhaustive(devices, part, space, search_options)
                                                          : search::run_search(devices, part, space, search_options);
-  const search::SearchQuality quality = search::rate_search(gpu, part, space, result);
+  device::EmulatedDevice exact = device::exact_emulator(gpu);
+  const search::SearchQuality quality = search::rate_search(exact, part, space, result);
   if (options.json) {
     const search::SearchReportContext context{search_options.workload_json,
                                               gpu.name,

@@ -16,8 +16,9 @@
 //      or with kConverged when no neighbour is left and no config promises a gain.
 // The artifact's strategy (docs/kareus.md section 4: random design, 40/20/20/20 quota batches
 // over a bootstrap ensemble of gradient-boosted trees) is kept as a baseline, and exhaustive
-// search gives the ground truth. Every measurement can go through an EvaluationLog, so a
-// killed search resumes where it stopped; a batch is measured in parallel over several devices.
+// search gives the ground truth (search_quality.h rates a search against it). Every measurement
+// can go through an EvaluationLog, so a killed search resumes where it stopped; a batch is
+// measured in parallel over several devices.
 #pragma once
 
 #include <cstdint>
@@ -101,44 +102,6 @@ struct SearchResult {
                                           const SearchOptions& options);
 [[nodiscard]] SearchResult run_exhaustive(device::Device& device, const partition::Partition& partition,
                                           const partition::SearchSpace& space, const SearchOptions& options);
-
-/// Noise-robust fronts: re-measures each config on the effective-energy front of `evaluations`
-/// until it has `repeats` measurements, then replaces every measurement of those configs by
-/// their mean (a front picked from single noisy measurements favours configs measured lucky).
-/// Returns the measurements added; repeats <= 1 changes nothing.
-std::size_t remeasure_front(device::Device& device, const partition::Partition& partition, int repeats,
-                            double static_power_w, std::vector<Evaluation>& evaluations);
-
-/// Noise-free values (device::run_partition) of every config of `space`, in index order:
-/// the ground truth on the emulator.
-[[nodiscard]] std::vector<Evaluation> exact_evaluations(const device::GpuSpec& gpu,
-                                                        const partition::Partition& partition,
-                                                        const partition::SearchSpace& space);
-
-/// Quality of a search: the hypervolume of the Pareto front of the noise-free values of the
-/// `found` configs over that of the exhaustive noise-free front, both with the reference point
-/// 1.1 x (max t, max objective) over `exact` (exact_evaluations of `space`). Pass every
-/// evaluated config to rate what the search found (independent of the measurement noise), or
-/// only those on its measured front to rate what it reports (noise may put a config there that
-/// is truly dominated). Throws InputError if a config is not in `space`.
-[[nodiscard]] double hypervolume_ratio(const std::vector<partition::KnobConfig>& found,
-                                       const std::vector<Evaluation>& exact, const partition::SearchSpace& space,
-                                       double static_power_w, Objective objective);
-
-struct HypervolumeRatios {
-  double energy = 0;            ///< on (t, E)
-  double effective_energy = 0;  ///< on (t, E - P_static t)
-};
-
-/// How good a search result is on the emulator: hypervolume_ratio of every evaluated config
-/// (what the search found) and of the configs on its measured fronts (what it reports).
-struct SearchQuality {
-  HypervolumeRatios evaluated;
-  HypervolumeRatios front;
-};
-
-[[nodiscard]] SearchQuality rate_search(const device::GpuSpec& gpu, const partition::Partition& partition,
-                                        const partition::SearchSpace& space, const SearchResult& result);
 
 /// Normalised features of config `index` of `space`: clock, CTA count and slot index, each
 /// scaled to [0, 1] over the space's values (0.5 for a single value).

@@ -3,7 +3,7 @@
 // `kareus search` (and any C or Python caller) asks search_budget for the measurement budget
 // (10% of the space unless given) and prints search_report_json, the `kareus.search/1`
 // document: what was searched, the two measured fronts (time_s, energy_j per config) and
-// their hypervolume ratios against the exhaustive truth (rate_search in search.h).
+// their hypervolume ratios against the exhaustive truth (rate_search in search_quality.h).
 #pragma once
 
 #include <cstddef>
@@ -12,6 +12,7 @@
 #include <string>
 
 #include "kareus/search/search.h"
+#include "kareus/search/search_quality.h"
 
 namespace kareus::search {
 
