@@ -73,7 +73,6 @@ ReplayDevice::ReplayDevice(GpuSpec gpu, const std::vector<MeasurementRecord>& re
     ++entry.count;
     entry.mean.time_s += (record.time_s - entry.mean.time_s) / entry.count;
     entry.mean.energy_j += (record.energy_j - entry.mean.energy_j) / entry.count;
-    ++record_count_;
   }
 }
 

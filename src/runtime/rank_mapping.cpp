@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "kareus/common/error.h"
+#include "kareus/workload/workload.h"
 
 namespace kareus::runtime {
 
@@ -13,18 +14,17 @@ RankCoordinates map_rank(int global_rank, const ParallelDegrees& degrees) {
     const char* name;
     int value;
   } named[] = {{"tp", degrees.tp}, {"cp", degrees.cp}, {"pp", degrees.pp}, {"dp", degrees.dp}};
-  // The same bound as the workload's (docs/limits.md), checked factor by factor so the product
-  // never overflows.
-  constexpr long long kMaxWorldSize = 1 << 20;
+  // The workload's GPU bound (docs/limits.md), checked factor by factor so the product never
+  // overflows.
   long long world_size = 1;
   for (const auto& degree : named) {
     if (degree.value < 1) {
       throw InputError(fmt::format("parallel degree {} must be >= 1, found {}", degree.name, degree.value));
     }
     world_size *= degree.value;
-    if (world_size > kMaxWorldSize) {
+    if (world_size > workload::kMaxGpus) {
       throw InputError(fmt::format("world size tp {} x cp {} x pp {} x dp {} exceeds the limit of {} ranks", degrees.tp,
-                                   degrees.cp, degrees.pp, degrees.dp, kMaxWorldSize));
+                                   degrees.cp, degrees.pp, degrees.dp, workload::kMaxGpus));
     }
   }
   if (global_rank < 0 || global_rank >= world_size) {

@@ -57,7 +57,6 @@ class ReplayDevice final : public Device {
 
   /// Every measured config of `partition` (key and ops must match), config order.
   [[nodiscard]] std::vector<MeasuredConfig> measured_configs(const partition::Partition& partition) const;
-  [[nodiscard]] std::size_t record_count() const { return record_count_; }
 
  private:
   using ConfigKey = std::tuple<int, int, std::string>;  // freq_mhz, ctas, slot
@@ -74,7 +73,6 @@ class ReplayDevice final : public Device {
   GpuSpec gpu_;
   std::string origin_;
   std::map<std::string, WorkByOps> works_;
-  std::size_t record_count_ = 0;
 };
 
 /// Answers from a replay of earlier measurements where it can and measures on `live` (which

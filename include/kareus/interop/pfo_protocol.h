@@ -15,12 +15,14 @@
 #include <vector>
 
 #include "kareus/common/error.h"
+#include "kareus/workload/workload.h"
 
 namespace kareus::interop {
 
 inline constexpr std::size_t kMaxRequestBodyBytes = 1u << 20;  ///< 1 MiB
 inline constexpr int kMaxRequestJsonDepth = 16;
-inline constexpr int kMaxDegree = 1 << 20;  ///< parallel degrees, world size and ranks
+/// Parallel degrees, world size and ranks: the workload's GPU bound.
+inline constexpr int kMaxDegree = static_cast<int>(workload::kMaxGpus);
 
 /// A malformed request (HTTP 400); `field()` names the offending field ("" for the body itself).
 class RequestError : public InputError {

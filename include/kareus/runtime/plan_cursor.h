@@ -57,7 +57,6 @@ class PlanCursor {
 
   [[nodiscard]] int stage() const { return stage_; }
   [[nodiscard]] bool in_step() const { return in_step_; }
-  [[nodiscard]] bool in_instruction() const { return in_instruction_; }
   /// Completed steps since construction.
   [[nodiscard]] long long steps_completed() const { return steps_completed_; }
   [[nodiscard]] const plan::Plan& plan() const { return *plan_; }
