@@ -178,8 +178,9 @@ void bind_rank_mapping(py::module_& module) {
       "stage), each a list of global ranks ascending, in the order every rank must create them.");
 }
 
-/// The plan contract (plan.h): comm configs, plans, the workload check, the 1F1B order.
-void bind_plan(py::module_& module) {
+/// The plan contract (plan.h), in three parts: comm configs, plans with their workload check,
+/// the 1F1B order. The comm config of a partition key (launch slot, CTA count), as plans and the runtime hold it.
+void bind_comm_config(py::module_& module) {
   module.attr("SLOT_NONE") = std::string(part::kSlotNone);
   py::class_<part::CommConfig>(module, "CommConfig",
                                "The collective knobs of one partition key: launch slot and CTA count (0: NCCL's "
@@ -197,7 +198,10 @@ void bind_plan(py::module_& module) {
       .def("__repr__", [](const part::CommConfig& config) {
         return "CommConfig(slot='" + config.slot + "', ctas=" + std::to_string(config.ctas) + ")";
       });
+}
 
+/// A parsed plan (read_plan), its workload check and the workload it was made for.
+void bind_plan(py::module_& module) {
   py::class_<plan::PlannedInstruction>(module, "PlannedInstruction", "One instruction of a stage of a plan.")
       .def_property_readonly("type", [](const plan::PlannedInstruction& i) { return std::string(to_string(i.type)); })
       .def_readonly("microbatch", &plan::PlannedInstruction::microbatch)
@@ -241,6 +245,10 @@ void bind_plan(py::module_& module) {
       },
       py::arg("plan"), py::arg("origin") = "plan",
       "(Workload, gpu name) the plan was made for; raises InputError when its block is incomplete.");
+}
+
+/// The 1F1B order every Python caller follows (no copy of it in Python).
+void bind_pipeline_order(py::module_& module) {
   module.def(
       "one_f_one_b",
       [](int stage, int stages, int microbatches) {
@@ -427,7 +435,9 @@ PYBIND11_MODULE(_runtime, module) {
   module.doc() = "kareus runtime: follow a kareus.plan/1 plan from a training loop";
   bind_errors(module);
   bind_rank_mapping(module);
+  bind_comm_config(module);
   bind_plan(module);
+  bind_pipeline_order(module);
   bind_presets(module);
   bind_workload(module);
   bind_runtime(module);

@@ -218,33 +218,27 @@ ArtifactKeyLayout artifact_key_layout(const workload::Workload& workload) {
 std::string freqs_file_name(int number) { return fmt::format("freqs_pipeline_{:05d}.py", number); }
 std::string scheds_file_name(int number) { return fmt::format("scheds_pipeline_{:05d}.py", number); }
 
-ArtifactFiles export_artifact(const plan::Plan& plan, const workload::Workload& workload, int number,
-                              std::string_view origin) {
-  const ArtifactKeyLayout layout = artifact_key_layout(workload);
-  const int microbatches = workload.parallel.microbatches;
-  plan::check_plan_workload(plan, plan::plan_workload_json(workload, ""), origin);
-  SlotTable slots(workload);
-  bool any_overlap = false;
-  for (const plan::StagePlan& stage : plan.stages) {
-    for (const plan::PlannedInstruction& instruction : stage.instructions) {
-      any_overlap |= plan::effective_overlap(instruction) == workload::OverlapMode::kNanobatch;
-    }
-  }
-  ArtifactFiles files;
-  files.freqs_py = "[\n";
+namespace {
+
+// ---- export steps ----
+
+/// The freqs file: one list per stage of (type, MHz) in plan order, then `comments`.
+std::string freqs_file_text(const plan::Plan& plan, const std::string& comments) {
+  std::string text = "[\n";
   for (const plan::StagePlan& stage : plan.stages) {
     std::vector<std::string> entries;
     for (const plan::PlannedInstruction& instruction : stage.instructions) {
       entries.push_back(fmt::format("({}, {})", py_quoted(kareus::to_string(instruction.type)), instruction.freq_mhz));
     }
-    files.freqs_py += "[" + join(entries) + "],\n";
+    text += "[" + join(entries) + "],\n";
   }
-  const std::string comments =
-      fmt::format("# Iteration {} predicted time_s: {}\n# Iteration {} predicted energy_j: {}\n", number,
-                  plan.predicted_time_s, number, plan.predicted_energy_j);
-  files.freqs_py += "]\n" + comments;
-  if (!any_overlap) return files;
+  return text + "]\n" + comments;
+}
 
+/// Refuses a nanobatched instruction whose comm configs are not one per key of the artifact's
+/// layout, at a launch slot of the key's partition, with a CTA count the artifact can launch.
+void check_comm_configs(const plan::Plan& plan, const ArtifactKeyLayout& layout, SlotTable& slots,
+                        std::string_view origin) {
   for (const plan::StagePlan& stage : plan.stages) {
     for (std::size_t index = 0; index < stage.instructions.size(); ++index) {
       const plan::PlannedInstruction& instruction = stage.instructions[index];
@@ -270,7 +264,13 @@ ArtifactFiles export_artifact(const plan::Plan& plan, const workload::Workload& 
       }
     }
   }
-  files.scheds_py = "[\n";
+}
+
+/// The scheds file: per stage, one entry per instruction (full recompute) or one (forward,
+/// backward) pair per microbatch in microbatch order, then `comments`.
+std::string scheds_file_text(const plan::Plan& plan, const ArtifactKeyLayout& layout, int microbatches,
+                             const std::string& comments) {
+  std::string text = "[\n";
   for (const plan::StagePlan& stage : plan.stages) {
     std::vector<std::string> entries;
     if (layout.per_instruction) {
@@ -278,7 +278,6 @@ ArtifactFiles export_artifact(const plan::Plan& plan, const workload::Workload& 
         entries.push_back(entry_text(instruction.type, keys_of(layout, instruction.type), instruction));
       }
     } else {
-      // One (forward, backward) pair per microbatch, in microbatch order.
       std::vector<const plan::PlannedInstruction*> forward(microbatches);
       std::vector<const plan::PlannedInstruction*> backward(microbatches);
       for (const plan::PlannedInstruction& instruction : stage.instructions) {
@@ -290,31 +289,27 @@ ArtifactFiles export_artifact(const plan::Plan& plan, const workload::Workload& 
                                       entry_text(Direction::kBackward, layout.backward_keys, *backward[microbatch])));
       }
     }
-    files.scheds_py += "[" + join(entries) + "],\n";
+    text += "[" + join(entries) + "],\n";
   }
-  files.scheds_py += "]\n" + comments;
-  return files;
+  return text + "]\n" + comments;
 }
 
-plan::Plan import_artifact(std::string_view freqs_py, std::string_view freqs_origin,
-                           const std::optional<std::string>& scheds_py, std::string_view scheds_origin,
-                           const workload::Workload& workload, std::string_view gpu_name) {
+// ---- import steps ----
+
+/// The freqs file's stages: (type, MHz) entries in 1F1B order, nanobatched when a scheds file
+/// follows (the artifact without one runs plain Megatron).
+std::vector<plan::StagePlan> read_freqs(std::string_view freqs_py, const Origin& freqs,
+                                        const workload::Workload& workload, bool nanobatched) {
   const int stages = workload.parallel.pp;
   const int microbatches = workload.parallel.microbatches;
-  const Origin freqs{freqs_origin};
-  const PyValue freqs_root = detail::parse_python_literal(freqs_py, freqs_origin);
-  expect(freqs, freqs_root, PyValue::Kind::kList, "the file");
-  if (static_cast<int>(freqs_root.items.size()) != stages) {
-    freqs.fail(freqs_root,
-               fmt::format("expected {} stage lists (--pp {}), found {}", stages, stages, freqs_root.items.size()));
+  const PyValue root = detail::parse_python_literal(freqs_py, freqs.file);
+  expect(freqs, root, PyValue::Kind::kList, "the file");
+  if (static_cast<int>(root.items.size()) != stages) {
+    freqs.fail(root, fmt::format("expected {} stage lists (--pp {}), found {}", stages, stages, root.items.size()));
   }
-  plan::Plan plan;
-  // As parse_plan stores it, so an imported plan equals the plan file it was exported from.
-  plan.workload_json = nlohmann::json::parse(plan::plan_workload_json(workload, gpu_name)).dump();
-  plan.predicted_time_s = predicted_figure(freqs_py, "time_s", freqs_origin);
-  plan.predicted_energy_j = predicted_figure(freqs_py, "energy_j", freqs_origin);
+  std::vector<plan::StagePlan> result;
   for (int stage = 0; stage < stages; ++stage) {
-    const PyValue& list = freqs_root.items[stage];
+    const PyValue& list = root.items[stage];
     expect(freqs, list, PyValue::Kind::kList, fmt::format("stage {}", stage));
     const std::vector<pipeline::Instruction> order = pipeline::one_f_one_b(stage, stages, microbatches);
     if (list.items.size() != order.size()) {
@@ -339,39 +334,84 @@ plan::Plan import_artifact(std::string_view freqs_py, std::string_view freqs_ori
       if (clock.int_value < 1 || clock.int_value > kMaxFreqMhz) {
         freqs.fail(clock, fmt::format("{}: clock must be in 1..{} MHz, found {}", where, kMaxFreqMhz, clock.int_value));
       }
-      // Without a scheds file the artifact runs plain Megatron (no nanobatching).
       stage_plan.instructions.push_back({type,
                                          order[index].microbatch,
                                          static_cast<int>(clock.int_value),
-                                         scheds_py ? workload::OverlapMode::kNanobatch : workload::OverlapMode::kNone,
+                                         nanobatched ? workload::OverlapMode::kNanobatch : workload::OverlapMode::kNone,
                                          {}});
     }
-    plan.stages.push_back(std::move(stage_plan));
+    result.push_back(std::move(stage_plan));
   }
-  if (!scheds_py) return plan;
+  return result;
+}
 
-  const ArtifactKeyLayout layout = artifact_key_layout(workload);
-  SlotTable slots(workload);
-  const Origin scheds{scheds_origin};
-  const PyValue scheds_root = detail::parse_python_literal(*scheds_py, scheds_origin);
-  expect(scheds, scheds_root, PyValue::Kind::kList, "the file");
-  if (static_cast<int>(scheds_root.items.size()) != stages) {
-    scheds.fail(scheds_root,
-                fmt::format("expected {} stage lists (--pp {}), found {}", stages, stages, scheds_root.items.size()));
+/// Reads a scheds file's comm configs into the instructions read from its freqs file.
+class SchedsReader {
+ public:
+  SchedsReader(const Origin& scheds, std::string_view freqs_origin, const workload::Workload& workload)
+      : scheds_(scheds), freqs_origin_(freqs_origin), layout_(artifact_key_layout(workload)), slots_(workload) {}
+
+  void read(std::string_view scheds_py, std::vector<plan::StagePlan>& stages, int microbatches) {
+    const PyValue root = detail::parse_python_literal(scheds_py, scheds_.file);
+    expect(scheds_, root, PyValue::Kind::kList, "the file");
+    if (root.items.size() != stages.size()) {
+      scheds_.fail(root, fmt::format("expected {} stage lists (--pp {}), found {}", stages.size(), stages.size(),
+                                     root.items.size()));
+    }
+    for (std::size_t stage = 0; stage < stages.size(); ++stage) {
+      const PyValue& list = root.items[stage];
+      expect(scheds_, list, PyValue::Kind::kList, fmt::format("stage {}", stage));
+      if (layout_.per_instruction) {
+        read_per_instruction(list, stage, stages[stage].instructions);
+      } else {
+        read_per_microbatch(list, stage, stages[stage].instructions, microbatches);
+      }
+    }
   }
-  // Reads one ('forward'|'backward', config, ...) tuple into `instruction`.
-  const auto read_entry = [&](const PyValue& entry, Direction expected_type, const std::vector<std::string>& keys,
-                              plan::PlannedInstruction& instruction, const std::string& where) {
-    expect(scheds, entry, PyValue::Kind::kTuple, where);
-    if (entry.items.empty()) scheds.fail(entry, where + ": empty tuple");
-    const Direction type = instruction_type(scheds, entry.items[0], where);
-    if (type != expected_type) {
-      scheds.fail(entry, fmt::format("{}: expected '{}' (as in {}), found '{}'", where,
-                                     kareus::to_string(expected_type), freqs_origin, kareus::to_string(type)));
+
+ private:
+  void read_per_instruction(const PyValue& list, std::size_t stage,
+                            std::vector<plan::PlannedInstruction>& instructions) {
+    if (list.items.size() != instructions.size()) {
+      scheds_.fail(list, fmt::format("stage {}: expected {} entries (as in {}), found {}", stage, instructions.size(),
+                                     freqs_origin_, list.items.size()));
+    }
+    for (std::size_t index = 0; index < instructions.size(); ++index) {
+      read_entry(list.items[index], instructions[index], fmt::format("stage {} entry {}", stage, index));
+    }
+  }
+
+  void read_per_microbatch(const PyValue& list, std::size_t stage, std::vector<plan::PlannedInstruction>& instructions,
+                           int microbatches) {
+    if (static_cast<int>(list.items.size()) != microbatches) {
+      scheds_.fail(list, fmt::format("stage {}: expected {} (forward, backward) pairs, one per microbatch, found {}",
+                                     stage, microbatches, list.items.size()));
+    }
+    for (int microbatch = 0; microbatch < microbatches; ++microbatch) {
+      const PyValue& pair = list.items[microbatch];
+      const std::string where = fmt::format("stage {} microbatch {}", stage, microbatch);
+      expect(scheds_, pair, PyValue::Kind::kTuple, where);
+      if (pair.items.size() != 2) scheds_.fail(pair, where + ": expected a (forward, backward) pair");
+      for (plan::PlannedInstruction& instruction : instructions) {
+        if (instruction.microbatch != microbatch) continue;
+        read_entry(pair.items[instruction.type == Direction::kForward ? 0 : 1], instruction, where);
+      }
+    }
+  }
+
+  // One ('forward'|'backward', config, ...) tuple: all "not overlapped" configs, or one per key.
+  void read_entry(const PyValue& entry, plan::PlannedInstruction& instruction, const std::string& where) {
+    const std::vector<std::string> keys = keys_of(layout_, instruction.type);
+    expect(scheds_, entry, PyValue::Kind::kTuple, where);
+    if (entry.items.empty()) scheds_.fail(entry, where + ": empty tuple");
+    const Direction type = instruction_type(scheds_, entry.items[0], where);
+    if (type != instruction.type) {
+      scheds_.fail(entry, fmt::format("{}: expected '{}' (as in {}), found '{}'", where,
+                                      kareus::to_string(instruction.type), freqs_origin_, kareus::to_string(type)));
     }
     if (entry.items.size() != keys.size() + 1) {
-      scheds.fail(entry, fmt::format("{}: a {} entry holds {} comm configs ({}), found {}", where,
-                                     kareus::to_string(type), keys.size(), join(keys), entry.items.size() - 1));
+      scheds_.fail(entry, fmt::format("{}: a {} entry holds {} comm configs ({}), found {}", where,
+                                      kareus::to_string(type), keys.size(), join(keys), entry.items.size() - 1));
     }
     const auto not_overlapped = [](const PyValue& config) {
       return config.kind == PyValue::Kind::kString && config.string_value == kNotOverlappedConfig;
@@ -381,42 +421,51 @@ plan::Plan import_artifact(std::string_view freqs_py, std::string_view freqs_ori
       return;
     }
     for (std::size_t slot = 0; slot < keys.size(); ++slot) {
-      instruction.partitions[keys[slot]] = parse_config(scheds, entry.items[slot + 1], keys[slot], slots, where);
-    }
-  };
-  for (int stage = 0; stage < stages; ++stage) {
-    const PyValue& list = scheds_root.items[stage];
-    expect(scheds, list, PyValue::Kind::kList, fmt::format("stage {}", stage));
-    std::vector<plan::PlannedInstruction>& instructions = plan.stages[stage].instructions;
-    if (layout.per_instruction) {
-      if (list.items.size() != instructions.size()) {
-        scheds.fail(list, fmt::format("stage {}: expected {} entries (as in {}), found {}", stage, instructions.size(),
-                                      freqs_origin, list.items.size()));
-      }
-      for (std::size_t index = 0; index < instructions.size(); ++index) {
-        plan::PlannedInstruction& instruction = instructions[index];
-        read_entry(list.items[index], instruction.type, keys_of(layout, instruction.type), instruction,
-                   fmt::format("stage {} entry {}", stage, index));
-      }
-      continue;
-    }
-    if (static_cast<int>(list.items.size()) != microbatches) {
-      scheds.fail(list, fmt::format("stage {}: expected {} (forward, backward) pairs, one per microbatch, found {}",
-                                    stage, microbatches, list.items.size()));
-    }
-    for (int microbatch = 0; microbatch < microbatches; ++microbatch) {
-      const PyValue& pair = list.items[microbatch];
-      const std::string where = fmt::format("stage {} microbatch {}", stage, microbatch);
-      expect(scheds, pair, PyValue::Kind::kTuple, where);
-      if (pair.items.size() != 2) scheds.fail(pair, where + ": expected a (forward, backward) pair");
-      for (plan::PlannedInstruction& instruction : instructions) {
-        if (instruction.microbatch != microbatch) continue;
-        const bool forward = instruction.type == Direction::kForward;
-        read_entry(pair.items[forward ? 0 : 1], instruction.type, keys_of(layout, instruction.type), instruction,
-                   where);
-      }
+      instruction.partitions[keys[slot]] = parse_config(scheds_, entry.items[slot + 1], keys[slot], slots_, where);
     }
   }
+
+  const Origin& scheds_;
+  std::string_view freqs_origin_;
+  ArtifactKeyLayout layout_;
+  SlotTable slots_;
+};
+
+}  // namespace
+
+ArtifactFiles export_artifact(const plan::Plan& plan, const workload::Workload& workload, int number,
+                              std::string_view origin) {
+  const ArtifactKeyLayout layout = artifact_key_layout(workload);
+  plan::check_plan_workload(plan, plan::plan_workload_json(workload, ""), origin);
+  const std::string comments =
+      fmt::format("# Iteration {} predicted time_s: {}\n# Iteration {} predicted energy_j: {}\n", number,
+                  plan.predicted_time_s, number, plan.predicted_energy_j);
+  ArtifactFiles files;
+  files.freqs_py = freqs_file_text(plan, comments);
+  const bool any_overlap = std::any_of(plan.stages.begin(), plan.stages.end(), [](const plan::StagePlan& stage) {
+    return std::any_of(stage.instructions.begin(), stage.instructions.end(), [](const auto& instruction) {
+      return plan::effective_overlap(instruction) == workload::OverlapMode::kNanobatch;
+    });
+  });
+  if (!any_overlap) return files;
+  SlotTable slots(workload);
+  check_comm_configs(plan, layout, slots, origin);
+  files.scheds_py = scheds_file_text(plan, layout, workload.parallel.microbatches, comments);
+  return files;
+}
+
+plan::Plan import_artifact(std::string_view freqs_py, std::string_view freqs_origin,
+                           const std::optional<std::string>& scheds_py, std::string_view scheds_origin,
+                           const workload::Workload& workload, std::string_view gpu_name) {
+  plan::Plan plan;
+  plan.stages = read_freqs(freqs_py, Origin{freqs_origin}, workload, scheds_py.has_value());
+  // As parse_plan stores it, so an imported plan equals the plan file it was exported from.
+  plan.workload_json = nlohmann::json::parse(plan::plan_workload_json(workload, gpu_name)).dump();
+  plan.predicted_time_s = predicted_figure(freqs_py, "time_s", freqs_origin);
+  plan.predicted_energy_j = predicted_figure(freqs_py, "energy_j", freqs_origin);
+  if (!scheds_py) return plan;
+  const Origin scheds{scheds_origin};
+  SchedsReader(scheds, freqs_origin, workload).read(*scheds_py, plan.stages, workload.parallel.microbatches);
   return plan;
 }
 

@@ -71,6 +71,75 @@ void profile_plan_inputs(const ProfileOptions& options, const device::GpuSpec& g
   fmt::print(stderr, "kareus profile: {} measurements in {}\n", recording.records().size(), options.out);
 }
 
+/// What to measure: sweeps of fixed jobs (--kernels, --partition with --strategy random) or the
+/// keys to search (--partition); neither for --all and --clock-switch alone.
+struct ProfileWork {
+  std::vector<device::ProfileJob> jobs;
+  std::vector<std::string> searched_keys;
+};
+
+ProfileWork profile_work(const ProfileOptions& options, const workload::Workload& workload,
+                         const std::vector<int>& clocks) {
+  ProfileWork work;
+  if (options.kernels) {
+    const std::vector<int> ctas = partition::parse_cta_range(options.kernel_ctas, "--kernel-ctas").values();
+    work.jobs = device::plan_kernel_sweep(workload, clocks, ctas);
+  } else if (!options.partitions.empty()) {
+    if (options.strategy == "random") {
+      work.jobs = device::plan_partition_sweep(workload, options.partitions, clocks, options.budget, options.seed);
+    } else {
+      work.searched_keys = options.partitions;
+    }
+  } else if (!options.clock_switch && !options.all) {
+    throw InputError("say what to measure: --partition KEY, --all, --kernels or --clock-switch");
+  }
+  return work;
+}
+
+/// Records go to --out (progress on stderr) or, without it, to stdout.
+device::ProfileSink profile_sink(const ProfileOptions& options, const workload::Workload& workload) {
+  device::ProfileSink sink;
+  sink.out = options.out;
+  sink.warn = [](const std::string& message) { fmt::print(stderr, "kareus profile: warning: {}\n", message); };
+  sink.workload_json = workload::workload_to_json(workload);
+  const bool to_stdout = options.out.empty();
+  sink.progress = [to_stdout](const device::MeasurementRecord& record, std::size_t done, std::size_t total) {
+    if (to_stdout) {
+      fmt::print("{}\n", device::to_json_line(record));
+    } else {
+      fmt::print(stderr, "[{}/{}] {} {} MHz {} CTAs {}: {:.6f} s {:.4f} J{}\n", done, total, record.partition.key,
+                 record.config.freq_mhz, record.config.ctas, record.config.slot, record.time_s, record.energy_j,
+                 record.details.stable ? "" : " (unstable)");
+    }
+  };
+  return sink;
+}
+
+/// The clock-switch latency from the lowest to the highest clock and back, one JSON line each.
+void print_clock_switches(device::CudaDevice& cuda, const std::vector<int>& clocks) {
+  for (auto [from, to] : {std::pair{clocks.front(), clocks.back()}, std::pair{clocks.back(), clocks.front()}}) {
+    const device::ClockSwitchResult result = cuda.measure_clock_switch(from, to);
+    fmt::print(
+        "{{\"clock_switch\": {{\"from_mhz\": {}, \"to_mhz\": {}, \"call_s\": {:.6f}, \"settle_s\": {:.6f}, "
+        "\"observed_mhz\": {}}}}}\n",
+        result.from_mhz, result.to_mhz, result.call_s, result.settle_s, result.observed_mhz);
+  }
+}
+
+/// The search picks each next config from what it measured; every measurement is logged.
+void search_keys(const ProfileOptions& options, const workload::Workload& workload, const std::vector<int>& clocks,
+                 const std::vector<std::string>& keys, device::Device& measured, const device::ProfileSink& sink) {
+  for (const std::string& key : keys) {
+    const partition::Partition representative = partition::representative_partition(workload, key);
+    const partition::SearchSpace space = partition::make_search_space(representative, clocks, {});
+    search::SearchOptions search_options;
+    search_options.budget = std::min(options.budget, space.size());
+    search_options.seed = options.seed;
+    device::RecordingDevice recording(measured, sink, search_options.budget);
+    (void)search::run_search(recording, representative, space, search_options);
+  }
+}
+
 void run_profile_command(const ProfileOptions& options) {
   if (options.backend != "cuda" && options.backend != "emulator") {
     throw InputError(fmt::format("--backend {}: expected cuda or emulator", options.backend));
@@ -81,37 +150,10 @@ void run_profile_command(const ProfileOptions& options) {
   if (options.strategy != "search" && options.strategy != "random") {
     throw InputError(fmt::format("--strategy {}: expected search or random", options.strategy));
   }
-  std::vector<device::ProfileJob> jobs;
-  std::vector<std::string> searched_keys;
-  if (options.kernels) {
-    const std::vector<int> ctas = partition::parse_cta_range(options.kernel_ctas, "--kernel-ctas").values();
-    jobs = device::plan_kernel_sweep(workload, clocks, ctas);
-  } else if (!options.partitions.empty()) {
-    const std::vector<std::string> keys = options.partitions;
-    if (options.strategy == "random") {
-      jobs = device::plan_partition_sweep(workload, keys, clocks, options.budget, options.seed);
-    } else {
-      searched_keys = keys.empty() ? partition::searchable_keys(workload) : keys;
-    }
-  } else if (!options.clock_switch && !options.all) {
-    throw InputError("say what to measure: --partition KEY, --all, --kernels or --clock-switch");
-  }
-
+  const ProfileWork work = profile_work(options, workload, clocks);
   // Checked before measuring: a directory here used to fail only at the first record (exit 1).
   if (!options.out.empty()) check_writable_file(options.out, "--out");
-  device::ProfileSink sink;
-  sink.out = options.out;
-  sink.warn = [](const std::string& message) { fmt::print(stderr, "kareus profile: warning: {}\n", message); };
-  sink.workload_json = workload::workload_to_json(workload);
-  sink.progress = [&](const device::MeasurementRecord& record, std::size_t done, std::size_t total) {
-    if (options.out.empty()) {
-      fmt::print("{}\n", device::to_json_line(record));
-    } else {
-      fmt::print(stderr, "[{}/{}] {} {} MHz {} CTAs {}: {:.6f} s {:.4f} J{}\n", done, total, record.partition.key,
-                 record.config.freq_mhz, record.config.ctas, record.config.slot, record.time_s, record.energy_j,
-                 record.details.stable ? "" : " (unstable)");
-    }
-  };
+  device::ProfileSink sink = profile_sink(options, workload);
   std::unique_ptr<device::Device> measured;
   device::CudaDevice* cuda = nullptr;
   if (options.backend == "cuda") {
@@ -128,29 +170,14 @@ void run_profile_command(const ProfileOptions& options) {
   }
   if (options.clock_switch) {
     if (cuda == nullptr) throw InputError("--clock-switch needs --backend cuda");
-    for (auto [from, to] : {std::pair{clocks.front(), clocks.back()}, std::pair{clocks.back(), clocks.front()}}) {
-      const device::ClockSwitchResult result = cuda->measure_clock_switch(from, to);
-      fmt::print(
-          "{{\"clock_switch\": {{\"from_mhz\": {}, \"to_mhz\": {}, \"call_s\": {:.6f}, \"settle_s\": {:.6f}, "
-          "\"observed_mhz\": {}}}}}\n",
-          result.from_mhz, result.to_mhz, result.call_s, result.settle_s, result.observed_mhz);
-    }
+    print_clock_switches(*cuda, clocks);
   }
   if (options.all) {
     profile_plan_inputs(options, gpu, workload, clocks, *measured, sink);
     return;
   }
-  (void)device::run_profile(*measured, jobs, sink);
-  // The search picks each next config from what it measured; every measurement is logged.
-  for (const std::string& key : searched_keys) {
-    const partition::Partition representative = partition::representative_partition(workload, key);
-    const partition::SearchSpace space = partition::make_search_space(representative, clocks, {});
-    search::SearchOptions search_options;
-    search_options.budget = std::min(options.budget, space.size());
-    search_options.seed = options.seed;
-    device::RecordingDevice recording(*measured, sink, search_options.budget);
-    (void)search::run_search(recording, representative, space, search_options);
-  }
+  (void)device::run_profile(*measured, work.jobs, sink);
+  search_keys(options, workload, clocks, work.searched_keys, *measured, sink);
 }
 
 }  // namespace
