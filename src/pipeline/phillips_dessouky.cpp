@@ -10,93 +10,18 @@
 #include <fmt/format.h>
 
 #include "kareus/common/error.h"
+#include "pipeline/dag_timing.h"
 #include "pipeline/max_flow.h"
+#include "pipeline/plan_retimer.h"
 
 namespace kareus::pipeline {
 namespace {
 
 constexpr double kInfinity = std::numeric_limits<double>::infinity();
 
-// Predecessors and successors in compressed form plus a topological order, built once.
-struct Topology {
-  std::vector<int> order;
-  std::vector<int> pred_first, preds;
-  std::vector<int> succ_first, succs;
-
-  explicit Topology(const PipelineDag& dag) {
-    const int count = static_cast<int>(dag.operations.size());
-    pred_first.assign(count + 1, 0);
-    succ_first.assign(count + 1, 0);
-    for (const auto& [before, after] : dag.edges) {
-      ++succ_first[before + 1];
-      ++pred_first[after + 1];
-    }
-    for (int op = 0; op < count; ++op) {
-      succ_first[op + 1] += succ_first[op];
-      pred_first[op + 1] += pred_first[op];
-    }
-    preds.resize(dag.edges.size());
-    succs.resize(dag.edges.size());
-    std::vector<int> succ_fill(succ_first.begin(), succ_first.end() - 1);
-    std::vector<int> pred_fill(pred_first.begin(), pred_first.end() - 1);
-    for (const auto& [before, after] : dag.edges) {
-      succs[succ_fill[before]++] = after;
-      preds[pred_fill[after]++] = before;
-    }
-    // Kahn's algorithm.
-    std::vector<int> waiting(count);
-    for (int op = 0; op < count; ++op) {
-      waiting[op] = pred_first[op + 1] - pred_first[op];
-      if (waiting[op] == 0) order.push_back(op);
-    }
-    for (std::size_t read = 0; read < order.size(); ++read) {
-      const int op = order[read];
-      for (int position = succ_first[op]; position < succ_first[op + 1]; ++position) {
-        if (--waiting[succs[position]] == 0) order.push_back(succs[position]);
-      }
-    }
-    if (order.size() != dag.operations.size()) throw Error("pipeline dag has a cycle");
-  }
-};
-
-// Longest path with durations given by `duration(op)`; fills `start` and returns the makespan.
-template <typename T, typename Duration>
-T forward_pass(const Topology& topology, std::vector<T>& start, Duration duration) {
-  T makespan = 0;
-  for (const int op : topology.order) {
-    T earliest = 0;
-    for (int position = topology.pred_first[op]; position < topology.pred_first[op + 1]; ++position) {
-      const int pred = topology.preds[position];
-      earliest = std::max(earliest, start[pred] + duration(pred));
-    }
-    start[op] = earliest;
-    makespan = std::max(makespan, earliest + duration(op));
-  }
-  return makespan;
-}
-
-// Latest finish times for durations `duration(op)` and a given makespan, in reverse
-// topological order. `visit(op)` runs as soon as latest_finish[op] is set, before any
-// predecessor reads duration(op), so it may change op's duration (slack reclamation does).
-template <typename T, typename Duration, typename Visit>
-void latest_finish_pass(const Topology& topology, std::vector<T>& latest_finish, T makespan, Duration duration,
-                        Visit visit) {
-  for (auto position = topology.order.rbegin(); position != topology.order.rend(); ++position) {
-    const int op = *position;
-    T latest = makespan;
-    for (int index = topology.succ_first[op]; index < topology.succ_first[op + 1]; ++index) {
-      const int succ = topology.succs[index];
-      latest = std::min(latest, latest_finish[succ] - duration(succ));
-    }
-    latest_finish[op] = latest;
-    visit(op);
-  }
-}
-
-template <typename T, typename Duration>
-void latest_finish_pass(const Topology& topology, std::vector<T>& latest_finish, T makespan, Duration duration) {
-  latest_finish_pass(topology, latest_finish, makespan, duration, [](int) {});
-}
+using detail::forward_pass;
+using detail::latest_finish_pass;
+using detail::Topology;
 
 PlanEvaluation evaluate(const PipelineDag& dag, const Topology& topology, std::span<const int> option_indices, int gpus,
                         std::vector<double>& start) {
@@ -268,7 +193,8 @@ class Solver {
                                    })),
         planned_options_(count_),
         start_try_(count_),
-        latest_finish_try_(count_) {
+        latest_finish_try_(count_),
+        retimer_(dag, topology_, gpus_, finer_options_) {
     for (int op = 0; op < count_; ++op) {
       duration_[op] = spec(op).max_quant_time();
       planned_options_[op] = spec(op).option_index_for(duration_[op]);
@@ -761,42 +687,34 @@ class Solver {
     return after != frontier_.begin() && std::prev(after)->second.first <= energy_j * (1 + 1e-12);
   }
 
-  // Reclaims the slack of the plan in option_indices_ and records it when it is not
-  // dominated; returns its evaluation.
-  PlanEvaluation keep_if_new() {
-    reclaim_slack(dag_, topology_, option_indices_, real_start_, real_latest_finish_, finer_options_);
-    const PlanEvaluation real = evaluate(dag_, topology_, option_indices_, gpus_, real_start_);
-    if (!dominated(real.time_s, real.energy_j)) record_realized(real);
-    return real;
-  }
-
   // From `seed`, moves one operation one option slower at a time. The moves are ranked by
   // energy saved (effective energy plus static power x makespan x GPUs) per second of
   // makespan added, which one forward and one backward pass give exactly for every operation
   // (lengthening one by d adds max(0, d - its total float)); the best kTriedMoves are made,
-  // their slack reclaimed and their plans kept when new, and the walk goes on from the one
-  // with the best real rate. Ends when no move saves energy, after `max_steps` steps, or after
-  // `patience` steps in a row that kept no plan.
-  void walk_slower(std::vector<int> seed, int max_steps, int patience) {
+  // their slack reclaimed and their plans kept when new (re-timing only what each move reaches,
+  // PlanRetimer), and the walk goes on from the one with the best real rate. Ends when no move
+  // saves energy, after `max_steps` steps, or after `patience` steps in a row that kept no plan.
+  void walk_slower(std::span<const int> seed, int max_steps, int patience) {
     struct Move {
       double rate;  // predicted energy saved per second added, before slack reclamation
       int op;
     };
     std::vector<Move> moves;
-    option_indices_ = std::move(seed);
-    auto real_time = [&](int op) { return spec(op).options()[option_indices_[op]].time_s; };
+    retimer_.load(seed);
+    const detail::IncrementalTiming& timing = retimer_.timing();
     for (int step = 0, fruitless = 0; step < max_steps && fruitless < patience; ++step) {
       const std::size_t recorded = result_.iterations.size();
-      const PlanEvaluation now_plan = evaluate(dag_, topology_, option_indices_, gpus_, real_start_);
+      const PlanEvaluation now_plan = retimer_.evaluation();
       const double now_s = now_plan.time_s;
-      latest_finish_pass(topology_, real_latest_finish_, now_s, real_time);
+      const std::span<const int> walked = retimer_.options();
+      latest_finish_pass(topology_, real_latest_finish_, now_s, [&](int op) { return timing.duration_s(op); });
       moves.clear();
       for (int op = 0; op < count_; ++op) {
         const std::vector<ExecutionOption>& options = spec(op).options();
-        if (option_indices_[op] + 1 >= static_cast<int>(options.size())) continue;
-        const ExecutionOption& now = options[option_indices_[op]];
-        const ExecutionOption& slower = options[option_indices_[op] + 1];
-        const double total_float = real_latest_finish_[op] - (real_start_[op] + now.time_s);
+        if (walked[op] + 1 >= static_cast<int>(options.size())) continue;
+        const ExecutionOption& now = options[walked[op]];
+        const ExecutionOption& slower = options[walked[op] + 1];
+        const double total_float = real_latest_finish_[op] - (timing.start_s(op) + now.time_s);
         const double added_s = std::max(0.0, slower.time_s - now.time_s - total_float);
         const double saved_j =
             now.effective_energy_j - slower.effective_energy_j - dag_.static_power_w * gpus_ * added_s;
@@ -808,22 +726,25 @@ class Solver {
       std::partial_sort(
           moves.begin(), moves.begin() + static_cast<std::ptrdiff_t>(tried), moves.end(),
           [](const Move& a, const Move& b) { return a.rate > b.rate || (a.rate == b.rate && a.op < b.op); });
-      const std::vector<int> walked = option_indices_;
-      std::vector<int> next;
+      int next = -1;
       double next_rate = -kInfinity;
       for (std::size_t index = 0; index < tried; ++index) {
-        option_indices_ = walked;
-        ++option_indices_[moves[index].op];
-        const PlanEvaluation real = keep_if_new();
+        const PlanEvaluation real = retimer_.slow_down(moves[index].op);
+        if (!dominated(real.time_s, real.energy_j)) {
+          option_indices_.assign(retimer_.options().begin(), retimer_.options().end());
+          record_realized(real);
+        }
+        retimer_.rollback();
         const double saved_j = now_plan.energy_j - real.energy_j;
         const double rate = saved_j / std::max(real.time_s - now_s, 1e-15);
         if (saved_j > 0 && rate > next_rate) {
           next_rate = rate;
-          next = option_indices_;
+          next = moves[index].op;
         }
       }
-      if (next.empty()) break;
-      option_indices_ = std::move(next);
+      if (next < 0) break;
+      retimer_.slow_down(next);  // the same plan again: the tries are deterministic
+      retimer_.commit();
       fruitless = result_.iterations.size() > recorded ? 0 : fruitless + 1;
     }
   }
@@ -889,6 +810,7 @@ class Solver {
   std::vector<char> tight_;           // per DAG edge: without float at the last mark_critical()
   std::vector<std::int64_t> start_try_, latest_finish_try_;
 
+  detail::PlanRetimer retimer_;  // the walks' plan
   PhillipsDessoukyResult result_;
 };
 

@@ -1,0 +1,111 @@
+#include "pipeline/plan_retimer.h"
+
+#include <algorithm>
+#include <cassert>
+#include <limits>
+
+namespace kareus::pipeline::detail {
+namespace {
+constexpr double kInfinity = std::numeric_limits<double>::infinity();
+}  // namespace
+
+PlanRetimer::PlanRetimer(const PipelineDag& dag, const Topology& topology, int gpus, bool finer_options)
+    : dag_(dag),
+      topology_(topology),
+      gpus_(gpus),
+      finer_options_(finer_options),
+      timing_(topology),
+      options_(topology.size()),
+      next_time_s_(topology.size()),
+      next_representative_s_(topology.size()) {}
+
+void PlanRetimer::load(std::span<const int> options) {
+  assert(static_cast<int>(options.size()) == topology_.size() && "PlanRetimer::load: one option per operation");
+  std::vector<double> duration_s(options.size());
+  for (int op = 0; op < topology_.size(); ++op) {
+    options_[op] = options[op];
+    duration_s[op] = option(op, options[op]).time_s;
+  }
+  timing_.assign(duration_s);
+  option_log_.clear();
+  for (int op = 0; op < topology_.size(); ++op) update_next_times(op);
+}
+
+void PlanRetimer::choose(int op, int index) {
+  if (index != options_[op]) option_log_.emplace_back(op, options_[op]);
+  options_[op] = index;
+  update_next_times(op);
+  timing_.set_duration(op, option(op, index).time_s);
+}
+
+void PlanRetimer::update_next_times(int op) {
+  const CandidateExecutionOptions& spec = dag_.specs[dag_.operations[op].spec];
+  const std::vector<ExecutionOption>& options = spec.options();
+  const int index = options_[op];
+  next_time_s_[op] = index + 1 < static_cast<int>(options.size()) ? options[index + 1].time_s : kInfinity;
+  const std::vector<int>& representatives = spec.representatives();
+  const auto next = std::upper_bound(representatives.begin(), representatives.end(), index);
+  next_representative_s_[op] = next != representatives.end() ? options[*next].time_s : kInfinity;
+}
+
+// One pass of slack reclamation (the rule in the file comment of plan_retimer.h). Durations only
+// grow in it, so times-to-the-end only grow and windows only shrink: an operation whose next
+// option does not fit now is never visited, and every other one is (watched).
+void PlanRetimer::reclaim_pass(bool representatives_only) {
+  const double makespan_s = timing_.makespan_s();
+  const std::vector<double>& next_s = representatives_only ? next_representative_s_ : next_time_s_;
+  watched_.clear();
+  for (int op = 0; op < topology_.size(); ++op) {
+    if (next_s[op] <= (makespan_s - timing_.tail_s(op)) - timing_.start_s(op)) watched_.push_back(op);
+  }
+  timing_.retime_tails(watched_, [&](int op) {
+    const double window_s = (makespan_s - timing_.tail_s(op)) - timing_.start_s(op);
+    if (!(next_s[op] <= window_s)) return;
+    const CandidateExecutionOptions& spec = dag_.specs[dag_.operations[op].spec];
+    const std::vector<ExecutionOption>& options = spec.options();
+    int chosen = options_[op];
+    if (representatives_only) {
+      const std::vector<int>& representatives = spec.representatives();
+      for (auto next = std::upper_bound(representatives.begin(), representatives.end(), chosen);
+           next != representatives.end() && options[*next].time_s <= window_s; ++next) {
+        chosen = *next;
+      }
+    } else {
+      while (chosen + 1 < static_cast<int>(options.size()) && options[chosen + 1].time_s <= window_s) ++chosen;
+    }
+    choose(op, chosen);
+  });
+  timing_.retime_starts();
+}
+
+PlanEvaluation PlanRetimer::slow_down(int op) {
+  assert(next_time_s_[op] < kInfinity && "PlanRetimer::slow_down: no slower option");
+  choose(op, options_[op] + 1);
+  timing_.retime_starts();
+  reclaim_pass(true);
+  if (finer_options_) reclaim_pass(false);
+  return evaluation();
+}
+
+void PlanRetimer::commit() {
+  timing_.commit();
+  option_log_.clear();
+}
+
+void PlanRetimer::rollback() {
+  timing_.rollback();
+  for (auto change = option_log_.rbegin(); change != option_log_.rend(); ++change)
+    options_[change->first] = change->second;
+  for (const auto& [op, before] : option_log_) update_next_times(op);
+  option_log_.clear();
+}
+
+// As evaluate_plan() computes it: effective energies summed in operation order.
+PlanEvaluation PlanRetimer::evaluation() const {
+  double effective = 0;
+  for (int op = 0; op < topology_.size(); ++op) effective += option(op, options_[op]).effective_energy_j;
+  const double makespan_s = timing_.makespan_s();
+  return {makespan_s, effective + dag_.static_power_w * makespan_s * gpus_};
+}
+
+}  // namespace kareus::pipeline::detail

@@ -1,0 +1,63 @@
+// src/pipeline/plan_retimer.h - one plan of a pipeline DAG on real times, tried one operation
+// one option slower at a time, its slack reclaimed and the result evaluated incrementally.
+//
+// The Phillips-Dessouky solver's walks (phillips_dessouky.h) make thousands of such tries from
+// each frontier plan. A try lengthens one operation; slack reclamation then lets every operation
+// whose next slower option now fits its window (latest finish - start, with latest finish =
+// makespan - time-to-the-end) take the slowest that fits, latest in topological order first,
+// first over the representatives and then, with `finer_options`, over every option; the plan is
+// evaluated as evaluate_plan() does (makespan; sum of effective energies in operation order +
+// static power x makespan x GPUs). Here only the operations a try reaches are re-timed
+// (dag_timing.h), and only those whose next option could fit are visited: an operation's window
+// only shrinks while operations get slower, so one that does not fit before the pass never fits
+// in it. The result equals, bit for bit, full passes of the same rule over the whole DAG
+// (tests/pipeline/plan_retimer_test.cpp). Units: seconds, joules.
+#pragma once
+
+#include <span>
+#include <vector>
+
+#include "kareus/pipeline/phillips_dessouky.h"
+#include "kareus/pipeline/pipeline_dag.h"
+#include "pipeline/dag_timing.h"
+
+namespace kareus::pipeline::detail {
+
+class PlanRetimer {
+ public:
+  /// `dag` and `topology` (of dag) must outlive this object. gpus > 0.
+  PlanRetimer(const PipelineDag& dag, const Topology& topology, int gpus, bool finer_options);
+
+  /// Makes `options` (one index per operation) the plan, timed by full passes; commits.
+  void load(std::span<const int> options);
+  /// Moves `op` one option slower (precondition: it has one), reclaims the slack, and returns
+  /// the evaluation of the plan that gives. rollback() returns to the committed plan.
+  PlanEvaluation slow_down(int op);
+  void commit();
+  void rollback();
+
+  [[nodiscard]] PlanEvaluation evaluation() const;
+  [[nodiscard]] std::span<const int> options() const { return options_; }
+  [[nodiscard]] const IncrementalTiming& timing() const { return timing_; }
+
+ private:
+  const ExecutionOption& option(int op, int index) const {
+    return dag_.specs[dag_.operations[op].spec].options()[index];
+  }
+  void choose(int op, int index);
+  void update_next_times(int op);
+  void reclaim_pass(bool representatives_only);
+
+  const PipelineDag& dag_;
+  const Topology& topology_;
+  const int gpus_;
+  const bool finer_options_;
+  IncrementalTiming timing_;
+  std::vector<int> options_;
+  std::vector<double> next_time_s_;              // per op: its next slower option's time, or +inf
+  std::vector<double> next_representative_s_;    // per op: its next slower representative's time, or +inf
+  std::vector<std::pair<int, int>> option_log_;  // (op, option before) since the last commit
+  std::vector<int> watched_;
+};
+
+}  // namespace kareus::pipeline::detail
