@@ -57,6 +57,11 @@ CandidateExecutionOptions::CandidateExecutionOptions(std::vector<ExecutionOption
     }
     hull_.push_back(index);
   }
+  if (max_quant_time() - min_quant_time() < kMaxHullTable) {
+    hull_table_.resize(static_cast<std::size_t>(max_quant_time() - min_quant_time() + 1));
+    for (std::size_t offset = 0; offset < hull_table_.size(); ++offset)
+      hull_table_[offset] = hull_cost_on_hull(min_quant_time() + static_cast<std::int64_t>(offset));
+  }
 }
 
 int CandidateExecutionOptions::option_index_for(std::int64_t quant_time) const {
@@ -66,7 +71,7 @@ int CandidateExecutionOptions::option_index_for(std::int64_t quant_time) const {
   return after == representatives_.begin() ? representatives_.front() : *(after - 1);
 }
 
-double CandidateExecutionOptions::hull_cost(std::int64_t quant_time) const {
+double CandidateExecutionOptions::hull_cost_on_hull(std::int64_t quant_time) const {
   if (quant_time <= min_quant_time()) return options_[hull_.front()].effective_energy_j;
   if (quant_time >= max_quant_time()) return options_[hull_.back()].effective_energy_j;
   const auto after = std::upper_bound(hull_.begin(), hull_.end(), quant_time, [this](std::int64_t time, int index) {

@@ -74,5 +74,19 @@ TEST(CandidateExecutionOptions, HullIsExactPiecewiseLinearLowerHull) {
   EXPECT_DOUBLE_EQ(candidates.hull_cost(0), 10);
 }
 
+TEST(CandidateExecutionOptions, HullCostIsTheSameBeyondTheTableSpan) {
+  // The same options at a unit 10^4 times finer: 50,000 units from fastest to slowest, more
+  // than a table holds, so the hull is searched instead of looked up.
+  const double unit_s = 1e-4;
+  const CandidateExecutionOptions candidates({option(2, 10, 1), option(3, 9.5, 2), option(4, 6, 3), option(7, 5, 4)},
+                                             unit_s);
+  ASSERT_GT(candidates.max_quant_time() - candidates.min_quant_time(), CandidateExecutionOptions::kMaxHullTable);
+  EXPECT_DOUBLE_EQ(candidates.hull_cost(30000), 8);
+  EXPECT_DOUBLE_EQ(candidates.hull_cost(40000), 6);
+  EXPECT_DOUBLE_EQ(candidates.hull_cost(50000), 6 - 1.0 / 3);
+  EXPECT_DOUBLE_EQ(candidates.hull_cost(90000), 5);  // clamped
+  EXPECT_DOUBLE_EQ(candidates.hull_cost(0), 10);
+}
+
 }  // namespace
 }  // namespace kareus::pipeline

@@ -67,7 +67,15 @@ class CandidateExecutionOptions {
 
   /// The lower convex hull of the representatives' (quant_time, effective_energy_j), evaluated at
   /// `quant_time` (clamped to [min_quant_time, max_quant_time]). Convex and non-increasing.
-  [[nodiscard]] double hull_cost(std::int64_t quant_time) const;
+  /// O(1) from a table when the quantized times span at most kMaxHullTable units.
+  [[nodiscard]] double hull_cost(std::int64_t quant_time) const {
+    const std::int64_t clamped = std::clamp(quant_time, min_quant_time(), max_quant_time());
+    if (!hull_table_.empty()) return hull_table_[clamped - min_quant_time()];
+    return hull_cost_on_hull(clamped);
+  }
+  /// The solver asks for the hull's cost several times per operation per iteration; beyond this
+  /// span (a unit far finer than the options) the table would cost more memory than it saves.
+  static constexpr std::int64_t kMaxHullTable = 1 << 12;
 
   /// Indices (into options()) of the hull's vertices, in increasing quant_time.
   [[nodiscard]] const std::vector<int>& hull_vertices() const { return hull_; }
@@ -76,6 +84,9 @@ class CandidateExecutionOptions {
   std::vector<ExecutionOption> options_;
   std::vector<int> representatives_;
   std::vector<int> hull_;
+  std::vector<double> hull_table_;  // hull_cost at min_quant_time() + i, when the span is small
+
+  [[nodiscard]] double hull_cost_on_hull(std::int64_t quant_time) const;
 };
 
 }  // namespace kareus::pipeline
