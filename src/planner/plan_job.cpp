@@ -8,15 +8,14 @@
 #include <mutex>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include "kareus/common/error.h"
 #include "kareus/common/evenly_spread.h"
-#include "kareus/common/file_io.h"
 #include "kareus/common/pareto.h"
 #include "kareus/device/caching_device.h"
 #include "kareus/partition/partition.h"
 #include "kareus/pipeline/phillips_dessouky.h"
+#include "kareus/planner/comparison.h"
 #include "kareus/planner/plan_simulator.h"
 #include "kareus/planner/solved_plan.h"
 #include "kareus/search/search.h"
@@ -255,93 +254,7 @@ const MethodResult* find_method(const std::vector<MethodResult>& methods, Method
   return nullptr;
 }
 
-nlohmann::ordered_json optional_number(const std::optional<double>& value) {
-  return value ? nlohmann::ordered_json(*value) : nlohmann::ordered_json(nullptr);
-}
-
 }  // namespace
-
-Comparison compare(const MethodResult& method, const MethodResult* megatron, const MethodResult* perseus) {
-  Comparison comparison;
-  if (method.frontier.empty()) return comparison;
-  const MethodPoint& fastest = method.frontier.front();
-  if (megatron != nullptr && !megatron->frontier.empty()) {
-    const MethodPoint& base = megatron->frontier.front();
-    comparison.max_throughput_time_reduction_pct = (base.time_s - fastest.time_s) / base.time_s * 100;
-    comparison.max_throughput_energy_reduction_pct = (base.energy_j - fastest.energy_j) / base.energy_j * 100;
-  }
-  if (perseus != nullptr && !perseus->frontier.empty()) {
-    const MethodPoint& perseus_fastest = perseus->frontier.front();
-    const MethodPoint& perseus_least_energy = perseus->frontier.back();
-    std::optional<double> least_energy, least_time;
-    for (const MethodPoint& point : method.frontier) {
-      if (point.time_s <= perseus_fastest.time_s * (1 + 1e-9)) {
-        least_energy = std::min(least_energy.value_or(point.energy_j), point.energy_j);
-      }
-      if (point.energy_j <= perseus_least_energy.energy_j * (1 + 1e-9)) {
-        least_time = std::min(least_time.value_or(point.time_s), point.time_s);
-      }
-    }
-    if (least_energy) {
-      comparison.iso_time_energy_reduction_pct =
-          (perseus_fastest.energy_j - *least_energy) / perseus_fastest.energy_j * 100;
-    }
-    if (least_time) {
-      comparison.iso_energy_time_reduction_pct =
-          (perseus_least_energy.time_s - *least_time) / perseus_least_energy.time_s * 100;
-    }
-  }
-  return comparison;
-}
-
-std::string_view to_string(Method method) {
-  switch (method) {
-    case Method::kMegatron:
-      return "megatron";
-    case Method::kPerseus:
-      return "perseus";
-    case Method::kNanobatchPerseus:
-      return "nanobatch_perseus";
-    case Method::kKareus:
-      return "kareus";
-  }
-  return "?";
-}
-
-Method parse_method(std::string_view text) {
-  for (Method method : kMethods) {
-    if (to_string(method) == text) return method;
-  }
-  std::vector<std::string_view> names;
-  for (Method method : kMethods) names.push_back(to_string(method));
-  throw InputError(fmt::format("--methods: unknown method \"{}\" (methods: {})", text, fmt::join(names, ", ")));
-}
-
-std::optional<device::OverlapMode> overlap_of(Method method) {
-  switch (method) {
-    case Method::kMegatron:
-    case Method::kPerseus:
-      return device::OverlapMode::kNone;
-    case Method::kNanobatchPerseus:
-      return device::OverlapMode::kNanobatch;
-    case Method::kKareus:
-      return std::nullopt;
-  }
-  return std::nullopt;
-}
-
-void check_plan_job(const device::GpuSpec& gpu, const workload::Workload& workload, const PlanJobOptions& options) {
-  for (Method method : options.methods) {
-    if (overlap_of(method) != device::OverlapMode::kNone && workload.parallel.nanobatches != 2) {
-      throw InputError(
-          fmt::format("--methods {} needs --nanobatches 2, found {} (with 1, run --methods "
-                      "megatron,perseus)",
-                      to_string(method), workload.parallel.nanobatches));
-    }
-  }
-  if (options.clocks_mhz.empty()) throw InputError("--clocks: no clock to plan with");
-  for (int clock : options.clocks_mhz) device::require_supported_clock(gpu, clock, "--clocks");
-}
 
 PlanJobResult run_plan_job(const PlanDevices& devices, const workload::Workload& workload,
                            const PlanJobOptions& given) {
@@ -426,63 +339,6 @@ void measure_plan_inputs(device::Device& device, const workload::Workload& workl
       (void)device::run_gradient_reduction(distinct, workload, stage, clock);
     }
   }
-}
-
-void write_plan_job(const std::filesystem::path& dir, const workload::Workload& workload, const PlanJobResult& result) {
-  ensure_writable_directory(dir, "--out");
-  const std::filesystem::path summary_path = dir / "summary.json";
-  std::error_code ignored;
-  std::filesystem::remove(summary_path, ignored);  // a stale summary must not look current
-  nlohmann::ordered_json methods = nlohmann::ordered_json::object();
-  for (const MethodResult& method : result.methods) {
-    const std::string name(to_string(method.method));
-    ensure_writable_directory(dir / "plans" / name, "--out");
-    nlohmann::ordered_json frontier = nlohmann::ordered_json::array();
-    for (std::size_t index = 0; index < method.frontier.size(); ++index) {
-      const MethodPoint& point = method.frontier[index];
-      const std::string relative = fmt::format("plans/{}/plan_{:02}.json", name, index);
-      plan::write_plan(dir / relative, point.plan);
-      frontier.push_back({{"time_s", point.time_s},
-                          {"energy_j", point.energy_j},
-                          {"plan", relative},
-                          {"predicted_time_s", point.predicted_time_s},
-                          {"predicted_energy_j", point.predicted_energy_j},
-                          {"solved_by", to_string(point.origin.value_or(method.method))}});
-    }
-    // Plan files of an earlier run with more points must not sit beside this run's.
-    for (std::size_t index = method.frontier.size();; ++index) {
-      if (!std::filesystem::remove(dir / fmt::format("plans/{}/plan_{:02}.json", name, index), ignored)) break;
-    }
-    methods[name] = {{"frontier", std::move(frontier)},
-                     {"solver_iterations", method.solver_iterations},
-                     {"solver_s", method.solver_s},
-                     {"unit_time_s", method.unit_time_s},
-                     {"composition_pruned_points", method.pruned_points}};
-  }
-  nlohmann::ordered_json comparison = nlohmann::ordered_json::object();
-  for (const auto& [name, metrics] : result.comparison) {
-    comparison[std::string(to_string(name))] = {
-        {"max_throughput_time_reduction_pct", optional_number(metrics.max_throughput_time_reduction_pct)},
-        {"max_throughput_energy_reduction_pct", optional_number(metrics.max_throughput_energy_reduction_pct)},
-        {"iso_time_energy_reduction_pct", optional_number(metrics.iso_time_energy_reduction_pct)},
-        {"iso_energy_time_reduction_pct", optional_number(metrics.iso_energy_time_reduction_pct)}};
-  }
-  nlohmann::ordered_json searches = nlohmann::ordered_json::array();
-  for (const KeySearch& search : result.searches) {
-    searches.push_back({{"partition", search.key},
-                        {"space_size", search.space_size},
-                        {"evaluations", search.evaluations},
-                        {"clock_fill_evaluations", search.clock_fill},
-                        {"front_remeasurements", search.front_remeasurements}});
-  }
-  nlohmann::ordered_json summary;
-  summary["schema"] = kSummarySchema;
-  summary["workload"] = nlohmann::ordered_json::parse(workload::workload_to_json(workload));
-  summary["methods"] = std::move(methods);
-  summary["comparison"] = std::move(comparison);
-  summary["partition_searches"] = std::move(searches);
-  summary["measurements"] = {{"device", result.device_kind}, {"sources", result.sources}};
-  write_file_atomic(summary_path, summary.dump(2) + "\n");
 }
 
 }  // namespace kareus::planner

@@ -8,8 +8,10 @@
 
 #include "../common/plan_methods.h"
 #include "kareus/common/error.h"
+#include "kareus/planner/comparison.h"
 #include "kareus/planner/emulator_devices.h"
 #include "kareus/planner/plan_simulator.h"
+#include "kareus/planner/summary_writer.h"
 #include "kareus/workload/model.h"
 
 namespace kareus::planner {

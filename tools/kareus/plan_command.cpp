@@ -8,6 +8,7 @@
 #include "kareus/common/output_folder.h"
 #include "kareus/planner/job_devices.h"
 #include "kareus/planner/plan_job.h"
+#include "kareus/planner/summary_writer.h"
 #include "kareus/report/report.h"
 #include "space_flags.h"
 #include "workload_flags.h"
@@ -90,8 +91,7 @@ void run_plan(const PlanOptions& options) {
 void add_plan_command(CLI::App& app) {
   auto options = std::make_shared<PlanOptions>();
   CLI::App* command = app.add_subcommand("plan", "time-energy frontier of execution plans, with the baselines");
-  add_workload_flags(command, options->workload);
-  add_gpu_flags(command, options->gpu);
+  add_job_flags(command, options->workload, options->gpu);
   add_space_flags(command, options->space);
   command->add_option("--methods", options->methods, "methods to run (comma separated)")->delimiter(',');
   command->add_option("--seed", options->seed, "seed of the search and measurement noise");
