@@ -3,6 +3,7 @@
 // The search's entry points: the strategy by name, the features every strategy models, and
 // run_search / run_exhaustive over the batch evaluator (batch_evaluator.cpp).
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <utility>
 
@@ -22,15 +23,9 @@ Strategy parse_strategy(const std::string& text) {
 std::string_view to_string(Strategy strategy) { return strategy == Strategy::kKareus ? "kareus" : "artifact"; }
 
 std::string_view to_string(StopReason reason) {
-  switch (reason) {
-    case StopReason::kBudget:
-      return "budget";
-    case StopReason::kConverged:
-      return "converged";
-    case StopReason::kSpaceExhausted:
-      return "space_exhausted";
-  }
-  return "unknown";
+  // Indexed by the enum (budget, converged, space exhausted).
+  static constexpr std::array<std::string_view, 3> kNames = {"budget", "converged", "space_exhausted"};
+  return kNames.at(static_cast<std::size_t>(reason));
 }
 
 std::vector<double> config_features(const partition::SearchSpace& space, std::size_t index) {

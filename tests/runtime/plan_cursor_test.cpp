@@ -13,6 +13,13 @@ using test_common::error_of;
 constexpr auto kForward = Direction::kForward;
 constexpr auto kBackward = Direction::kBackward;
 
+// The cursor of `stage` over a test plan of `stages` stages and `microbatches`, in its first step.
+PlanCursor cursor_in_step(int stages, int microbatches, int stage) {
+  PlanCursor cursor(std::make_shared<const plan::Plan>(testing::make_plan(stages, microbatches)), stage);
+  cursor.on_step_begin();
+  return cursor;
+}
+
 TEST(PlanCursor, WalksEveryStageOfAWholePlanTwice) {
   auto plan = std::make_shared<const plan::Plan>(testing::make_plan(3, 5));
   for (int stage = 0; stage < 3; ++stage) {
@@ -56,9 +63,7 @@ TEST(PlanCursor, AMixedPlansSequentialInstructionIsNotOverlapped) {
 }
 
 TEST(PlanCursor, OutOfOrderInstructionSaysWhatWasExpected) {
-  auto plan = std::make_shared<const plan::Plan>(testing::make_plan(2, 4));
-  PlanCursor cursor(plan, 1);
-  cursor.on_step_begin();
+  PlanCursor cursor = cursor_in_step(2, 4, 1);
   (void)cursor.on_instruction_begin(kForward, 0);
   cursor.on_instruction_end();
   EXPECT_EQ(error_of([&] { (void)cursor.on_instruction_begin(kForward, 1); }),
@@ -92,9 +97,7 @@ TEST(PlanCursor, MisuseIsNamed) {
 }
 
 TEST(PlanCursor, InstructionPastTheEndOfTheStep) {
-  auto plan = std::make_shared<const plan::Plan>(testing::make_plan(1, 1));
-  PlanCursor cursor(plan, 0);
-  cursor.on_step_begin();
+  PlanCursor cursor = cursor_in_step(1, 1, 0);
   (void)cursor.on_instruction_begin(kForward, 0);
   cursor.on_instruction_end();
   (void)cursor.on_instruction_begin(kBackward, 0);

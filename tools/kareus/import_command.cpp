@@ -38,8 +38,7 @@ void add_import_command(CLI::App& app) {
   auto options = std::make_shared<ImportOptions>();
   CLI::App* command = app.add_subcommand(
       "import", "read the Kareus artifact's schedule files back into plans (for the workload of the flags)");
-  add_workload_flags(command, options->workload);
-  add_gpu_flags(command, options->gpu);  // the files name neither the workload nor the GPU
+  add_job_flags(command, options->workload, options->gpu);  // the files name neither the workload nor the GPU
   command->add_option("--format", options->format, "input format: artifact")->required();
   command->add_option("dir", options->in, "folder of freqs_pipeline_NNNNN.py (and scheds_pipeline_NNNNN.py) files")
       ->required();

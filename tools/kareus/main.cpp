@@ -13,19 +13,14 @@ int main(int argc, char** argv) {
   CLI::App app{"kareus: cut the energy of large-model training (clocks x overlap), on the emulator or real GPUs"};
   app.require_subcommand(1);
   app.set_version_flag("--version", fmt::format("kareus {}", kareus::kKareusVersion));
-  kareus::cli::add_models_command(app);
-  kareus::cli::add_gpus_command(app);
-  kareus::cli::add_partitions_command(app);
-  kareus::cli::add_simulate_command(app);
-  kareus::cli::add_plan_command(app);
-  kareus::cli::add_profile_command(app);
-  kareus::cli::add_calibrate_command(app);
-  kareus::cli::add_search_command(app);
-
-  kareus::cli::add_solve_command(app);
-  kareus::cli::add_export_command(app);
-  kareus::cli::add_import_command(app);
-  kareus::cli::add_serve_command(app);
+  // In the order --help lists them: the planner's commands, then the solver's and interop's.
+  namespace cli = kareus::cli;
+  for (void (*add_command)(CLI::App&) :
+       {cli::add_models_command, cli::add_gpus_command, cli::add_partitions_command, cli::add_simulate_command,
+        cli::add_plan_command, cli::add_profile_command, cli::add_calibrate_command, cli::add_search_command,
+        cli::add_solve_command, cli::add_export_command, cli::add_import_command, cli::add_serve_command}) {
+    add_command(app);
+  }
 
   const char* command = argc > 1 ? argv[1] : "kareus";
   try {

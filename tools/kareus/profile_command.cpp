@@ -185,8 +185,7 @@ void run_profile_command(const ProfileOptions& options) {
 void add_profile_command(CLI::App& app) {
   auto options = std::make_shared<ProfileOptions>();
   CLI::App* command = app.add_subcommand("profile", "measure partitions or kernels on a GPU (cuda) or the emulator");
-  add_workload_flags(command, options->workload);
-  add_gpu_flags(command, options->gpu);
+  add_job_flags(command, options->workload, options->gpu);
   command->add_option("--backend", options->backend, "cuda or emulator")->capture_default_str();
   command->add_option("--partition", options->partitions, "partition key to measure (repeatable)");
   command->add_flag("--all", options->all,

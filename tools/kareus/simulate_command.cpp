@@ -71,8 +71,7 @@ void add_simulate_command(CLI::App& app) {
   auto options = std::make_shared<SimulateOptions>();
   CLI::App* command =
       app.add_subcommand("simulate", "simulate one training iteration (1F1B) at a locked clock or following a plan");
-  add_workload_flags(command, options->workload);
-  add_gpu_flags(command, options->gpu);
+  add_job_flags(command, options->workload, options->gpu);
   command->add_option("--clock", options->clock_mhz, "every instruction at this locked SM clock (MHz)");
   command->add_option("--plan", options->plan,
                       "run this plan file (kareus.plan/1) instead; its workload and GPU are the defaults, and the "

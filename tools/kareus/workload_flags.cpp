@@ -99,9 +99,9 @@ device::GpuSpec GpuFlags::resolve_for_plan(const plan::Plan& plan, const std::st
   return device::load_gpu(planned->get<std::string>());
 }
 
-void add_gpu_flags(CLI::App* command, GpuFlags& flags) {
-  flags.bound =
-      command->add_option("--gpu", flags.gpu, "GPU preset or path to a preset .json file")->capture_default_str();
+void add_job_flags(CLI::App* command, WorkloadFlags& workload, GpuFlags& gpu) {
+  add_workload_flags(command, workload);
+  gpu.bound = command->add_option("--gpu", gpu.gpu, "GPU preset or path to a preset .json file")->capture_default_str();
 }
 
 }  // namespace kareus::cli

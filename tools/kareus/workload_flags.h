@@ -60,6 +60,7 @@ struct GpuFlags {
   [[nodiscard]] device::GpuSpec resolve_for_plan(const plan::Plan& plan, const std::string& origin) const;
 };
 
-void add_gpu_flags(CLI::App* command, GpuFlags& flags);
+/// The flags naming the job: the workload (add_workload_flags) and the GPU it runs on (--gpu).
+void add_job_flags(CLI::App* command, WorkloadFlags& workload, GpuFlags& gpu);
 
 }  // namespace kareus::cli
