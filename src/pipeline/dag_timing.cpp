@@ -135,25 +135,26 @@ void IncrementalTiming::retime_starts() {
   makespan_s_ = makespan_from_sinks();
 }
 
+void IncrementalTiming::save(Redo& redo) const {
+  redo.fields.clear();
+  for (const Change& change : log_)
+    redo.fields.emplace_back(3 * change.op + static_cast<int>(change.field), values(change.field)[change.op]);
+  redo.makespan_s = makespan_s_;
+}
+
+void IncrementalTiming::redo(const Redo& redo) {
+  for (const auto& [key, value] : redo.fields) values(static_cast<Field>(key % 3))[key / 3] = value;
+  makespan_s_ = redo.makespan_s;
+  commit();
+}
+
 void IncrementalTiming::commit() {
   log_.clear();
   committed_makespan_s_ = makespan_s_;
 }
 
 void IncrementalTiming::rollback() {
-  for (auto change = log_.rbegin(); change != log_.rend(); ++change) {
-    switch (change->field) {
-      case Field::kDuration:
-        duration_s_[change->op] = change->before;
-        break;
-      case Field::kStart:
-        start_s_[change->op] = change->before;
-        break;
-      case Field::kTail:
-        tail_s_[change->op] = change->before;
-        break;
-    }
-  }
+  for (auto change = log_.rbegin(); change != log_.rend(); ++change) values(change->field)[change->op] = change->before;
   log_.clear();
   // Nothing is left marked after a retime; a rollback between set_duration() and the retime
   // drops the marks.

@@ -106,6 +106,15 @@ class IncrementalTiming {
   void commit();
   /// Undoes every change since the last assign() or commit().
   void rollback();
+  /// The changes since the last commit(), as they stand, for redo() after a rollback(): trying
+  /// several plans, the best is put back without re-timing it.
+  struct Redo {
+    std::vector<std::pair<int, double>> fields;  // (3 x op + field, value)
+    double makespan_s = 0;
+  };
+  void save(Redo& redo) const;
+  /// Reapplies `redo` (saved from this committed state) and commits.
+  void redo(const Redo& redo);
 
  private:
   double start_from_preds(int op) const;
@@ -124,7 +133,13 @@ class IncrementalTiming {
   void mark(Sweep& sweep, int op);
   void clear(Sweep& sweep);
 
-  enum class Field { kDuration, kStart, kTail };
+  enum class Field { kDuration = 0, kStart = 1, kTail = 2 };
+  const std::vector<double>& values(Field field) const {
+    return field == Field::kDuration ? duration_s_ : field == Field::kStart ? start_s_ : tail_s_;
+  }
+  std::vector<double>& values(Field field) {
+    return const_cast<std::vector<double>&>(std::as_const(*this).values(field));
+  }
   struct Change {
     Field field;
     int op;

@@ -734,17 +734,17 @@ class Solver {
           option_indices_.assign(retimer_.options().begin(), retimer_.options().end());
           record_realized(real);
         }
-        retimer_.rollback();
         const double saved_j = now_plan.energy_j - real.energy_j;
         const double rate = saved_j / std::max(real.time_s - now_s, 1e-15);
         if (saved_j > 0 && rate > next_rate) {
           next_rate = rate;
           next = moves[index].op;
+          retimer_.save();
         }
+        retimer_.rollback();
       }
       if (next < 0) break;
-      retimer_.slow_down(next);  // the same plan again: the tries are deterministic
-      retimer_.commit();
+      retimer_.restore();
       fruitless = result_.iterations.size() > recorded ? 0 : fruitless + 1;
     }
   }

@@ -17,7 +17,8 @@ PlanRetimer::PlanRetimer(const PipelineDag& dag, const Topology& topology, int g
       timing_(topology),
       options_(topology.size()),
       next_time_s_(topology.size()),
-      next_representative_s_(topology.size()) {}
+      next_representative_s_(topology.size()),
+      gap_s_(topology.size()) {}
 
 void PlanRetimer::load(std::span<const int> options) {
   assert(static_cast<int>(options.size()) == topology_.size() && "PlanRetimer::load: one option per operation");
@@ -29,6 +30,13 @@ void PlanRetimer::load(std::span<const int> options) {
   timing_.assign(duration_s);
   option_log_.clear();
   for (int op = 0; op < topology_.size(); ++op) update_next_times(op);
+  update_gaps();
+}
+
+void PlanRetimer::update_gaps() {
+  committed_makespan_s_ = timing_.makespan_s();
+  for (int op = 0; op < topology_.size(); ++op)
+    gap_s_[op] = next_time_s_[op] - ((committed_makespan_s_ - timing_.tail_s(op)) - timing_.start_s(op));
 }
 
 void PlanRetimer::choose(int op, int index) {
@@ -48,15 +56,18 @@ void PlanRetimer::update_next_times(int op) {
   next_representative_s_[op] = next != representatives.end() ? options[*next].time_s : kInfinity;
 }
 
-// One pass of slack reclamation (the rule in the file comment of plan_retimer.h). Durations only
-// grow in it, so times-to-the-end only grow and windows only shrink: an operation whose next
-// option does not fit now is never visited, and every other one is (watched).
+// One pass of slack reclamation (the rule in the file comment of plan_retimer.h). Since the
+// committed plan, durations have only grown, so starts and times-to-the-end have only grown, and
+// an operation's window is at most its committed window plus the makespan's growth: only those
+// whose gap is within that growth (and rounding, far below 1e-9 of the makespan) can fit, and
+// each of them is visited (watched), with the others the pass re-times.
 void PlanRetimer::reclaim_pass(bool representatives_only) {
   const double makespan_s = timing_.makespan_s();
   const std::vector<double>& next_s = representatives_only ? next_representative_s_ : next_time_s_;
+  const double reach_s = (makespan_s - committed_makespan_s_) + 1e-9 * makespan_s;
   watched_.clear();
   for (int op = 0; op < topology_.size(); ++op) {
-    if (next_s[op] <= (makespan_s - timing_.tail_s(op)) - timing_.start_s(op)) watched_.push_back(op);
+    if (gap_s_[op] <= reach_s) watched_.push_back(op);
   }
   timing_.retime_tails(watched_, [&](int op) {
     const double window_s = (makespan_s - timing_.tail_s(op)) - timing_.start_s(op);
@@ -90,6 +101,23 @@ PlanEvaluation PlanRetimer::slow_down(int op) {
 void PlanRetimer::commit() {
   timing_.commit();
   option_log_.clear();
+  update_gaps();
+}
+
+void PlanRetimer::save() {
+  timing_.save(saved_timing_);
+  saved_options_.clear();
+  for (const auto& [op, before] : option_log_) saved_options_.emplace_back(op, options_[op]);
+}
+
+void PlanRetimer::restore() {
+  assert(option_log_.empty() && "PlanRetimer::restore: roll back first");
+  for (const auto& [op, index] : saved_options_) {
+    options_[op] = index;
+    update_next_times(op);
+  }
+  timing_.redo(saved_timing_);
+  update_gaps();
 }
 
 void PlanRetimer::rollback() {

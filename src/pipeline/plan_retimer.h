@@ -35,6 +35,10 @@ class PlanRetimer {
   PlanEvaluation slow_down(int op);
   void commit();
   void rollback();
+  /// Keeps the tried plan (since the last commit) aside; restore() after rollback() makes it
+  /// the plan again, committed, without re-timing it.
+  void save();
+  void restore();
 
   [[nodiscard]] PlanEvaluation evaluation() const;
   [[nodiscard]] std::span<const int> options() const { return options_; }
@@ -46,6 +50,7 @@ class PlanRetimer {
   }
   void choose(int op, int index);
   void update_next_times(int op);
+  void update_gaps();
   void reclaim_pass(bool representatives_only);
 
   const PipelineDag& dag_;
@@ -58,6 +63,13 @@ class PlanRetimer {
   std::vector<double> next_representative_s_;    // per op: its next slower representative's time, or +inf
   std::vector<std::pair<int, int>> option_log_;  // (op, option before) since the last commit
   std::vector<int> watched_;
+  // Per op, of the committed plan: how much its window must grow for its next option to fit
+  // (next option's time - window). A try that raises the makespan by d can only let operations
+  // with a gap up to d fit (windows only shrink otherwise), so they are the ones watched.
+  std::vector<double> gap_s_;
+  double committed_makespan_s_ = 0;
+  IncrementalTiming::Redo saved_timing_;
+  std::vector<std::pair<int, int>> saved_options_;  // (op, option) of the saved try
 };
 
 }  // namespace kareus::pipeline::detail

@@ -206,10 +206,19 @@ TEST(PlanRetimer, IncrementalReclaimEqualsFullPassesOnRandomDags) {
         ASSERT_EQ(options_of(retimer), plan);
         expect_times_equal(retimer.timing(), full_times(dag, topology, plan));
       }
+      // Keep one: committed as tried, or saved, rolled back and restored (as the walks do).
       const int kept = movable[std::uniform_int_distribution<std::size_t>(0, movable.size() - 1)(random)];
       retimer.slow_down(kept);
-      retimer.commit();
-      plan = options_of(retimer);
+      if (step % 2 == 0) {
+        retimer.commit();
+      } else {
+        retimer.save();
+        retimer.rollback();
+        retimer.restore();
+      }
+      plan = full_slow_down(dag, topology, plan, kept);
+      ASSERT_EQ(options_of(retimer), plan);
+      expect_times_equal(retimer.timing(), full_times(dag, topology, plan));
     }
   }
   // The instances exercise the reclamation, not only the moves themselves.
