@@ -22,18 +22,6 @@ void check_nesting(std::string_view body) {
   }
 }
 
-json parse_body(std::string_view body) {
-  if (body.size() > kMaxRequestBodyBytes) {
-    throw RequestError(
-        "", fmt::format("request body is {} bytes, more than the {} allowed", body.size(), kMaxRequestBodyBytes));
-  }
-  check_nesting(body);
-  json document = json::parse(body, nullptr, false);
-  if (document.is_discarded()) throw RequestError("", "request body is not valid JSON");
-  if (!document.is_object()) throw RequestError("", "request body must be a JSON object");
-  return document;
-}
-
 void reject_unknown(const json& object, std::initializer_list<std::string_view> allowed) {
   for (const auto& [key, value] : object.items()) {
     bool known = false;
@@ -43,6 +31,20 @@ void reject_unknown(const json& object, std::initializer_list<std::string_view> 
                                           fmt::join(allowed.begin(), allowed.end(), ", ")));
     }
   }
+}
+
+// The request body: a JSON object within the size and depth bounds, holding only `fields`.
+json parse_body(std::string_view body, std::initializer_list<std::string_view> fields) {
+  if (body.size() > kMaxRequestBodyBytes) {
+    throw RequestError(
+        "", fmt::format("request body is {} bytes, more than the {} allowed", body.size(), kMaxRequestBodyBytes));
+  }
+  check_nesting(body);
+  json document = json::parse(body, nullptr, false);
+  if (document.is_discarded()) throw RequestError("", "request body is not valid JSON");
+  if (!document.is_object()) throw RequestError("", "request body must be a JSON object");
+  reject_unknown(document, fields);
+  return document;
 }
 
 const json& require(const json& object, std::string_view key) {
@@ -116,8 +118,8 @@ void check_breakdown(const json& object, std::string_view key) {
 }  // namespace
 
 JobInfo parse_job_info(std::string_view body) {
-  const json document = parse_body(body);
-  reject_unknown(document, {"job_id", "pp_degree", "dp_degree", "tp_degree", "world_size", "job_metadata"});
+  const json document =
+      parse_body(body, {"job_id", "pp_degree", "dp_degree", "tp_degree", "world_size", "job_metadata"});
   if (const auto found = document.find("job_id"); found != document.end()) {
     if (!found->is_string() || !found->get<std::string>().empty()) {
       throw RequestError("job_id", "field 'job_id' must be empty (the server assigns the job id)");
@@ -146,8 +148,7 @@ JobInfo parse_job_info(std::string_view body) {
 }
 
 RankInfo parse_rank_info(std::string_view body) {
-  const json document = parse_body(body);
-  reject_unknown(document, {"rank", "dp_rank", "pp_rank", "tp_rank", "available_frequencies"});
+  const json document = parse_body(body, {"rank", "dp_rank", "pp_rank", "tp_rank", "available_frequencies"});
   RankInfo info;
   info.rank = require_int_field(document, "rank", 0, kMaxDegree - 1);
   info.dp_rank = require_int_field(document, "dp_rank", 0, kMaxDegree - 1);
@@ -169,8 +170,7 @@ RankInfo parse_rank_info(std::string_view body) {
 }
 
 ProfilingResult parse_profiling_result(std::string_view body) {
-  const json document = parse_body(body);
-  reject_unknown(document, {"rank", "iter_time", "iter_energy", "time_breakdown", "energy_breakdown"});
+  const json document = parse_body(body, {"rank", "iter_time", "iter_energy", "time_breakdown", "energy_breakdown"});
   ProfilingResult result;
   result.rank = require_int_field(document, "rank", 0, kMaxDegree - 1);
   result.iter_time = require_number_list(document, "iter_time");
@@ -182,8 +182,7 @@ ProfilingResult parse_profiling_result(std::string_view body) {
 }
 
 double parse_deadline_request(std::string_view body) {
-  const json document = parse_body(body);
-  reject_unknown(document, {"deadline_s"});
+  const json document = parse_body(body, {"deadline_s"});
   const double deadline_s = require_finite(require(document, "deadline_s"), "deadline_s");
   if (deadline_s <= 0) {
     throw RequestError("deadline_s",

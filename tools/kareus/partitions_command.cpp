@@ -77,8 +77,7 @@ void run_partitions(const PartitionsOptions& options) {
 void add_partitions_command(CLI::App& app) {
   auto options = std::make_shared<PartitionsOptions>();
   CLI::App* command = app.add_subcommand("partitions", "show the partitions of one layer and the knob space of each");
-  add_job_flags(command, options->workload, options->gpu);
-  add_space_flags(command, options->space);
+  add_job_flags(command, options->workload, options->gpu, options->space);
   command->add_flag("--json", options->json, "print JSON instead of a table");
   command->callback([options] { run_partitions(*options); });
 }

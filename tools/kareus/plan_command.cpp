@@ -91,8 +91,7 @@ void run_plan(const PlanOptions& options) {
 void add_plan_command(CLI::App& app) {
   auto options = std::make_shared<PlanOptions>();
   CLI::App* command = app.add_subcommand("plan", "time-energy frontier of execution plans, with the baselines");
-  add_job_flags(command, options->workload, options->gpu);
-  add_space_flags(command, options->space);
+  add_job_flags(command, options->workload, options->gpu, options->space);
   command->add_option("--methods", options->methods, "methods to run (comma separated)")->delimiter(',');
   command->add_option("--seed", options->seed, "seed of the search and measurement noise");
   command

@@ -105,8 +105,7 @@ void add_search_command(CLI::App& app) {
   CLI::App* command = app.add_subcommand("search", "search one partition's knob space for its time-energy fronts");
   command->add_option("--partition", options->partition, "partition key, e.g. fwd_attn (see kareus partitions)")
       ->required();
-  add_job_flags(command, options->workload, options->gpu);
-  add_space_flags(command, options->space);
+  add_job_flags(command, options->workload, options->gpu, options->space);
   command->add_option("--budget", options->budget, "measurements (default: 10% of the space)")
       ->each([options](const std::string&) { options->budget_given = true; });
   command->add_option("--seed", options->seed, "seed of the search and the emulator's noise")->capture_default_str();

@@ -13,7 +13,8 @@ partition::SpaceOptions SpaceFlags::resolve_space() const {
           partition::parse_cta_range(cp_ctas, "--cp-ctas")};
 }
 
-void add_space_flags(CLI::App* command, SpaceFlags& flags) {
+void add_job_flags(CLI::App* command, WorkloadFlags& workload, GpuFlags& gpu, SpaceFlags& flags) {
+  add_job_flags(command, workload, gpu);
   command->add_option("--clocks", flags.clocks, "clocks: all, artifact (18 from the max, 30 MHz apart) or MIN:MAX:STEP")
       ->capture_default_str();
   command->add_option("--slots", flags.slots, "launch slots: all or artifact")->capture_default_str();

@@ -7,6 +7,7 @@
 
 #include "kareus/device/gpu_spec.h"
 #include "kareus/partition/search_space.h"
+#include "workload_flags.h"
 
 namespace CLI {
 class App;
@@ -26,6 +27,8 @@ struct SpaceFlags {
   [[nodiscard]] partition::SpaceOptions resolve_space() const;
 };
 
-void add_space_flags(CLI::App* command, SpaceFlags& flags);
+/// The flags of a job that searches or plans: the workload and GPU (workload_flags.h) and the
+/// knob space.
+void add_job_flags(CLI::App* command, WorkloadFlags& workload, GpuFlags& gpu, SpaceFlags& space);
 
 }  // namespace kareus::cli
