@@ -101,7 +101,7 @@ def main() -> None:
     groups = kt.CommGroups([list(range(world))], rank, backend)
     groups.ensure(counts)
     stage = kt.LlamaStage(model, [args.layers], 0, args.tp, rank, 1).to(device=device, dtype=dtype)
-    rope = kt.Rope(model["head_dim"], args.seq, device, dtype)
+    rope = kt.Rope(model, args.seq, device, dtype)
     x = torch.randn(args.mbs, args.seq, model["hidden"], device=device, dtype=dtype)
     grad = torch.randn_like(x)
 

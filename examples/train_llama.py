@@ -83,6 +83,8 @@ def main(argv) -> int:
     groups = kt.CommGroups(kt.tp_groups(args.tp, args.pp, args.dp, args.cp), rank, backend,
                            kt.cp_groups(args.tp, args.pp, args.dp, args.cp))
     dp_group = kt.make_dp_group(rank, backend, tp=args.tp, pp=args.pp, dp=args.dp, cp=args.cp)
+    # The first and last stage's copies of a tied embedding (every rank creates every group).
+    embedding_group = kt.make_embedding_group(rank, backend, tp=args.tp, pp=args.pp, dp=args.dp, cp=args.cp)
     # Every CTA count of every plan this run may follow, ascending, the same on every rank.
     groups.ensure(sorted(set().union(*(plan.distinct_ctas() for plan in plans))))
     model = workload.model
@@ -102,11 +104,11 @@ def main(argv) -> int:
     # The kareus run.
     module = build()
     trace = kt.LaunchTrace(enabled=args.check)
-    rope = kt.Rope(model["head_dim"], args.seq, device, torch.float32, args.cp, cp_rank)
+    rope = kt.Rope(model, args.seq, device, torch.float32, args.cp, cp_rank)
     runner = kt.StageRunner(module.layers, rope, groups, args.tp, recompute, trace)
     driver = kt.PipelineDriver(module, plans[0], groups, rank, args.tp, args.pp, args.mbs, args.seq,
                                torch.optim.SGD(module.parameters(), lr=args.lr), pfo, runner, device, args.dp, dp_group,
-                               args.cp)
+                               args.cp, embedding_group)
     losses, trace_ok, problems = [], True, []
     start = time.perf_counter()
     for step in range(args.steps):
@@ -132,7 +134,7 @@ def main(argv) -> int:
         reference = build()
         reference_driver = kt.PipelineDriver(reference, None, groups, rank, args.tp, args.pp, args.mbs, args.seq,
                                              torch.optim.SGD(reference.parameters(), lr=args.lr), None, None, device,
-                                             args.dp, dp_group, args.cp)
+                                             args.dp, dp_group, args.cp, embedding_group)
         reference_losses = []
         for step in range(args.steps):
             tokens, labels = batches(step)

@@ -85,7 +85,7 @@ def main(argv) -> int:
         workload = km.workload(config, vocab_size=model["vocab"], seq_length=args.seq, micro_batch_size=args.mbs,
                                num_microbatches=args.microbatches, data_parallel_size=args.dp,
                                share_embeddings_and_output_weights=model["tied_embeddings"],
-                               rotary_base=model["rotary_base"], name=model["name"])
+                               **km.gpt_model_rope_args(model), name=model["name"])
         if args.write_model:
             workload.write_model(args.write_model)
             print(f"wrote {args.write_model}; plan it with: kareus plan --model {args.write_model} "
@@ -131,7 +131,7 @@ def main(argv) -> int:
         gpt = GPTModel(config=config, transformer_layer_spec=get_gpt_layer_local_spec(normalization="RMSNorm"),
                        vocab_size=model["vocab"], max_sequence_length=args.seq, pre_process=first, post_process=last,
                        share_embeddings_and_output_weights=model["tied_embeddings"], position_embedding_type="rope",
-                       rotary_base=model["rotary_base"])
+                       **km.gpt_model_rope_args(model))
         return gpt.to(device)
 
     def train(gpt, forward_backward, after_step=None):

@@ -55,6 +55,17 @@ py::dict model_dict(const wl::ModelSpec& model) {
   result["mlp"] = model.mlp == wl::MlpKind::kSwiGlu ? "swiglu" : "gelu";
   result["norm_eps"] = model.norm_eps;
   result["rotary_base"] = model.rotary_base;
+  if (const auto& scaling = model.rotary_scaling) {
+    py::dict rotary;
+    rotary["type"] = "llama3";
+    rotary["factor"] = scaling->factor;
+    rotary["low_freq_factor"] = scaling->low_freq_factor;
+    rotary["high_freq_factor"] = scaling->high_freq_factor;
+    rotary["original_max_position_embeddings"] = scaling->original_max_position_embeddings;
+    result["rotary_scaling"] = rotary;
+  } else {
+    result["rotary_scaling"] = py::none();
+  }
   return result;
 }
 

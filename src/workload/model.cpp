@@ -20,6 +20,42 @@ int positive_int(const nlohmann::json& document, std::string_view key, std::stri
   return static_cast<int>(value);
 }
 
+/// A number of `object` in [min, max] (or (min, max] when `min_exclusive`), named as `key`.
+double bounded_number(const nlohmann::json& object, std::string_view key, double min, bool min_exclusive, double max,
+                      std::string_view origin) {
+  const double value = jf::require_number(object, key, origin);
+  if (value < min || (min_exclusive && value == min) || value > max) {
+    throw InputError(fmt::format("{}: field '{}' must be in {}{:g}, {:g}], found {:g}", origin, key,
+                                 min_exclusive ? "(" : "[", min, max, value));
+  }
+  return value;
+}
+
+// Bounds that keep hostile input finite and meaningful: an epsilon is small, a RoPE base above 1
+// makes frequencies fall with the dimension, and no published scaling comes near these limits.
+constexpr double kMaxRotaryBase = 1e12;
+constexpr double kMaxScalingFactor = 1e6;
+
+RotaryScaling parse_rotary_scaling(const nlohmann::json& scaling, std::string_view model_origin) {
+  const std::string origin = fmt::format("{}: rotary_scaling", model_origin);
+  if (!scaling.is_object()) {
+    throw InputError(fmt::format("{}: must be an object or null, found {}", origin, jf::excerpt(scaling)));
+  }
+  jf::reject_unknown(scaling, {"type", "factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"},
+                     origin);
+  const std::string type = jf::require_string(scaling, "type", origin);
+  if (type != "llama3") {
+    throw InputError(fmt::format("{}: field 'type' must be \"llama3\", found \"{}\"", origin, jf::short_text(type)));
+  }
+  RotaryScaling result;
+  result.factor = bounded_number(scaling, "factor", 1, false, kMaxScalingFactor, origin);
+  result.low_freq_factor = bounded_number(scaling, "low_freq_factor", 0, true, kMaxScalingFactor, origin);
+  result.high_freq_factor =
+      bounded_number(scaling, "high_freq_factor", result.low_freq_factor, true, kMaxScalingFactor, origin);
+  result.original_max_position_embeddings = positive_int(scaling, "original_max_position_embeddings", origin);
+  return result;
+}
+
 }  // namespace
 
 double ModelSpec::layer_parameters() const {
@@ -47,9 +83,19 @@ std::string model_shape_json(const ModelSpec& model) {
                                   {"qk_norm", model.qk_norm},
                                   {"mlp", model.mlp == MlpKind::kSwiGlu ? "swiglu" : "gelu"},
                                   {"tied_embeddings", model.tied_embeddings}};
-  // Written only when set, so plans of models that leave them at their defaults keep their shape.
-  if (model.norm_eps != kDefaultNormEps) shape["norm_eps"] = model.norm_eps;
-  if (model.rotary_base != kDefaultRotaryBase) shape["rotary_base"] = model.rotary_base;
+  // Always written (no scaling as null): the workload check compares only the fields both sides
+  // name, so a field left out for its default would let a plan for the default pass a job without.
+  shape["norm_eps"] = model.norm_eps;
+  shape["rotary_base"] = model.rotary_base;
+  if (const auto& scaling = model.rotary_scaling) {
+    shape["rotary_scaling"] = {{"type", "llama3"},
+                               {"factor", scaling->factor},
+                               {"low_freq_factor", scaling->low_freq_factor},
+                               {"high_freq_factor", scaling->high_freq_factor},
+                               {"original_max_position_embeddings", scaling->original_max_position_embeddings}};
+  } else {
+    shape["rotary_scaling"] = nullptr;
+  }
   return shape.dump();
 }
 
@@ -59,7 +105,7 @@ ModelSpec parse_model(std::string_view json_text, std::string_view origin) {
   const nlohmann::json document = parse_json(json_text, origin);
   jf::reject_unknown(document,
                      {"name", "hidden", "heads", "kv_groups", "head_dim", "ffn", "layers", "vocab", "qk_norm", "mlp",
-                      "tied_embeddings", "norm_eps", "rotary_base", "source"},
+                      "tied_embeddings", "norm_eps", "rotary_base", "rotary_scaling", "source"},
                      origin);
   ModelSpec model;
   model.name = jf::require_string(document, "name", origin);
@@ -72,8 +118,13 @@ ModelSpec parse_model(std::string_view json_text, std::string_view origin) {
   model.vocab = positive_int(document, "vocab", origin);
   model.qk_norm = jf::optional_bool(document, "qk_norm", false, origin);
   model.tied_embeddings = jf::optional_bool(document, "tied_embeddings", false, origin);
-  if (document.contains("norm_eps")) model.norm_eps = jf::require_positive(document, "norm_eps", origin);
-  if (document.contains("rotary_base")) model.rotary_base = jf::require_positive(document, "rotary_base", origin);
+  if (document.contains("norm_eps")) model.norm_eps = bounded_number(document, "norm_eps", 0, true, 1, origin);
+  if (document.contains("rotary_base")) {
+    model.rotary_base = bounded_number(document, "rotary_base", 1, true, kMaxRotaryBase, origin);
+  }
+  if (const auto scaling = document.find("rotary_scaling"); scaling != document.end() && !scaling->is_null()) {
+    model.rotary_scaling = parse_rotary_scaling(*scaling, origin);
+  }
   const std::string mlp = document.contains("mlp") ? jf::require_string(document, "mlp", origin) : "swiglu";
   if (mlp == "swiglu") {
     model.mlp = MlpKind::kSwiGlu;

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -55,6 +56,33 @@ TEST(ModelPreset, ShapesMatchReferenceTable) {
     EXPECT_EQ(model.vocab, row.vocab);
     EXPECT_EQ(model.qk_norm, row.qk_norm);
     EXPECT_EQ(model.mlp, row.mlp);
+  }
+}
+
+TEST(ModelPreset, NumericsMatchPublishedConfigs) {
+  struct Row {
+    std::string name;
+    double norm_eps, rotary_base;
+    std::optional<RotaryScaling> scaling;
+    bool tied_embeddings;
+  };
+  // The models' config.json on Hugging Face (rms_norm_eps, rope_theta, rope_scaling,
+  // tie_word_embeddings); GPT-3 has no RoPE (learned positions) and GPT-2's LayerNorm epsilon.
+  const RotaryScaling llama32{32, 1, 4, 8192};
+  const RotaryScaling llama33{8, 1, 4, 8192};
+  const Row rows[] = {
+      {"llama3.2-3b", 1e-5, 500000, llama32, true},
+      {"llama3.3-70b", 1e-5, 500000, llama33, false},
+      {"qwen3-1.7b", 1e-6, 1000000, std::nullopt, true},
+      {"gpt3-175b", 1e-5, kDefaultRotaryBase, std::nullopt, true},
+  };
+  for (const Row& row : rows) {
+    SCOPED_TRACE(row.name);
+    const ModelSpec model = load_model(row.name);
+    EXPECT_EQ(model.norm_eps, row.norm_eps);
+    EXPECT_EQ(model.rotary_base, row.rotary_base);
+    EXPECT_EQ(model.rotary_scaling, row.scaling);
+    EXPECT_EQ(model.tied_embeddings, row.tied_embeddings);
   }
 }
 
@@ -117,28 +145,73 @@ TEST(ParseModel, BadDocumentNamesOriginAndField) {
       {"\"vocab\": 1000", "\"vocab\": 1000, \"qk_norm\": 1", "field 'qk_norm' must be true or false"},
       {"\"kv_groups\": 2", "\"kv_groups\": 3", "m.json: kv_groups 3 must divide heads 4"},
       {"\"layers\": 2,", "\"layers\": 2,,", "m.json:2:"},
-      {"\"vocab\": 1000", "\"vocab\": 1000, \"norm_eps\": 0", "field 'norm_eps' must be"},
-      {"\"vocab\": 1000", "\"vocab\": 1000, \"rotary_base\": \"big\"", "field 'rotary_base' must be"},
+      {"\"vocab\": 1000", "\"vocab\": 1000, \"norm_eps\": 0", "m.json: field 'norm_eps' must be in (0, 1], found 0"},
+      {"\"vocab\": 1000", "\"vocab\": 1000, \"norm_eps\": 2", "m.json: field 'norm_eps' must be in (0, 1], found 2"},
+      {"\"vocab\": 1000", "\"vocab\": 1000, \"rotary_base\": \"big\"", "field 'rotary_base' must be a number"},
+      {"\"vocab\": 1000", "\"vocab\": 1000, \"rotary_base\": 1", "field 'rotary_base' must be in (1, 1e+12], found 1"},
+      {"\"vocab\": 1000", "\"vocab\": 1000, \"rotary_base\": 1e300", "field 'rotary_base' must be in (1, 1e+12]"},
   };
   (void)parse_model(good, "m.json");
   test_common::expect_each_edit_rejected(good, edits,
                                          [](const std::string& text) { (void)parse_model(text, "m.json"); });
 }
 
-TEST(ParseModel, NormEpsilonAndRotaryBaseEnterTheShapeOnlyWhenSet) {
+TEST(ParseModel, BadRotaryScalingNamesTheField) {
+  const std::string good = R"({"name": "m", "hidden": 256, "heads": 4, "kv_groups": 2, "head_dim": 64,
+ "ffn": 512, "layers": 2, "vocab": 1000, "rotary_scaling": {"type": "llama3", "factor": 8,
+ "low_freq_factor": 1, "high_freq_factor": 4, "original_max_position_embeddings": 8192}})";
+  const std::vector<test_common::BadEdit> edits = {
+      {"{\"type\"", "[{\"type\"", "m.json:"},  // no longer JSON: the parser's line
+      {"\"rotary_scaling\"", "\"rotary_scaling\": 8, \"source\"",
+       "m.json: rotary_scaling: must be an object or null, found 8"},
+      {"\"type\": \"llama3\"", "\"type\": \"yarn\"",
+       "m.json: rotary_scaling: field 'type' must be \"llama3\", found \"yarn\""},
+      {"\"type\": \"llama3\", ", "", "m.json: rotary_scaling: missing field 'type'"},
+      {"\"factor\": 8", "\"factor\": 0.5", "m.json: rotary_scaling: field 'factor' must be in [1, 1e+06], found 0.5"},
+      {"\"factor\": 8", "\"factor\": 1e9", "m.json: rotary_scaling: field 'factor' must be in [1, 1e+06]"},
+      {"\"low_freq_factor\": 1", "\"low_freq_factor\": 0", "field 'low_freq_factor' must be in (0, 1e+06], found 0"},
+      {"\"high_freq_factor\": 4", "\"high_freq_factor\": 1",
+       "m.json: rotary_scaling: field 'high_freq_factor' must be in (1, 1e+06], found 1"},
+      {"\"original_max_position_embeddings\": 8192", "\"original_max_position_embeddings\": 81.5",
+       "rotary_scaling: field 'original_max_position_embeddings' must be a positive integer"},
+      {"\"original_max_position_embeddings\": 8192", "\"original_max_position_embeddings\": 8192, \"beta\": 2",
+       "m.json: rotary_scaling: unknown field 'beta'"},
+  };
+  EXPECT_EQ(parse_model(good, "m.json").rotary_scaling, (RotaryScaling{8, 1, 4, 8192}));
+  test_common::expect_each_edit_rejected(good, edits,
+                                         [](const std::string& text) { (void)parse_model(text, "m.json"); });
+}
+
+TEST(ParseModel, NumericsRoundTripThroughTheShape) {
   const std::string base = R"({"name": "m", "hidden": 256, "heads": 4, "kv_groups": 2, "head_dim": 64,
  "ffn": 512, "layers": 2, "vocab": 1000)";
   const ModelSpec defaults = parse_model(base + "}", "m.json");
   EXPECT_EQ(defaults.norm_eps, 1e-5);
   EXPECT_EQ(defaults.rotary_base, 10000.0);
-  EXPECT_EQ(model_shape_json(defaults).find("norm_eps"), std::string::npos);
-  EXPECT_EQ(model_shape_json(defaults).find("rotary_base"), std::string::npos);
-  const ModelSpec set = parse_model(base + R"(, "norm_eps": 1e-6, "rotary_base": 500000})", "m.json");
-  EXPECT_EQ(set.norm_eps, 1e-6);
-  EXPECT_EQ(set.rotary_base, 500000.0);
+  EXPECT_FALSE(defaults.rotary_scaling.has_value());
+  // The defaults are written too, and no scaling as null, so a plan for them names them.
+  const std::string default_shape = model_shape_json(defaults);
+  EXPECT_NE(default_shape.find(R"("norm_eps":1e-05,"rotary_base":10000.0,"rotary_scaling":null)"), std::string::npos)
+      << default_shape;
+  const ModelSpec set = parse_model(base + R"(, "norm_eps": 1e-6, "rotary_base": 500000, "rotary_scaling":
+ {"type": "llama3", "factor": 32, "low_freq_factor": 1, "high_freq_factor": 4, "original_max_position_embeddings": 8192}})",
+                                    "m.json");
   const std::string shape = model_shape_json(set);
-  EXPECT_NE(shape.find("\"norm_eps\":1e-06"), std::string::npos) << shape;
-  EXPECT_NE(shape.find("\"rotary_base\":500000.0"), std::string::npos) << shape;
+  EXPECT_NE(shape.find(R"("norm_eps":1e-06,"rotary_base":500000.0,"rotary_scaling":{"type":"llama3","factor":32.0,)"
+                       R"("low_freq_factor":1.0,"high_freq_factor":4.0,"original_max_position_embeddings":8192})"),
+            std::string::npos)
+      << shape;
+  // The shape (plus the name a plan's block keeps beside it) parses back to the same numerics.
+  std::string named = shape;
+  named.insert(1, R"("name": "m",)");
+  const ModelSpec back = parse_model(named, "shape");
+  EXPECT_EQ(back.norm_eps, 1e-6);
+  EXPECT_EQ(back.rotary_base, 500000.0);
+  EXPECT_EQ(back.rotary_scaling, set.rotary_scaling);
+  EXPECT_EQ(model_shape_json(back), shape);
+  named = default_shape;
+  named.insert(1, R"("name": "m",)");
+  EXPECT_EQ(model_shape_json(parse_model(named, "shape")), default_shape);
 }
 
 }  // namespace

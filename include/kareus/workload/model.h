@@ -2,9 +2,11 @@
 //
 // First stage of the data flow (workload -> partition -> device -> ...). A ModelSpec is
 // the shape of a decoder-only transformer (Llama-style GQA + SwiGLU, or GPT-style MHA +
-// GELU); presets live in data/models/<name>.json, each with its source.
+// GELU) and the numerics a job must share with its plan (norm epsilon, RoPE base and Llama 3
+// frequency scaling); presets live in data/models/<name>.json, each with its source.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -15,6 +17,18 @@ enum class MlpKind { kSwiGlu, kGelu };
 
 inline constexpr double kDefaultNormEps = 1e-5;
 inline constexpr double kDefaultRotaryBase = 10000.0;
+
+/// Llama 3's RoPE frequency scaling (Hugging Face `rope_type` "llama3"): a frequency whose
+/// wavelength (2 pi / frequency, in tokens) is above original_max_position_embeddings /
+/// low_freq_factor is divided by `factor`, one below original_max_position_embeddings /
+/// high_freq_factor is kept, and those between are interpolated smoothly between the two.
+struct RotaryScaling {
+  double factor = 1;            ///< context extension: low frequencies are divided by it (>= 1)
+  double low_freq_factor = 1;   ///< wavelength threshold divisor of the fully scaled band (> 0)
+  double high_freq_factor = 1;  ///< wavelength threshold divisor of the kept band (> low_freq_factor)
+  int original_max_position_embeddings = 0;  ///< pretraining context length, tokens
+  bool operator==(const RotaryScaling&) const = default;
+};
 
 struct ModelSpec {
   std::string name;
@@ -29,9 +43,12 @@ struct ModelSpec {
   bool tied_embeddings = false;
   MlpKind mlp = MlpKind::kSwiGlu;
   /// Numerics that change no cost but must match between a plan and the job that runs it
-  /// (kareus.megatron reads them from Megatron's config): RMSNorm epsilon and RoPE base.
+  /// (kareus.torch runs them; kareus.megatron passes them to and from Megatron's config): the
+  /// epsilon of the norms (RMSNorm; LayerNorm for GPT-style models), the RoPE base and its
+  /// scaling (none when empty).
   double norm_eps = kDefaultNormEps;
   double rotary_base = kDefaultRotaryBase;
+  std::optional<RotaryScaling> rotary_scaling;
 
   /// Parameters of one transformer layer (weights of the linears and norms).
   [[nodiscard]] double layer_parameters() const;
@@ -47,10 +64,12 @@ struct ModelSpec {
 [[nodiscard]] ModelSpec load_model(std::string_view name_or_path);
 
 /// The model's shape as a JSON object: hidden, heads, kv_groups, head_dim, ffn, layers, vocab,
-/// qk_norm, mlp, tied_embeddings (what summaries, plans and `kareus models` print).
+/// qk_norm, mlp, tied_embeddings, norm_eps, rotary_base and rotary_scaling (null when none):
+/// what summaries, plans and `kareus models` print, and what a plan's workload check compares.
 [[nodiscard]] std::string model_shape_json(const ModelSpec& model);
 
-/// Parses a model JSON document (fields as in data/models/*.json); `origin` names it in errors.
+/// Parses a model JSON document (fields as in data/models/*.json; docs/formats.md); `origin` names
+/// it in errors. Throws InputError naming the field that is missing, mistyped or out of range.
 [[nodiscard]] ModelSpec parse_model(std::string_view json_text, std::string_view origin);
 
 }  // namespace kareus::workload

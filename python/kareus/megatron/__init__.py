@@ -12,13 +12,14 @@ the comm half, megatron-core (tested with 0.16.1).
 
 from kareus.megatron.job import MegatronJob
 from kareus.megatron.schedule import InstructionHook, InstructionTimers, refuse_unsupported_schedule
-from kareus.megatron.workload import MegatronWorkload, workload
+from kareus.megatron.workload import MegatronWorkload, gpt_model_rope_args, workload
 
 __all__ = [
     "InstructionHook",
     "InstructionTimers",
     "MegatronJob",
     "MegatronWorkload",
+    "gpt_model_rope_args",
     "refuse_unsupported_schedule",
     "workload",
 ]

@@ -3,8 +3,9 @@
 ``workload(config, ...)`` reads the model shape (hidden size, heads, query groups, head size,
 FFN size, layers, MLP kind, q/k norm) and the parallel sizes (TP, CP, PP, the layer split,
 activation recompute) from Megatron's ``TransformerConfig``, takes what the config does not hold
-(vocabulary, tied embeddings, rotary base, sequence, microbatch size, microbatches, DP) as
-arguments, and refuses what kareus does not model with a message naming the setting.
+(vocabulary, tied embeddings, rotary base and scaling, sequence, microbatch size, microbatches, DP)
+as arguments, and refuses what kareus does not model with a message naming the setting.
+``gpt_model_rope_args(model)`` goes the other way: GPTModel's RoPE arguments for a kareus model.
 ``MegatronWorkload.write_model(path)`` writes the model .json that ``kareus plan --model`` takes;
 ``plan_flags()`` gives the rest of that command line. No torch import here.
 """
@@ -21,6 +22,9 @@ from kareus import InputError
 
 # The kareus model format's default RoPE base (GPTModel's too).
 DEFAULT_ROTARY_BASE = 10000
+# GPTModel(rope_scaling=True) applies Llama 3's scaling with only the factor as an argument; the
+# other three are fixed in RotaryEmbedding._apply_scaling (megatron-core 0.16.1).
+MEGATRON_LLAMA3_SCALING = {"low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}
 
 
 @dataclass
@@ -127,12 +131,13 @@ def _layer_split(config, pp: int) -> List[int]:
 
 def workload(config, *, vocab_size: int, seq_length: int, micro_batch_size: int, num_microbatches: int,
              data_parallel_size: int = 1, share_embeddings_and_output_weights: bool = False,
-             rotary_base: float = DEFAULT_ROTARY_BASE, name: str = "megatron-gpt",
-             position_embedding_type: str = "rope") -> MegatronWorkload:
+             rotary_base: float = DEFAULT_ROTARY_BASE, rope_scaling: bool = False, rope_scaling_factor: float = 8.0,
+             name: str = "megatron-gpt", position_embedding_type: str = "rope") -> MegatronWorkload:
     """The kareus workload of a GPTModel built from ``config`` (a TransformerConfig; its norm
     epsilon goes into the model .json) with these
     GPTModel arguments (``vocab_size``, ``share_embeddings_and_output_weights``, ``rotary_base``,
-    ``position_embedding_type``), trained on ``num_microbatches`` microbatches of
+    ``rope_scaling`` and ``rope_scaling_factor``: Llama 3's scaling with Megatron's fixed
+    ``MEGATRON_LLAMA3_SCALING``, ``position_embedding_type``), trained on ``num_microbatches`` microbatches of
     ``micro_batch_size`` sequences of ``seq_length`` tokens per step on ``data_parallel_size``
     replicas. Raises InputError naming the first setting kareus does not model."""
     if position_embedding_type != "rope":
@@ -166,6 +171,8 @@ def workload(config, *, vocab_size: int, seq_length: int, micro_batch_size: int,
         "tied_embeddings": bool(share_embeddings_and_output_weights),
         "norm_eps": float(config.layernorm_epsilon),
         "rotary_base": float(rotary_base),
+        "rotary_scaling": ({"type": "llama3", "factor": float(rope_scaling_factor), **MEGATRON_LLAMA3_SCALING}
+                           if rope_scaling else None),
         "source": "kareus.megatron.workload from a Megatron-Core TransformerConfig",
     }
     pp = config.pipeline_model_parallel_size
@@ -174,3 +181,18 @@ def workload(config, *, vocab_size: int, seq_length: int, micro_batch_size: int,
         dp=data_parallel_size, mbs=micro_batch_size, seq=seq_length, microbatches=num_microbatches,
         recompute=_recompute(config), layers_per_stage=_layer_split(config, pp))
 
+
+
+def gpt_model_rope_args(model: dict) -> Dict[str, object]:
+    """GPTModel's ``rotary_base``, ``rope_scaling`` and ``rope_scaling_factor`` for ``model`` (a
+    ``kareus._runtime`` model dict); raises InputError naming the scaling field Megatron cannot
+    take (only the factor of Llama 3's scaling is an argument of GPTModel)."""
+    scaling = model.get("rotary_scaling")
+    args: Dict[str, object] = {"rotary_base": model["rotary_base"], "rope_scaling": scaling is not None}
+    if scaling is not None:
+        for field, fixed in MEGATRON_LLAMA3_SCALING.items():
+            if scaling[field] != fixed:
+                _refuse(f"rotary_scaling.{field}", scaling[field], f"Megatron-Core's GPTModel scales RoPE with "
+                        f"{field} {fixed:g} only")
+        args["rope_scaling_factor"] = scaling["factor"]
+    return args

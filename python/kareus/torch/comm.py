@@ -176,6 +176,12 @@ def dp_groups(tp: int, pp: int, dp: int, cp: int = 1) -> List[List[int]]:
     return parallel_groups("gradient", tp=tp, cp=cp, pp=pp, dp=dp)
 
 
+def embedding_groups(tp: int, pp: int, dp: int = 1, cp: int = 1) -> List[List[int]]:
+    """Every embedding group's ranks: the first and last stage of one TP, CP and DP rank (the two
+    copies of a tied embedding)."""
+    return parallel_groups("embedding", tp=tp, cp=cp, pp=pp, dp=dp)
+
+
 def make_group_of(groups: Sequence[Sequence[int]], rank: int, backend: str):
     """Creates every group of ``groups`` (``dist.new_group`` is collective: every rank creates
     every group, in the same order) and returns the one holding ``rank``."""
@@ -192,3 +198,11 @@ def make_dp_group(rank: int, backend: str, tp: int = 1, pp: int = 1, dp: int = 1
     if dp * cp == 1:
         return None
     return make_group_of(dp_groups(tp, pp, dp, cp), rank, backend)
+
+
+def make_embedding_group(rank: int, backend: str, tp: int = 1, pp: int = 1, dp: int = 1, cp: int = 1):
+    """This rank's embedding group (``embedding_groups``; call on every rank, a collective), or
+    None when pp is 1 (one stage holds the one table) or the rank is on a middle stage."""
+    if pp == 1:
+        return None
+    return make_group_of(embedding_groups(tp, pp, dp, cp), rank, backend)

@@ -1,6 +1,10 @@
 """A tensor-parallel Llama layer: parameters, its compute ops by the C++ op names, and the plain
 (unsplit) reference.
 
+The numerics come from the model (its JSON, through ``kareus._runtime``): the RMSNorm epsilon
+``norm_eps`` (also the q/k norms'), the RoPE base ``rotary_base`` and Llama 3's frequency scaling
+``rotary_scaling`` (``rope_frequencies``), so a plan's model and the layers it runs agree.
+
 The C++ op graph (src/workload/op_graph.cpp) names a layer's forward compute ops input_norm, qkv,
 (qkv_post: q/k RMSNorm, for models with qk_norm) rope, attention, out_proj, attn_bda, mlp_norm, fc1, swiglu, fc2, mlp_bda (backward: the same
 with "_bwd", in reverse) and its collectives attn_all_reduce, mlp_all_reduce (forward,
@@ -18,15 +22,13 @@ re-gathers them (kv_regather) instead of keeping the gathered copy, as the C++ o
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
-
-RMS_EPS = 1e-5
-ROPE_THETA = 10000.0
 
 
 @dataclass(frozen=True)
@@ -39,7 +41,14 @@ class LayerShape:
     head_dim: int
     ffn: int
     tp: int
+    norm_eps: float  # RMSNorm epsilon (the model's norm_eps)
     qk_norm: bool = False
+
+    @classmethod
+    def of_model(cls, model: dict, tp: int) -> "LayerShape":
+        """The shape of ``model`` (a ``kareus._runtime`` model dict) on one of ``tp`` ranks."""
+        return cls(model["hidden"], model["heads"], model["kv_groups"], model["head_dim"], model["ffn"], tp,
+                   float(model["norm_eps"]), bool(model.get("qk_norm")))
 
     @property
     def heads_local(self) -> int:
@@ -91,8 +100,25 @@ class LayerShard(torch.nn.Module):
             self.k_norm = torch.nn.Parameter(torch.ones(s.head_dim))
 
 
-def rms_norm(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + RMS_EPS) * weight
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
+
+
+def rope_frequencies(head_dim: int, base: float, scaling: Optional[dict] = None) -> torch.Tensor:
+    """RoPE's inverse frequencies (radians per token) of the head_dim / 2 rotated pairs, float64:
+    base^(-2i / head_dim), then, with ``scaling`` (the model's ``rotary_scaling``: Llama 3's), each
+    frequency whose wavelength 2 pi / f exceeds original_max_position_embeddings / low_freq_factor
+    divided by ``factor``, each below original_max_position_embeddings / high_freq_factor kept,
+    and those between blended: (1 - s) f / factor + s f with s = (original / wavelength -
+    low_freq_factor) / (high_freq_factor - low_freq_factor), which is 0 and 1 at the two bounds."""
+    inverse = 1.0 / (base ** (torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim))
+    if scaling is None:
+        return inverse
+    low, high = scaling["low_freq_factor"], scaling["high_freq_factor"]
+    wavelength = 2 * math.pi / inverse
+    # s clamped to [0, 1] is the three bands at once: 0 scales fully, 1 keeps, between blends.
+    kept = ((scaling["original_max_position_embeddings"] / wavelength - low) / (high - low)).clamp(0.0, 1.0)
+    return (1 - kept) * inverse / scaling["factor"] + kept * inverse
 
 
 def cp_positions(seq: int, cp: int, cp_rank: int) -> torch.Tensor:
@@ -111,13 +137,14 @@ def shard_sequence(x: torch.Tensor, cp: int, cp_rank: int) -> torch.Tensor:
 
 
 class Rope:
-    """Rotary tables (rotate-half form) and the causal mask of one CP rank's sequence shard, per
-    device. With cp > 1 ``mask`` [local, seq] says which of the gathered keys (CP ranks' shards
-    in rank order) each local query sees; None when cp is 1 (plain causal attention)."""
+    """Rotary tables (rotate-half form) of ``model`` (a ``kareus._runtime`` model dict: head_dim,
+    rotary_base, rotary_scaling) and the causal mask of one CP rank's sequence shard, per device.
+    With cp > 1 ``mask`` [local, seq] says which of the gathered keys (CP ranks' shards in rank
+    order) each local query sees; None when cp is 1 (plain causal attention)."""
 
-    def __init__(self, head_dim: int, seq: int, device: torch.device, dtype: torch.dtype, cp: int = 1,
+    def __init__(self, model: dict, seq: int, device: torch.device, dtype: torch.dtype, cp: int = 1,
                  cp_rank: int = 0) -> None:
-        inv = 1.0 / (ROPE_THETA ** (torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim))
+        inv = rope_frequencies(model["head_dim"], model["rotary_base"], model.get("rotary_scaling"))
         positions = cp_positions(seq, cp, cp_rank)
         angles = torch.outer(positions.to(torch.float64), inv)
         angles = torch.cat([angles, angles], dim=-1)
@@ -167,7 +194,8 @@ def _rope_op(layer: LayerShard, rope: Rope, qkv: torch.Tensor) -> Tuple[torch.Te
 def _qk_norm_op(layer: LayerShard, rope: Rope, qkv: torch.Tensor) -> Tuple[torch.Tensor, ...]:
     """RMSNorm of each query and key head over head_dim (Qwen3's q_norm / k_norm); V untouched."""
     q, k, v = _heads(layer, qkv)
-    q, k = rms_norm(q, layer.q_norm), rms_norm(k, layer.k_norm)
+    eps = layer.shape.norm_eps
+    q, k = rms_norm(q, layer.q_norm, eps), rms_norm(k, layer.k_norm, eps)
     return (torch.cat([q.flatten(2), k.flatten(2), v.flatten(2)], dim=-1),)
 
 
@@ -192,7 +220,7 @@ def _swiglu_op(layer: LayerShard, rope: Rope, fc1: torch.Tensor):
 
 
 OPS: Dict[str, OpSpec] = {
-    "input_norm": OpSpec(("h",), (("normed", 0),), ("input_norm",), lambda l, r, h: (rms_norm(h, l.input_norm),)),
+    "input_norm": OpSpec(("h",), (("normed", 0),), ("input_norm",), lambda l, r, h: (rms_norm(h, l.input_norm, l.shape.norm_eps),)),
     "qkv": OpSpec(("normed",), (("qkv", 0),), ("w_qkv",), lambda l, r, x: (F.linear(x, l.w_qkv),)),
     # Reads and rewrites "qkv", so rope reads the same name with or without it. The engine runs
     # backwards in reverse order, so the gradient of the normed qkv (rope's) is consumed here and
@@ -202,7 +230,7 @@ OPS: Dict[str, OpSpec] = {
     "attention": OpSpec(("q", "k", "v"), (("context", 0),), (), _attention_op),
     "out_proj": OpSpec(("context",), (("attn_out", 0),), ("w_out",), lambda l, r, x: (F.linear(x, l.w_out),)),
     "attn_bda": OpSpec(("h", "attn_out"), (("h_mid", 0),), (), lambda l, r, h, a: (h + a,)),
-    "mlp_norm": OpSpec(("h_mid",), (("normed2", 0),), ("mlp_norm",), lambda l, r, h: (rms_norm(h, l.mlp_norm),)),
+    "mlp_norm": OpSpec(("h_mid",), (("normed2", 0),), ("mlp_norm",), lambda l, r, h: (rms_norm(h, l.mlp_norm, l.shape.norm_eps),)),
     "fc1": OpSpec(("normed2",), (("fc1", 0),), ("w_fc1",), lambda l, r, x: (F.linear(x, l.w_fc1),)),
     "swiglu": OpSpec(("fc1",), (("act", 0),), (), _swiglu_op),
     "fc2": OpSpec(("act",), (("mlp_out", 0),), ("w_fc2",), lambda l, r, x: (F.linear(x, l.w_fc2),)),
@@ -319,7 +347,8 @@ def reference_layer(layer: LayerShard, rope: Rope, h: torch.Tensor, group, tp: i
     def reduce_backward(x: torch.Tensor) -> torch.Tensor:
         return tp_reduce_backward(x, group) if tp > 1 else x
 
-    normed = reduce_backward(rms_norm(h, layer.input_norm))
+    eps = layer.shape.norm_eps
+    normed = reduce_backward(rms_norm(h, layer.input_norm, eps))
     qkv = F.linear(normed, layer.w_qkv)
     if layer.shape.qk_norm:
         (qkv,) = _qk_norm_op(layer, rope, qkv)
@@ -328,7 +357,7 @@ def reference_layer(layer: LayerShard, rope: Rope, h: torch.Tensor, group, tp: i
         k, v = _GatherSequence.apply(torch.stack([k, v]), cp_group, KV_SEQ_DIM)
     (context,) = _attention_op(layer, rope, q, k, v)
     h_mid = h + reduce_forward(F.linear(context, layer.w_out))
-    normed2 = reduce_backward(rms_norm(h_mid, layer.mlp_norm))
+    normed2 = reduce_backward(rms_norm(h_mid, layer.mlp_norm, eps))
     (act,) = _swiglu_op(layer, rope, F.linear(normed2, layer.w_fc1))
     return h_mid + reduce_forward(F.linear(act, layer.w_fc2))
 
@@ -343,9 +372,6 @@ def reference_stack(layers: Sequence[LayerShard], rope: Rope, h: torch.Tensor, g
 def check_supported(model: dict, cp: int = 1, seq: int = 0, tp: int = 1) -> Optional[str]:
     """Why this engine cannot run the model (with ``cp`` ranks over a ``seq``-token sequence and
     ``tp`` ranks), or None."""
-    for name, value in (("norm_eps", RMS_EPS), ("rotary_base", ROPE_THETA)):
-        if model.get(name, value) != value:
-            return f"model {model['name']}: kareus.torch runs {name} {value:g}, found {model[name]:g}"
     if model.get("mlp") != "swiglu":
         return f"model {model['name']}: kareus.torch runs SwiGLU MLPs only, found {model.get('mlp')}"
     if model["vocab"] % tp != 0:

@@ -5,6 +5,12 @@ on the first stage, the final RMSNorm, output layer and cross-entropy on the las
 over the TP ranks (each CP rank runs it on its own tokens). Every rank draws every layer's full
 weights from one seed, so any TP degree or stage split starts from the same model (and the
 reference run from the same one).
+
+A model with ``tied_embeddings`` has one table: the output layer multiplies by the embedding
+weight. With one stage that is one parameter; with several, the first stage holds the table
+and the last stage an equal copy (drawn the same), and ``PipelineDriver`` sums the two copies'
+gradients over the embedding group (``make_embedding_group``) before every optimizer step, so
+they stay equal, as Megatron does. A stage's state dict holds the table once, as ``embedding``.
 """
 
 from __future__ import annotations
@@ -26,9 +32,10 @@ class LlamaStage(torch.nn.Module):
         self.stage = stage
         self.first = stage == 0
         self.last = stage == len(stage_layers) - 1
-        shape = LayerShape(model["hidden"], model["heads"], model["kv_groups"], model["head_dim"], model["ffn"], tp,
-                           bool(model.get("qk_norm")))
+        shape = LayerShape.of_model(model, tp)
         self.shape = shape
+        self.model = dict(model)
+        self.tied = bool(model["tied_embeddings"])
         first_layer = sum(stage_layers[:stage])
         layers = []
         for index in range(stage_layers[stage]):
@@ -44,11 +51,18 @@ class LlamaStage(torch.nn.Module):
         rows = model["vocab"] // tp
         self.vocab_start = tp_rank * rows
         mine = slice(self.vocab_start, self.vocab_start + rows)
-        if self.first:
+        if self.first or (self.last and self.tied):
             self.embedding = torch.nn.Parameter(embedding[mine].contiguous())
         if self.last:
             self.final_norm = torch.nn.Parameter(torch.ones(model["hidden"]))
-            self.output = torch.nn.Parameter(output[mine].contiguous())
+            if not self.tied:
+                self.output = torch.nn.Parameter(output[mine].contiguous())
+
+    @property
+    def holds_embedding_copy(self) -> bool:
+        """Whether this stage holds one of the two copies of a tied table (first or last of
+        several stages), whose gradients the embedding group sums."""
+        return self.tied and self.first != self.last
 
     def embed(self, tokens: torch.Tensor, group=None) -> torch.Tensor:
         """The tokens' embeddings: each TP rank looks up the tokens of its rows (zeros for the
@@ -63,10 +77,10 @@ class LlamaStage(torch.nn.Module):
         """Cross-entropy summed over this rank's tokens / ``tokens``, the microbatch's token count
         (all CP ranks'), so that the CP ranks' losses add up to the microbatch's mean; the logits
         are split over the TP group ``group``."""
-        normed = rms_norm(h, self.final_norm)
+        normed = rms_norm(h, self.final_norm, self.shape.norm_eps)
         if self.tp > 1:
             normed = tp_reduce_backward(normed, group)  # every rank's logits shard feeds h's gradient
-        logits = F.linear(normed, self.output)
+        logits = F.linear(normed, self.embedding if self.tied else self.output)
         per_token = _VocabParallelCrossEntropy.apply(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1),
                                                      self.vocab_start, group if self.tp > 1 else None)
         return per_token.sum() / tokens

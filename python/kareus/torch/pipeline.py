@@ -10,7 +10,10 @@ parameter gradient is averaged over the rank's DP group before the optimizer ste
 replica trains on its own batch; the DP reduction is outside the plan's instructions, as in
 the plan's model of an iteration). With context parallelism each CP rank runs its shard of the
 sequence (``shard_sequence``), its loss is its tokens' share of the microbatch's, and the
-gradients are summed over CP in the same reduction (Megatron's DP x CP gradient group).
+gradients are summed over CP in the same reduction (Megatron's DP x CP gradient group). A
+model with tied embeddings over several stages has a copy of the table on the first and last
+stage: their gradients are summed over the embedding group before the step, so both copies take
+the same step (Megatron's embedding group).
 ``switch_plan`` changes plans between steps (new CTA counts get their groups, made on every
 rank in the same order).
 """
@@ -44,6 +47,8 @@ class PipelineDriver:
         runner: the StageRunner (built here if None and a plan is given).
         dp, dp_group: the data-parallel degree and this rank's gradient group (``make_dp_group``).
         cp: the context-parallel degree (the CP groups are in ``groups``).
+        embedding_group: this rank's embedding group (``make_embedding_group``), needed on the
+            first and last stage of a tied model with pp > 1.
     """
 
     def __init__(
@@ -63,9 +68,13 @@ class PipelineDriver:
         dp: int = 1,
         dp_group=None,
         cp: int = 1,
+        embedding_group=None,
     ) -> None:
         if dp * cp > 1 and dp_group is None:
             raise InputError(f"PipelineDriver: dp {dp} x cp {cp} needs its gradient group (kareus.torch.make_dp_group)")
+        if stage_module.holds_embedding_copy and embedding_group is None:
+            raise InputError(f"PipelineDriver: stage {stage_module.stage} holds a copy of the tied embedding over pp "
+                             f"{pp}: it needs its embedding group (kareus.torch.make_embedding_group)")
         self.module = stage_module
         self.plan = plan
         self.groups = groups
@@ -75,6 +84,7 @@ class PipelineDriver:
         self.dp = dp
         self.dp_group = dp_group
         self.cp = cp
+        self.embedding_group = embedding_group if stage_module.holds_embedding_copy else None
         where = map_rank(rank, tp=tp, cp=cp, pp=pp, dp=dp)
         self.cp_rank = where["cp_rank"]
         self.stage = stage_module.stage
@@ -158,11 +168,22 @@ class PipelineDriver:
         for _, work in sends:
             work.wait()
         tp_reduce_norm_grads(self.module.layers, self.groups.plain, self.tp)
+        self._reduce_embedding_gradient()
         self._reduce_gradients()
         self.optimizer.step()
         if self.pfo is not None:
             self.pfo.on_step_end()
         return total if self.module.last else None
+
+    def _reduce_embedding_gradient(self) -> None:
+        """Sums the tied table's gradient over its two copies (first and last stage): the
+        table's gradient is the sum of the lookup's and the output layer's."""
+        if self.embedding_group is None:
+            return
+        weight = self.module.embedding
+        if weight.grad is None:
+            weight.grad = torch.zeros_like(weight)
+        dist.all_reduce(weight.grad, group=self.embedding_group)
 
     def _reduce_gradients(self) -> None:
         """Sums every gradient over the DP x CP group and divides by dp: the mean over replicas of
@@ -188,8 +209,7 @@ class PipelineDriver:
 
     def _rope(self) -> Rope:
         if self._rope_cache is None:
-            self._rope_cache = Rope(self.module.shape.head_dim, self.seq, self.device, torch.float32, self.cp,
-                                    self.cp_rank)
+            self._rope_cache = Rope(self.module.model, self.seq, self.device, torch.float32, self.cp, self.cp_rank)
         return self._rope_cache
 
 

@@ -52,12 +52,39 @@ def test_megatrons_layer_split_and_full_recompute_carry_over():
     assert list(job.runtime_workload().stage_layers) == [3, 1]
 
 
-def test_a_norm_epsilon_and_rotary_base_off_the_defaults_reach_the_plans_shape():
-    job = _workload(mhelpers.tiny_config(layernorm_epsilon=1e-6), rotary_base=500000)
+def test_a_norm_epsilon_rotary_base_and_scaling_reach_the_plans_shape():
+    job = _workload(mhelpers.tiny_config(layernorm_epsilon=1e-6), rotary_base=500000, rope_scaling=True,
+                    rope_scaling_factor=32.0)
     shape = json.loads(job.runtime_workload().to_json())["shape"]
     assert shape["norm_eps"] == 1e-6 and shape["rotary_base"] == 500000
+    assert shape["rotary_scaling"] == {"type": "llama3", "factor": 32.0, "low_freq_factor": 1.0,
+                                       "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}
     default = json.loads(_workload(mhelpers.tiny_config()).runtime_workload().to_json())["shape"]
-    assert "norm_eps" not in default and "rotary_base" not in default
+    assert default["norm_eps"] == 1e-5 and default["rotary_base"] == 10000 and default["rotary_scaling"] is None
+
+
+def test_a_presets_rope_goes_to_gptmodels_arguments():
+    from kareus._runtime import load_model
+    from kareus.megatron import gpt_model_rope_args
+
+    assert gpt_model_rope_args(load_model("llama3.2-3b")) == {"rotary_base": 500000.0, "rope_scaling": True,
+                                                              "rope_scaling_factor": 32.0}
+    assert gpt_model_rope_args(load_model("qwen3-1.7b")) == {"rotary_base": 1000000.0, "rope_scaling": False}
+    # Back through workload(): the preset's numbers again.
+    preset = load_model("llama3.3-70b")
+    job = _workload(mhelpers.tiny_config(), **gpt_model_rope_args(preset))
+    assert job.model["rotary_base"] == 500000.0 and job.model["rotary_scaling"] == preset["rotary_scaling"]
+
+
+def test_a_scaling_megatron_cannot_take_is_refused_by_name():
+    from kareus._runtime import load_model
+    from kareus.megatron import gpt_model_rope_args
+
+    model = load_model("llama3.2-3b")
+    model["rotary_scaling"] = dict(model["rotary_scaling"], high_freq_factor=2.0)
+    with pytest.raises(InputError, match=r"rotary_scaling.high_freq_factor=2.0: Megatron-Core's GPTModel scales RoPE "
+                                         r"with high_freq_factor 4 only"):
+        gpt_model_rope_args(model)
 
 
 @pytest.mark.parametrize("overrides, arguments, named", [

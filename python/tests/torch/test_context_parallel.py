@@ -28,15 +28,16 @@ def _worker(rank, world, port, out_dir):
     import torch.distributed as dist
 
     from kareus import torch as kt
-    from kareus._runtime import Workload, map_rank
+    from kareus._runtime import Workload, load_model, map_rank
 
     helpers.init_gloo(rank, world, port)
     where = map_rank(rank, tp=TP, cp=CP)
     tp_rank, cp_rank = where["tp_rank"], where["cp_rank"]
     groups = kt.CommGroups(kt.tp_groups(TP, 1, 1, CP), rank, "gloo", kt.cp_groups(TP, 1, 1, CP))
     cpu = torch.device("cpu")
-    full_rope = kt.Rope(16, SEQ, cpu, torch.float32)
-    rope = kt.Rope(16, SEQ, cpu, torch.float32, CP, cp_rank)
+    model = load_model(helpers.TINY_MODEL)
+    full_rope = kt.Rope(model, SEQ, cpu, torch.float32)
+    rope = kt.Rope(model, SEQ, cpu, torch.float32, CP, cp_rank)
     x = torch.randn(MBS, SEQ, 64, generator=torch.Generator().manual_seed(5))
     grad = torch.randn(MBS, SEQ, 64, generator=torch.Generator().manual_seed(6))
     positions = kt.layer.cp_positions(SEQ, CP, cp_rank)

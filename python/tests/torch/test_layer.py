@@ -33,7 +33,7 @@ def _worker(rank, world, port, out_dir):
         workload = Workload(helpers.TINY_MODEL, tp=TP, pp=1, mbs=MBS, seq=SEQ, microbatches=1,
                             recompute="full" if recompute else "none")
         groups = kt.CommGroups([[0, 1]], rank, "gloo")
-        rope = kt.Rope(16, SEQ, torch.device("cpu"), torch.float32)
+        rope = kt.Rope(workload.model, SEQ, torch.device("cpu"), torch.float32)
         x = torch.randn(MBS, SEQ, 64, generator=torch.Generator().manual_seed(5))
         grad = torch.randn(MBS, SEQ, 64, generator=torch.Generator().manual_seed(6))
         reference = kt.LlamaStage(workload.model, list(workload.stage_layers), 0, TP, rank, 3)
