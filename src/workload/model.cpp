@@ -41,8 +41,8 @@ RotaryScaling parse_rotary_scaling(const nlohmann::json& scaling, std::string_vi
   if (!scaling.is_object()) {
     throw InputError(fmt::format("{}: must be an object or null, found {}", origin, jf::excerpt(scaling)));
   }
-  jf::reject_unknown(scaling, {"type", "factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"},
-                     origin);
+  jf::reject_unknown(
+      scaling, {"type", "factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"}, origin);
   const std::string type = jf::require_string(scaling, "type", origin);
   if (type != "llama3") {
     throw InputError(fmt::format("{}: field 'type' must be \"llama3\", found \"{}\"", origin, jf::short_text(type)));

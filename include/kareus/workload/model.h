@@ -23,9 +23,9 @@ inline constexpr double kDefaultRotaryBase = 10000.0;
 /// low_freq_factor is divided by `factor`, one below original_max_position_embeddings /
 /// high_freq_factor is kept, and those between are interpolated smoothly between the two.
 struct RotaryScaling {
-  double factor = 1;            ///< context extension: low frequencies are divided by it (>= 1)
-  double low_freq_factor = 1;   ///< wavelength threshold divisor of the fully scaled band (> 0)
-  double high_freq_factor = 1;  ///< wavelength threshold divisor of the kept band (> low_freq_factor)
+  double factor = 1;                         ///< context extension: low frequencies are divided by it (>= 1)
+  double low_freq_factor = 1;                ///< wavelength threshold divisor of the fully scaled band (> 0)
+  double high_freq_factor = 1;               ///< wavelength threshold divisor of the kept band (> low_freq_factor)
   int original_max_position_embeddings = 0;  ///< pretraining context length, tokens
   bool operator==(const RotaryScaling&) const = default;
 };

@@ -214,13 +214,18 @@ def _attention_op(layer: LayerShard, rope: Rope, q: torch.Tensor, k: torch.Tenso
     return (context.transpose(1, 2).reshape(batch, seq, s.heads_local * s.head_dim),)
 
 
+def _rms_norm_op(weight: str) -> OpFn:
+    """The op of the layer's RMSNorm whose weight is ``weight``, at the model's epsilon."""
+    return lambda layer, rope, h: (rms_norm(h, getattr(layer, weight), layer.shape.norm_eps),)
+
+
 def _swiglu_op(layer: LayerShard, rope: Rope, fc1: torch.Tensor):
     gate, up = fc1.chunk(2, dim=-1)
     return (F.silu(gate) * up,)
 
 
 OPS: Dict[str, OpSpec] = {
-    "input_norm": OpSpec(("h",), (("normed", 0),), ("input_norm",), lambda l, r, h: (rms_norm(h, l.input_norm, l.shape.norm_eps),)),
+    "input_norm": OpSpec(("h",), (("normed", 0),), ("input_norm",), _rms_norm_op("input_norm")),
     "qkv": OpSpec(("normed",), (("qkv", 0),), ("w_qkv",), lambda l, r, x: (F.linear(x, l.w_qkv),)),
     # Reads and rewrites "qkv", so rope reads the same name with or without it. The engine runs
     # backwards in reverse order, so the gradient of the normed qkv (rope's) is consumed here and
@@ -230,7 +235,7 @@ OPS: Dict[str, OpSpec] = {
     "attention": OpSpec(("q", "k", "v"), (("context", 0),), (), _attention_op),
     "out_proj": OpSpec(("context",), (("attn_out", 0),), ("w_out",), lambda l, r, x: (F.linear(x, l.w_out),)),
     "attn_bda": OpSpec(("h", "attn_out"), (("h_mid", 0),), (), lambda l, r, h, a: (h + a,)),
-    "mlp_norm": OpSpec(("h_mid",), (("normed2", 0),), ("mlp_norm",), lambda l, r, h: (rms_norm(h, l.mlp_norm, l.shape.norm_eps),)),
+    "mlp_norm": OpSpec(("h_mid",), (("normed2", 0),), ("mlp_norm",), _rms_norm_op("mlp_norm")),
     "fc1": OpSpec(("normed2",), (("fc1", 0),), ("w_fc1",), lambda l, r, x: (F.linear(x, l.w_fc1),)),
     "swiglu": OpSpec(("fc1",), (("act", 0),), (), _swiglu_op),
     "fc2": OpSpec(("act",), (("mlp_out", 0),), ("w_fc2",), lambda l, r, x: (F.linear(x, l.w_fc2),)),
