@@ -84,7 +84,7 @@ std::string model_shape_json(const ModelSpec& model) {
                                   {"mlp", model.mlp == MlpKind::kSwiGlu ? "swiglu" : "gelu"},
                                   {"tied_embeddings", model.tied_embeddings}};
   // Always written (no scaling as null): the workload check compares only the fields both sides
-  // name, so a field left out for its default would let a plan for the default pass a job without.
+  // name, so a field left out at its default would let a plan for the default pass another value.
   shape["norm_eps"] = model.norm_eps;
   shape["rotary_base"] = model.rotary_base;
   if (const auto& scaling = model.rotary_scaling) {

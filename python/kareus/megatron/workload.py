@@ -134,10 +134,10 @@ def workload(config, *, vocab_size: int, seq_length: int, micro_batch_size: int,
              rotary_base: float = DEFAULT_ROTARY_BASE, rope_scaling: bool = False, rope_scaling_factor: float = 8.0,
              name: str = "megatron-gpt", position_embedding_type: str = "rope") -> MegatronWorkload:
     """The kareus workload of a GPTModel built from ``config`` (a TransformerConfig; its norm
-    epsilon goes into the model .json) with these
-    GPTModel arguments (``vocab_size``, ``share_embeddings_and_output_weights``, ``rotary_base``,
-    ``rope_scaling`` and ``rope_scaling_factor``: Llama 3's scaling with Megatron's fixed
-    ``MEGATRON_LLAMA3_SCALING``, ``position_embedding_type``), trained on ``num_microbatches`` microbatches of
+    epsilon goes into the model .json) with these GPTModel arguments (``vocab_size``,
+    ``share_embeddings_and_output_weights``, ``rotary_base``, ``rope_scaling`` and
+    ``rope_scaling_factor``: Llama 3's scaling with Megatron's fixed ``MEGATRON_LLAMA3_SCALING``,
+    ``position_embedding_type``), trained on ``num_microbatches`` microbatches of
     ``micro_batch_size`` sequences of ``seq_length`` tokens per step on ``data_parallel_size``
     replicas. Raises InputError naming the first setting kareus does not model."""
     if position_embedding_type != "rope":
@@ -180,7 +180,6 @@ def workload(config, *, vocab_size: int, seq_length: int, micro_batch_size: int,
         model=model, tp=config.tensor_model_parallel_size, cp=config.context_parallel_size, pp=pp,
         dp=data_parallel_size, mbs=micro_batch_size, seq=seq_length, microbatches=num_microbatches,
         recompute=_recompute(config), layers_per_stage=_layer_split(config, pp))
-
 
 
 def gpt_model_rope_args(model: dict) -> Dict[str, object]:
