@@ -6,6 +6,10 @@ expect 0 'llama3.2-3b +3072 +24 +8 +128 +8192 +28 +128256' -- models
 expect 0 'qwen3-1.7b +2048 +16 +8 +128 +6144 +28 +151936 +1\.72B' -- models
 expect 0 '"name": "llama3.3-70b"' -- models --json
 expect 0 '"kv_groups": 96' -- models --json
+# ... with each model's published numerics (qwen3's base and epsilon, llama3.3's scaling factor).
+expect 0 '"rotary_base": 1000000\.0' -- models --json
+expect 0 '"norm_eps": 1e-06' -- models --json
+expect 0 '"factor": 8\.0' -- models --json
 
 # gpus: peak at the max clock derived from FLOP/clock/SM (A100: 311.9 TFLOP/s).
 expect 0 'a100-40gb +108 +210\.\.1410/15 +311\.9 +1555 +300 +400 +85' -- gpus
