@@ -128,7 +128,8 @@ def main(argv) -> int:
 
     def build():
         torch.manual_seed(args.seed)
-        gpt = GPTModel(config=config, transformer_layer_spec=get_gpt_layer_local_spec(normalization="RMSNorm"),
+        gpt = GPTModel(config=config, transformer_layer_spec=get_gpt_layer_local_spec(
+                           normalization="RMSNorm", qk_layernorm=model["qk_norm"]),
                        vocab_size=model["vocab"], max_sequence_length=args.seq, pre_process=first, post_process=last,
                        share_embeddings_and_output_weights=model["tied_embeddings"], position_embedding_type="rope",
                        **km.gpt_model_rope_args(model))

@@ -132,3 +132,8 @@ def _refuse_unknown_layer(layer) -> None:
             raise InputError(f"kareus.megatron: layer {getattr(layer, 'layer_number', '?')}: {path} is "
                              f"{type(module).__name__}, expected {kind.__name__} (build the GPTModel with "
                              "get_gpt_layer_local_spec)")
+    # qk_layernorm in the config but not in the spec: Megatron runs no q/k norm (IdentityOp).
+    if layer.config.qk_layernorm and not hasattr(layer.self_attention.q_layernorm, "weight"):
+        raise InputError(f"kareus.megatron: layer {getattr(layer, 'layer_number', '?')}: qk_layernorm=True but "
+                         f"self_attention.q_layernorm is {type(layer.self_attention.q_layernorm).__name__} (build "
+                         "the GPTModel with get_gpt_layer_local_spec(qk_layernorm=True))")

@@ -1,13 +1,14 @@
 """The compute ops of a Megatron-Core TransformerLayer (local spec), by the C++ op graph's names.
 
-kareus.torch's ``StageRunner`` executes a stage as partitions of named ops (input_norm, qkv, rope,
-attention, out_proj, attn_bda, mlp_norm, fc1, swiglu | gelu, fc2, mlp_bda), each reading and
-writing named tensors, with the TP collectives of the op graph between them. ``MEGATRON_OPS``
-gives each op over the modules and parameters of Megatron's own layer: the norms and the core
-attention are Megatron's modules, the linears are ``F.linear`` over the Column/RowParallelLinear
-weights (their forward would run the blocking TP collective the plan moves to its slot), and
-RoPE is Megatron's ``apply_rotary_pos_emb`` with the frequencies GPTModel computed. Tensors are
-Megatron's [sequence, batch, ...]; the nanobatches split the batch dimension (1).
+kareus.torch's ``StageRunner`` executes a stage as partitions of named ops (input_norm, qkv,
+qkv_post: the q/k norm when qk_layernorm is on, rope, attention, out_proj, attn_bda, mlp_norm, fc1,
+swiglu | gelu, fc2, mlp_bda), each reading and writing named tensors, with the TP collectives of
+the op graph between them. ``MEGATRON_OPS`` gives each op over the modules and parameters of
+Megatron's own layer: the norms (q/k norms included) and the core attention are Megatron's
+modules, the linears are ``F.linear`` over the Column/RowParallelLinear weights (their forward
+would run the blocking TP collective the plan moves to its slot), and RoPE is Megatron's
+``apply_rotary_pos_emb`` with the frequencies GPTModel computed. Tensors are Megatron's
+[sequence, batch, ...]; the nanobatches split the batch dimension (1).
 
 ``refuse_unsupported_layers(config)`` names the first setting these ops do not reproduce.
 """
@@ -39,16 +40,32 @@ class LayerContext:
     cp: int = 1
 
 
-def _rope(layer, context: LayerContext, qkv: torch.Tensor):
+def _split_qkv(layer, qkv: torch.Tensor):
     """Splits the fused QKV output as SelfAttention does ([s, b, groups, (heads/groups + 2) x
-    head_dim] per rank) and rotates the queries and keys."""
+    head_dim] per rank): queries [s, b, heads, head_dim], keys and values [s, b, groups, head_dim]."""
     attention = layer.self_attention
     groups = attention.num_query_groups_per_partition
     per_group = attention.num_attention_heads_per_partition // groups
     head_dim = attention.hidden_size_per_attention_head
     mixed = qkv.view(*qkv.shape[:-1], groups, (per_group + 2) * head_dim)
     query, key, value = torch.split(mixed, [per_group * head_dim, head_dim, head_dim], dim=3)
-    query = query.reshape(query.size(0), query.size(1), -1, head_dim)
+    return query.reshape(query.size(0), query.size(1), -1, head_dim), key, value
+
+
+def _qk_norm(layer, context: LayerContext, qkv: torch.Tensor):
+    """SelfAttention's q_layernorm and k_layernorm (qk_layernorm=True), where Megatron applies
+    them: on the split heads, before RoPE. The result is fused again in the QKV layout, so the
+    rope op reads the same tensor with or without this op (as in kareus.torch)."""
+    attention = layer.self_attention
+    query, key, value = _split_qkv(layer, qkv)
+    query, key = attention.q_layernorm(query), attention.k_layernorm(key)
+    query = query.reshape(*key.shape[:3], -1)
+    return (torch.cat([query, key, value], dim=3).flatten(2),)
+
+
+def _rope(layer, context: LayerContext, qkv: torch.Tensor):
+    """Splits the fused QKV output and rotates the queries and keys."""
+    query, key, value = _split_qkv(layer, qkv)
     if context.rotary_pos_emb is not None:
         from megatron.core.models.common.embeddings.rope_utils import apply_rotary_pos_emb
 
@@ -88,6 +105,8 @@ def _spec(name: str, fn, params=()) -> OpSpec:
 MEGATRON_OPS = {
     "input_norm": _spec("input_norm", lambda layer, c, h: (layer.input_layernorm(h),), ("input_layernorm.weight",)),
     "qkv": _spec("qkv", _linear("self_attention.linear_qkv.weight"), ("self_attention.linear_qkv.weight",)),
+    "qkv_post": _spec("qkv_post", _qk_norm, ("self_attention.q_layernorm.weight",
+                                             "self_attention.k_layernorm.weight")),
     "rope": _spec("rope", _rope),
     "attention": _spec("attention", _attention),
     "out_proj": _spec("out_proj", _linear("self_attention.linear_proj.weight"), ("self_attention.linear_proj.weight",)),
@@ -114,7 +133,6 @@ def refuse_unsupported_layers(config) -> None:
          "(the local spec's DotProductAttention refuses it)"),
         ("add_bias_linear", False, "kareus models linear layers without bias"),
         ("add_qkv_bias", False, "kareus models linear layers without bias"),
-        ("qk_layernorm", False, "the q/k norm is not among kareus.megatron's ops yet"),
         ("hidden_dropout", 0.0, "dropout draws per nanobatch would differ from the stock model's draws"),
         ("attention_dropout", 0.0, "dropout draws per nanobatch would differ from the stock model's draws"),
         ("rotary_interleaved", False, "kareus models rotate-half RoPE"),

@@ -2,12 +2,14 @@
 every partition key, with and without full recompute.
 
 Two gloo ranks (TP 2), one stage of the 4-layer tiny GPT (local spec, fp32). Two
-TransformerBlocks are built from one seed (the same weights); one is adopted by kareus. For each
+TransformerBlocks are built from one seed (the same weights, norm weights drawn off their init of
+ones so that each norm matters); one is adopted by kareus. For each
 partition key and each of its slots plus ``none`` (on 3, 6, 9 or 12 CTAs), one forward and one
 backward run through the kareus block under a hand-written plan; its output, input gradient and
 every parameter gradient must equal stock autograd through Megatron's block within 1e-5
-relative, and its launch trace must be the plan's. (Context parallelism is not tested: the local
-spec's DotProductAttention refuses it; docs/megatron.md.)
+relative, and its launch trace must be the plan's. All of it again with qk_layernorm on (Qwen3's
+q/k RMSNorm: Megatron's q_layernorm and k_layernorm, run by the qkv_post op). (Context
+parallelism is not tested: the local spec's DotProductAttention refuses it; docs/megatron.md.)
 """
 
 from __future__ import annotations
@@ -24,62 +26,87 @@ TOLERANCE = 1e-5
 
 
 def _worker(rank, world, port, out_dir):
+    import json
+
     import torch
     from megatron.core.models.common.embeddings.rotary_pos_embedding import RotaryEmbedding
     from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
     from megatron.core.transformer.transformer_block import TransformerBlock
 
+    from kareus import InputError
     from kareus import torch as kt
     from kareus._runtime import Workload
     from kareus.megatron.block import adopt_block
 
     mhelpers.init_megatron(rank, world, port, TP)
-    config = mhelpers.tiny_config(tp=TP)
-    spec = get_gpt_layer_local_spec(normalization="RMSNorm")
-
-    def build():
-        torch.manual_seed(3)
-        return TransformerBlock(config, spec, pre_process=True, post_process=False)
+    freqs = RotaryEmbedding(16, rotary_percent=1.0)(SEQ)
+    x = torch.randn(SEQ, MBS, 64, generator=torch.Generator().manual_seed(5))
+    grad = torch.randn(SEQ, MBS, 64, generator=torch.Generator().manual_seed(6))
+    groups = kt.CommGroups([[0, 1]], rank, "gloo")
 
     class Holder(torch.nn.Module):  # what adopt_block looks for: a model with a decoder
         def __init__(self, block):
             super().__init__()
             self.decoder = block
 
-    freqs = RotaryEmbedding(16, rotary_percent=1.0)(SEQ)
-    x = torch.randn(SEQ, MBS, 64, generator=torch.Generator().manual_seed(5))
-    grad = torch.randn(SEQ, MBS, 64, generator=torch.Generator().manual_seed(6))
-    reference = build()
-    x_ref = x.clone().requires_grad_()
-    y_ref = reference(x_ref, None, rotary_pos_emb=freqs)
-    y_ref.backward(grad)
-    groups = kt.CommGroups([[0, 1]], rank, "gloo")
     results = {"cases": []}
-    for recompute in (True, False):
-        workload = Workload(helpers.TINY_MODEL, tp=TP, pp=1, mbs=MBS, seq=SEQ, microbatches=1,
-                            recompute="full" if recompute else "none")
-        for key, slot, configs in helpers.case_configs(workload):
-            path = helpers.write_plan(f"{out_dir}/plan_{rank}.json", 1, 1, configs, recompute)
-            plan = kt.ExecutionPlan(path, workload, 108, 16)
-            groups.ensure(plan.distinct_ctas())
-            trace = kt.LaunchTrace()
-            holder = Holder(build())
-            follower = adopt_block(holder, lambda layers, ops, plain, dim: kt.StageRunner(
-                layers, None, groups, TP, recompute, trace, ops=ops, plain=plain, batch_dim=dim))
-            follower.follow(plan.stages[0][0])
-            x_run = x.clone().requires_grad_()
-            y = holder.decoder(x_run, None, rotary_pos_emb=freqs)
-            follower.follow(plan.stages[0][1])
-            y.backward(grad)
-            errors = {"output": helpers.relative(y, y_ref), "input_grad": helpers.relative(x_run.grad, x_ref.grad)}
-            for (name, mine), (_, theirs) in zip(holder.decoder.named_parameters(), reference.named_parameters()):
-                errors[name] = helpers.relative(mine.grad, theirs.grad)
-            ok, problems = kt.check_trace(trace.events, plan, 0, recompute)
-            enqueued = [e for e in trace.events if e[0] == "enqueue"]
-            results["cases"].append({"key": key, "slot": slot, "recompute": recompute, "errors": errors,
-                                     "trace_ok": ok, "problems": problems, "enqueued": len(enqueued),
-                                     "ctas": sorted({e[6] for e in enqueued if e[1] == key}),
-                                     "planned_ctas": {**configs["forward"], **configs["backward"]}[key]["ctas"]})
+    for qk_layernorm in (False, True):
+        config = mhelpers.tiny_config(tp=TP, qk_layernorm=qk_layernorm)
+        spec = get_gpt_layer_local_spec(normalization="RMSNorm", qk_layernorm=qk_layernorm)
+        # The tiny model with Qwen3's q/k norm: the plan's op graph gains the qkv_post op.
+        model_path = f"{out_dir}/model_{rank}.json"
+        with open(helpers.TINY_MODEL, encoding="utf-8") as handle:
+            model = dict(json.load(handle), qk_norm=qk_layernorm)
+        with open(model_path, "w", encoding="utf-8") as handle:
+            json.dump(model, handle)
+
+        def build():
+            torch.manual_seed(3)
+            block = TransformerBlock(config, spec, pre_process=True, post_process=False)
+            with torch.no_grad():  # norm weights off their init of ones: q and k norms differ
+                for name, param in block.named_parameters():
+                    if "layernorm" in name:
+                        param.uniform_(0.5, 1.5)
+            return block
+
+        if qk_layernorm:  # the config asks for q/k norms the spec did not build: refused by name
+            plain_spec = get_gpt_layer_local_spec(normalization="RMSNorm")
+            try:
+                adopt_block(Holder(TransformerBlock(config, plain_spec, pre_process=True, post_process=False)),
+                            lambda *_: None)
+            except InputError as error:
+                results["spec_without_qk_norms"] = str(error)
+        reference = build()
+        x_ref = x.clone().requires_grad_()
+        y_ref = reference(x_ref, None, rotary_pos_emb=freqs)
+        y_ref.backward(grad)
+        for recompute in (True, False):
+            workload = Workload(model_path, tp=TP, pp=1, mbs=MBS, seq=SEQ, microbatches=1,
+                                recompute="full" if recompute else "none")
+            for key, slot, configs in helpers.case_configs(workload):
+                path = helpers.write_plan(f"{out_dir}/plan_{rank}.json", 1, 1, configs, recompute)
+                plan = kt.ExecutionPlan(path, workload, 108, 16)
+                groups.ensure(plan.distinct_ctas())
+                trace = kt.LaunchTrace()
+                holder = Holder(build())
+                follower = adopt_block(holder, lambda layers, ops, plain, dim: kt.StageRunner(
+                    layers, None, groups, TP, recompute, trace, ops=ops, plain=plain, batch_dim=dim))
+                follower.follow(plan.stages[0][0])
+                x_run = x.clone().requires_grad_()
+                y = holder.decoder(x_run, None, rotary_pos_emb=freqs)
+                follower.follow(plan.stages[0][1])
+                y.backward(grad)
+                errors = {"output": helpers.relative(y, y_ref),
+                          "input_grad": helpers.relative(x_run.grad, x_ref.grad)}
+                for (name, mine), (_, theirs) in zip(holder.decoder.named_parameters(), reference.named_parameters()):
+                    errors[name] = helpers.relative(mine.grad, theirs.grad)
+                ok, problems = kt.check_trace(trace.events, plan, 0, recompute)
+                enqueued = [e for e in trace.events if e[0] == "enqueue"]
+                results["cases"].append({"key": key, "slot": slot, "recompute": recompute,
+                                         "qk_layernorm": qk_layernorm, "errors": errors, "trace_ok": ok,
+                                         "problems": problems, "enqueued": len(enqueued),
+                                         "ctas": sorted({e[6] for e in enqueued if e[1] == key}),
+                                         "planned_ctas": {**configs["forward"], **configs["backward"]}[key]["ctas"]})
     helpers.finish_worker(rank, out_dir, results)
 
 
@@ -90,7 +117,20 @@ def results(tmp_path_factory):
 
 def test_every_slot_of_every_key_matches_megatrons_block(results):
     # output + input gradient + 6 weights per layer (2 norms, qkv, proj, fc1, fc2) x 4 layers
-    helpers.check_slot_cases(results["cases"], TOLERANCE, 2 + 6 * 4)
+    helpers.check_slot_cases([c for c in results["cases"] if not c["qk_layernorm"]], TOLERANCE, 2 + 6 * 4)
+
+
+def test_with_qk_layernorm_every_slot_matches_megatrons_block_and_the_qk_norms_get_gradients(results):
+    # ... + the q and k norm weights of each layer: 8 per layer.
+    cases = [c for c in results["cases"] if c["qk_layernorm"]]
+    helpers.check_slot_cases(cases, TOLERANCE, 2 + 8 * 4)
+    assert sum(name.endswith("self_attention.q_layernorm.weight") for name in cases[0]["errors"]) == 4
+
+
+def test_qk_layernorm_without_the_specs_qk_norms_is_refused_by_name(results):
+    assert results["spec_without_qk_norms"] == (
+        "kareus.megatron: layer 1: qk_layernorm=True but self_attention.q_layernorm is IdentityOp (build the "
+        "GPTModel with get_gpt_layer_local_spec(qk_layernorm=True))")
 
 
 def test_every_collective_runs_at_its_planned_cta_count(results):

@@ -1,9 +1,9 @@
 """kareus.megatron.workload: the kareus workload of a Megatron config, and what it refuses.
 
 The tiny GPT's TransformerConfig gives back examples/tiny-llama.json's shape; Megatron's layer
-split (first/last stage sizes) and full recompute carry over; a norm epsilon or rotary base off
-the defaults reaches the workload's shape (so a plan must agree on it); each setting kareus does
-not model is refused by name.
+split (first/last stage sizes) and full recompute carry over; qk_layernorm is a qk_norm model; a
+norm epsilon or rotary base off the defaults reaches the workload's shape (so a plan must agree on
+it); each setting kareus does not model is refused by name.
 """
 
 from __future__ import annotations
@@ -61,6 +61,17 @@ def test_a_norm_epsilon_rotary_base_and_scaling_reach_the_plans_shape():
                                        "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}
     default = json.loads(_workload(mhelpers.tiny_config()).runtime_workload().to_json())["shape"]
     assert default["norm_eps"] == 1e-5 and default["rotary_base"] == 10000 and default["rotary_scaling"] is None
+
+
+def test_qk_layernorm_is_a_qk_norm_model_that_the_layers_run():
+    from kareus.megatron.layer_ops import refuse_unsupported_layers
+
+    config = mhelpers.tiny_config(tp=2, qk_layernorm=True)
+    refuse_unsupported_layers(config)  # Megatron's q/k norms are among the ops now
+    job = _workload(config)
+    assert job.model["qk_norm"] is True
+    assert json.loads(job.runtime_workload().to_json())["shape"]["qk_norm"] is True
+    assert _workload(mhelpers.tiny_config(tp=2)).model["qk_norm"] is False
 
 
 def test_a_presets_rope_goes_to_gptmodels_arguments():
