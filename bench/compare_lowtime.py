@@ -157,17 +157,21 @@ def main():
                 before = [(p["time_s"], p["energy_j"]) for p in json.load(file)["points"]]
         before_cpu_s = float(re.search(r"in [0-9.]+ s \(([0-9.]+) s cpu\)", output).group(1))
 
-    # LOWTIME_CACHE=FILE: lowtime's result is read from FILE when it exists, else computed and
-    # written there (its 8 x 64 solve takes minutes of CPU; the cache lets a loaded machine run
-    # it once, apart from the timed kareus runs). The times printed are then the cached run's.
-    cache = os.environ.get("LOWTIME_CACHE")
+    # LOWTIME_CACHE_DIR=DIR: lowtime's result for this case is read from DIR when it is there,
+    # else computed and written there (its 8 x 64 solve takes minutes of CPU; the cache lets a
+    # loaded machine run it once, apart from the timed kareus runs). The times printed are then
+    # the cached run's.
+    cache = None
+    if os.environ.get("LOWTIME_CACHE_DIR"):
+        cache = os.path.join(os.environ["LOWTIME_CACHE_DIR"],
+                             f"{pathlib.Path(profile).stem}-{stages}x{microbatches}-{unit_time_s}-{static_power_w}.json")
     if cache and os.path.exists(cache):
         with open(cache) as file:
             saved = json.load(file)
         asked = [profile, stages, microbatches, unit_time_s, static_power_w]
         cached = [saved[key] for key in ("profile", "stages", "microbatches", "unit_time_s", "static_power_w")]
         if cached != asked:
-            sys.exit(f"compare_lowtime.py: LOWTIME_CACHE {cache} holds {cached}, not {asked}")
+            sys.exit(f"compare_lowtime.py: {cache} holds {cached}, not {asked}")
         lowtime_points = [tuple(point) for point in saved["points"]]
         lowtime_fit_s, lowtime_s, lowtime_cpu_s = saved["fit_s"], saved["solve_s"], saved["solve_cpu_s"]
         print(f"lowtime 0.3.0 result read from {cache}")

@@ -45,19 +45,8 @@ void reclaim_slack_once(const PipelineDag& dag, const Topology& topology, std::v
   auto time_s = [&](int op) { return spec_of(op).options()[option_indices[op]].time_s; };
   const double makespan = forward_pass<double>(topology, start, time_s);
   latest_finish_pass(topology, latest_finish, makespan, time_s, [&](int op) {
-    const CandidateExecutionOptions& spec = spec_of(op);
-    const double window = latest_finish[op] - start[op];
-    const std::vector<ExecutionOption>& options = spec.options();
-    int& chosen = option_indices[op];
-    if (representatives_only) {
-      const std::vector<int>& representatives = spec.representatives();
-      for (auto next = std::upper_bound(representatives.begin(), representatives.end(), chosen);
-           next != representatives.end() && options[*next].time_s <= window; ++next) {
-        chosen = *next;
-      }
-    } else {
-      while (chosen + 1 < static_cast<int>(options.size()) && options[chosen + 1].time_s <= window) ++chosen;
-    }
+    option_indices[op] =
+        detail::slowest_within(spec_of(op), option_indices[op], latest_finish[op] - start[op], representatives_only);
   });
 }
 

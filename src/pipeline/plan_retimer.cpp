@@ -72,19 +72,7 @@ void PlanRetimer::reclaim_pass(bool representatives_only) {
   timing_.retime_tails(watched_, [&](int op) {
     const double window_s = (makespan_s - timing_.tail_s(op)) - timing_.start_s(op);
     if (!(next_s[op] <= window_s)) return;
-    const CandidateExecutionOptions& spec = dag_.specs[dag_.operations[op].spec];
-    const std::vector<ExecutionOption>& options = spec.options();
-    int chosen = options_[op];
-    if (representatives_only) {
-      const std::vector<int>& representatives = spec.representatives();
-      for (auto next = std::upper_bound(representatives.begin(), representatives.end(), chosen);
-           next != representatives.end() && options[*next].time_s <= window_s; ++next) {
-        chosen = *next;
-      }
-    } else {
-      while (chosen + 1 < static_cast<int>(options.size()) && options[chosen + 1].time_s <= window_s) ++chosen;
-    }
-    choose(op, chosen);
+    choose(op, slowest_within(dag_.specs[dag_.operations[op].spec], options_[op], window_s, representatives_only));
   });
   timing_.retime_starts();
 }

@@ -14,6 +14,7 @@
 // (tests/pipeline/plan_retimer_test.cpp). Units: seconds, joules.
 #pragma once
 
+#include <algorithm>
 #include <span>
 #include <vector>
 
@@ -22,6 +23,24 @@
 #include "pipeline/dag_timing.h"
 
 namespace kareus::pipeline::detail {
+
+/// Slack reclamation's step for one operation: from option `index` on, the slowest (cheapest)
+/// of the next representatives (or, not `representatives_only`, of the next options) whose times
+/// fit `window_s`; `index` when none does.
+[[nodiscard]] inline int slowest_within(const CandidateExecutionOptions& spec, int index, double window_s,
+                                        bool representatives_only) {
+  const std::vector<ExecutionOption>& options = spec.options();
+  if (representatives_only) {
+    const std::vector<int>& representatives = spec.representatives();
+    for (auto next = std::upper_bound(representatives.begin(), representatives.end(), index);
+         next != representatives.end() && options[*next].time_s <= window_s; ++next) {
+      index = *next;
+    }
+  } else {
+    while (index + 1 < static_cast<int>(options.size()) && options[index + 1].time_s <= window_s) ++index;
+  }
+  return index;
+}
 
 class PlanRetimer {
  public:

@@ -16,8 +16,9 @@
 // sub-DAG. One cut per iteration, made again for as many units of makespan as it stays a
 // minimum cut (same critical sub-DAG, same costs) and realizes no new option: at most one
 // iteration per unit_time_s between the all-slowest and all-fastest plans, far fewer where
-// options are many units apart. Memory: a few numbers per iteration and the plans as
-// changes from one to the next (PlanHistory).
+// options are many units apart. The walks on real times (PhillipsDessoukyResult::iterations)
+// re-time only the operations each tried move reaches (src/pipeline/plan_retimer.h). Memory: a
+// few numbers per iteration and the plans as changes from one to the next (PlanHistory).
 #pragma once
 
 #include <cstdint>
