@@ -33,6 +33,8 @@ void MaxFlow::finalize() {
   edges_of_.resize(edges);
   fill_.assign(first_.begin(), first_.end() - 1);
   for (int edge = 0; edge < edges; ++edge) edges_of_[fill_[tail_[edge]]++] = edge;
+  head_of_.resize(edges);
+  for (int position = 0; position < edges; ++position) head_of_[position] = head_[edges_of_[position]];
   level_.assign(nodes_, -1);
   cursor_.resize(nodes_);
   queue_.resize(nodes_);
@@ -51,9 +53,8 @@ bool MaxFlow::levels_from(int source, int sink, Usable usable) {
     const int node = queue_[read++];
     if (level_[sink] >= 0 && level_[node] >= level_[sink]) break;
     for (int position = first_[node]; position < first_[node + 1]; ++position) {
-      const int edge = edges_of_[position];
-      const int next = head_[edge];
-      if (level_[next] < 0 && usable(edge)) {
+      const int next = head_of_[position];
+      if (level_[next] < 0 && usable(edges_of_[position])) {
         level_[next] = level_[node] + 1;
         queue_[write++] = next;
       }
@@ -77,9 +78,10 @@ double MaxFlow::push(int node, int sink, double limit) {
   if (node == sink) return limit;
   double sent = 0;
   for (int& position = cursor_[node]; position < first_[node + 1]; ++position) {
+    const int next = head_of_[position];
+    if (level_[next] != level_[node] + 1) continue;
     const int edge = edges_of_[position];
-    const int next = head_[edge];
-    if (level_[next] != level_[node] + 1 || residual_[edge] <= epsilon_) continue;
+    if (residual_[edge] <= epsilon_) continue;
     const double pushed = push(next, sink, std::min(limit - sent, residual_[edge]));
     if (pushed > 0) {
       residual_[edge] -= pushed;

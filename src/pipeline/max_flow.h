@@ -70,6 +70,7 @@ class MaxFlow {
   std::vector<double> residual_;
   std::vector<int> first_;  // adjacency of node n: edges_of_[first_[n] .. first_[n+1])
   std::vector<int> edges_of_;
+  std::vector<int> head_of_;  // head_[edges_of_[position]], read where the searches walk the adjacency
   std::vector<int> fill_;
   std::vector<int> level_;
   std::vector<int> cursor_;
