@@ -64,26 +64,6 @@ void IncrementalTiming::assign(std::span<const double> duration_s) {
   commit();
 }
 
-// The same expressions, over predecessors and successors in the same order, as forward_pass
-// and a full reverse pass: that is what keeps incremental and full results equal to the bit.
-double IncrementalTiming::start_from_preds(int op) const {
-  double earliest = 0;
-  for (int index = topology_.pred_first[op]; index < topology_.pred_first[op + 1]; ++index) {
-    const int pred = topology_.preds[index];
-    earliest = std::max(earliest, start_s_[pred] + duration_s_[pred]);
-  }
-  return earliest;
-}
-
-double IncrementalTiming::tail_from_succs(int op) const {
-  double tail = 0;
-  for (int index = topology_.succ_first[op]; index < topology_.succ_first[op + 1]; ++index) {
-    const int succ = topology_.succs[index];
-    tail = std::max(tail, duration_s_[succ] + tail_s_[succ]);
-  }
-  return tail;
-}
-
 // Every operation's finish is at most some sink's (durations are >= 0 and a successor starts no
 // earlier than its predecessor's finish, in floating point too), so this is forward_pass's
 // makespan exactly.
@@ -91,14 +71,6 @@ double IncrementalTiming::makespan_from_sinks() const {
   double makespan = 0;
   for (const int op : topology_.sinks) makespan = std::max(makespan, start_s_[op] + duration_s_[op]);
   return makespan;
-}
-
-void IncrementalTiming::mark(Sweep& sweep, int op) {
-  const int position = topology_.position[op];
-  if (sweep.marked[position] != 0) return;
-  sweep.marked[position] = 1;
-  ++sweep.pending;
-  sweep.extreme = sweep.earliest_first ? std::min(sweep.extreme, position) : std::max(sweep.extreme, position);
 }
 
 void IncrementalTiming::clear(Sweep& sweep) {
