@@ -53,6 +53,9 @@ py::dict model_dict(const wl::ModelSpec& model) {
   result["qk_norm"] = model.qk_norm;
   result["tied_embeddings"] = model.tied_embeddings;
   result["mlp"] = model.mlp == wl::MlpKind::kSwiGlu ? "swiglu" : "gelu";
+  const bool learned = model.position_embedding == wl::PositionEmbedding::kLearned;
+  result["position_embedding"] = learned ? "learned" : "rope";
+  result["max_positions"] = learned ? py::object(py::int_(model.max_positions)) : py::object(py::none());
   result["norm_eps"] = model.norm_eps;
   result["rotary_base"] = model.rotary_base;
   if (const auto& scaling = model.rotary_scaling) {

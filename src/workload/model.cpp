@@ -56,6 +56,42 @@ RotaryScaling parse_rotary_scaling(const nlohmann::json& scaling, std::string_vi
   return result;
 }
 
+/// position_embedding ("rope" by default, or "learned" with its table's max_positions rows);
+/// a field that belongs to the other kind is refused, so a model says one thing.
+void parse_position_embedding(const nlohmann::json& document, std::string_view origin, ModelSpec& model) {
+  const std::string kind =
+      document.contains("position_embedding") ? jf::require_string(document, "position_embedding", origin) : "rope";
+  const auto max_positions = document.find("max_positions");
+  const bool has_max_positions = max_positions != document.end() && !max_positions->is_null();
+  if (kind == "rope") {
+    if (has_max_positions) {
+      throw InputError(
+          fmt::format("{}: field 'max_positions' is the learned position table's length: set "
+                      "\"position_embedding\": \"learned\" or drop it",
+                      origin));
+    }
+    return;
+  }
+  if (kind != "learned") {
+    throw InputError(fmt::format("{}: field 'position_embedding' must be \"rope\" or \"learned\", found \"{}\"", origin,
+                                 jf::short_text(kind)));
+  }
+  if (!has_max_positions) {
+    throw InputError(
+        fmt::format("{}: \"position_embedding\": \"learned\" needs field 'max_positions' (the "
+                    "table's rows, the model's context length)",
+                    origin));
+  }
+  if (model.rotary_scaling) {
+    throw InputError(
+        fmt::format("{}: field 'rotary_scaling' scales RoPE, which a \"learned\" position embedding "
+                    "model has not (set it to null or drop it)",
+                    origin));
+  }
+  model.position_embedding = PositionEmbedding::kLearned;
+  model.max_positions = positive_int(document, "max_positions", origin);
+}
+
 }  // namespace
 
 double ModelSpec::layer_parameters() const {
@@ -67,9 +103,11 @@ double ModelSpec::layer_parameters() const {
   return attention + mlp_weights + norms;
 }
 
+double ModelSpec::position_parameters() const { return static_cast<double>(max_positions) * hidden; }
+
 double ModelSpec::parameters() const {
   const double embeddings = static_cast<double>(vocab) * hidden * (tied_embeddings ? 1 : 2);
-  return layers * layer_parameters() + embeddings + hidden;
+  return layers * layer_parameters() + embeddings + position_parameters() + hidden;
 }
 
 std::string model_shape_json(const ModelSpec& model) {
@@ -83,8 +121,12 @@ std::string model_shape_json(const ModelSpec& model) {
                                   {"qk_norm", model.qk_norm},
                                   {"mlp", model.mlp == MlpKind::kSwiGlu ? "swiglu" : "gelu"},
                                   {"tied_embeddings", model.tied_embeddings}};
-  // Always written (no scaling as null): the workload check compares only the fields both sides
-  // name, so a field left out at its default would let a plan for the default pass another value.
+  // Always written (no scaling or table as null): the workload check compares only the fields
+  // both sides name, so a field left out at its default would let a plan for the default pass
+  // another value.
+  const bool learned = model.position_embedding == PositionEmbedding::kLearned;
+  shape["position_embedding"] = learned ? "learned" : "rope";
+  shape["max_positions"] = learned ? nlohmann::ordered_json(model.max_positions) : nullptr;
   shape["norm_eps"] = model.norm_eps;
   shape["rotary_base"] = model.rotary_base;
   if (const auto& scaling = model.rotary_scaling) {
@@ -103,10 +145,11 @@ std::vector<std::string> model_preset_names() { return embedded_names("models");
 
 ModelSpec parse_model(std::string_view json_text, std::string_view origin) {
   const nlohmann::json document = parse_json(json_text, origin);
-  jf::reject_unknown(document,
-                     {"name", "hidden", "heads", "kv_groups", "head_dim", "ffn", "layers", "vocab", "qk_norm", "mlp",
-                      "tied_embeddings", "norm_eps", "rotary_base", "rotary_scaling", "source"},
-                     origin);
+  jf::reject_unknown(
+      document,
+      {"name", "hidden", "heads", "kv_groups", "head_dim", "ffn", "layers", "vocab", "qk_norm", "mlp",
+       "tied_embeddings", "position_embedding", "max_positions", "norm_eps", "rotary_base", "rotary_scaling", "source"},
+      origin);
   ModelSpec model;
   model.name = jf::require_string(document, "name", origin);
   model.hidden = positive_int(document, "hidden", origin);
@@ -125,6 +168,7 @@ ModelSpec parse_model(std::string_view json_text, std::string_view origin) {
   if (const auto scaling = document.find("rotary_scaling"); scaling != document.end() && !scaling->is_null()) {
     model.rotary_scaling = parse_rotary_scaling(*scaling, origin);
   }
+  parse_position_embedding(document, origin, model);
   const std::string mlp = document.contains("mlp") ? jf::require_string(document, "mlp", origin) : "swiglu";
   if (mlp == "swiglu") {
     model.mlp = MlpKind::kSwiGlu;

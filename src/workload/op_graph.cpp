@@ -171,7 +171,9 @@ LayerGraph build_layer_graph(const Workload& workload) {
   if (model.qk_norm) {
     fwd.push_back(memory_op("qkv_post", OpKind::kNorm, OpRole::kQkvPost, s.tokens * (s.q_width + s.kv_width), 1, 4));
   }
-  fwd.push_back(memory_op("rope", OpKind::kRope, OpRole::kRope, s.tokens * (s.q_width + s.kv_width), 1, 3));
+  if (model.position_embedding == PositionEmbedding::kRope) {
+    fwd.push_back(memory_op("rope", OpKind::kRope, OpRole::kRope, s.tokens * (s.q_width + s.kv_width), 1, 3));
+  }
   if (cp > 1) {
     fwd.push_back(collective("kv_all_gather", OpRole::kKvGather, CollectiveKind::kAllGather, CommGroup::kCp, cp,
                              kv_gathered_bytes));
@@ -237,8 +239,10 @@ NonpartitionWork build_nonpartition_work(const Workload& workload, int stage) {
   const double vocab_local = static_cast<double>(workload.model.vocab) / tp;
   NonpartitionWork work;
   if (stage == 0) {
+    // A learned position table is one more row per token, read and summed with the token's row.
+    const double tables = workload.model.position_embedding == PositionEmbedding::kLearned ? 2 : 1;
     Op embedding = new_op("embedding", OpKind::kEmbedding, OpRole::kEmbedding);
-    embedding.bytes_read = activation_bytes;
+    embedding.bytes_read = tables * activation_bytes;
     embedding.bytes_written = activation_bytes;
     work.forward.push_back(embedding);
     if (tp > 1) {
@@ -247,7 +251,7 @@ NonpartitionWork build_nonpartition_work(const Workload& workload, int stage) {
                                         CommGroup::kTp, tp, activation_bytes));
     }
     Op embedding_backward = backward_of(embedding);
-    embedding_backward.bytes_written = activation_bytes;
+    embedding_backward.bytes_written = tables * activation_bytes;  // the rows' gradients, per table
     work.backward.push_back(embedding_backward);
   }
   if (stage == stages - 1) {
@@ -288,7 +292,8 @@ std::optional<Op> gradient_reduction(const Workload& workload, int stage) {
   const ModelSpec& model = workload.model;
   double parameters = workload.stage_layers[stage] * model.layer_parameters();
   if (stage == 0 || stage == workload.parallel.pp - 1) parameters += static_cast<double>(model.vocab) * model.hidden;
-  const double local_parameters = parameters / workload.parallel.tp;
+  // The learned position table is whole on every TP rank (not vocab-parallel, as in Megatron).
+  const double local_parameters = parameters / workload.parallel.tp + (stage == 0 ? model.position_parameters() : 0);
   return collective("gradient_all_reduce", OpRole::kGradientReduce, CollectiveKind::kAllReduce, CommGroup::kDp, dp,
                     local_parameters * kBf16Bytes);
 }

@@ -39,11 +39,12 @@ TEST(ModelPreset, ShapesAndNumericsMatchPublishedConfigs) {
     bool tied_embeddings;
     double norm_eps, rotary_base;
     std::optional<RotaryScaling> scaling;
+    int max_positions = 0;  // learned position table's rows; 0: RoPE
   };
   // The models' config.json on Hugging Face (docs/kareus.md section 7 has the shapes): Llama 3's
   // rope_scaling is (factor, low_freq_factor, high_freq_factor, original_max_position_embeddings).
-  // GPT-3 175B from Brown et al. 2020, table 2.1: learned positions (no RoPE: the default base
-  // unused), GPT-2's LayerNorm epsilon.
+  // GPT-3 175B from Brown et al. 2020, table 2.1: learned positions over its 2048-token context
+  // (no RoPE: the default base unused), GPT-2's LayerNorm epsilon.
   const RotaryScaling llama32{32, 1, 4, 8192};
   const RotaryScaling llama33{8, 1, 4, 8192};
   const Row rows[] = {
@@ -51,7 +52,7 @@ TEST(ModelPreset, ShapesAndNumericsMatchPublishedConfigs) {
       {"qwen3-1.7b", 2048, 16, 8, 128, 6144, 28, 151936, true, MlpKind::kSwiGlu, true, 1e-6, 1000000, std::nullopt},
       {"llama3.3-70b", 8192, 64, 8, 128, 28672, 80, 128256, false, MlpKind::kSwiGlu, false, 1e-5, 500000, llama33},
       {"gpt3-175b", 12288, 96, 96, 128, 49152, 96, 50257, false, MlpKind::kGelu, true, 1e-5, kDefaultRotaryBase,
-       std::nullopt},
+       std::nullopt, 2048},
   };
   for (const Row& row : rows) {
     SCOPED_TRACE(row.name);
@@ -69,6 +70,8 @@ TEST(ModelPreset, ShapesAndNumericsMatchPublishedConfigs) {
     EXPECT_EQ(model.norm_eps, row.norm_eps);
     EXPECT_EQ(model.rotary_base, row.rotary_base);
     EXPECT_EQ(model.rotary_scaling, row.scaling);
+    EXPECT_EQ(model.position_embedding, row.max_positions ? PositionEmbedding::kLearned : PositionEmbedding::kRope);
+    EXPECT_EQ(model.max_positions, row.max_positions);
   }
 }
 
@@ -168,9 +171,53 @@ TEST(ParseModel, BadRotaryScalingNamesTheField) {
                                          [](const std::string& text) { (void)parse_model(text, "m.json"); });
 }
 
-TEST(ParseModel, NumericsRoundTripThroughTheShape) {
-  const std::string base = R"({"name": "m", "hidden": 256, "heads": 4, "kv_groups": 2, "head_dim": 64,
+// A small model's required fields, its closing brace left for the fields a test adds.
+const std::string kSmallModel = R"({"name": "m", "hidden": 256, "heads": 4, "kv_groups": 2, "head_dim": 64,
  "ffn": 512, "layers": 2, "vocab": 1000)";
+
+TEST(ParseModel, LearnedPositionEmbeddingRoundTripsAndBadOnesNameTheField) {
+  const std::string good = kSmallModel + R"(, "position_embedding": "learned", "max_positions": 2048})";
+  const ModelSpec learned = parse_model(good, "m.json");
+  EXPECT_EQ(learned.position_embedding, PositionEmbedding::kLearned);
+  EXPECT_EQ(learned.max_positions, 2048);
+  // The table's 2048 x 256 parameters, and nothing else, on top of the RoPE model's.
+  const ModelSpec rope = parse_model(kSmallModel + "}", "m.json");
+  EXPECT_EQ(rope.position_embedding, PositionEmbedding::kRope);
+  EXPECT_EQ(learned.parameters() - rope.parameters(), 524288.0);
+  // Both kinds are always in the shape, and the shape parses back to the same model.
+  const std::string shape = model_shape_json(learned);
+  EXPECT_NE(shape.find(R"("position_embedding":"learned","max_positions":2048,)"), std::string::npos) << shape;
+  EXPECT_NE(model_shape_json(rope).find(R"("position_embedding":"rope","max_positions":null,)"), std::string::npos);
+  for (const ModelSpec* model : {&learned, &rope}) {
+    std::string named = model_shape_json(*model);
+    named.insert(1, R"("name": "m",)");
+    const ModelSpec back = parse_model(named, "shape");
+    EXPECT_EQ(back.position_embedding, model->position_embedding);
+    EXPECT_EQ(back.max_positions, model->max_positions);
+    EXPECT_EQ(model_shape_json(back), model_shape_json(*model));
+  }
+  const std::vector<test_common::BadEdit> edits = {
+      {"\"learned\"", "\"alibi\"",
+       "m.json: field 'position_embedding' must be \"rope\" or \"learned\", found \"alibi\""},
+      {"\"learned\"", "7", "m.json: field 'position_embedding' must be a string"},
+      {", \"max_positions\": 2048", "",
+       "m.json: \"position_embedding\": \"learned\" needs field 'max_positions' (the table's rows"},
+      {"2048", "null", "m.json: \"position_embedding\": \"learned\" needs field 'max_positions'"},
+      {"2048", "0", "m.json: field 'max_positions' must be a positive integer, found 0"},
+      {"2048", "204.8", "m.json: field 'max_positions' must be a positive integer"},
+      {"2048", "1000000000", "m.json: field 'max_positions' = 1000000000 is implausibly large"},
+      {"\"learned\"", "\"rope\"", "m.json: field 'max_positions' is the learned position table's length"},
+      {"2048",
+       "2048, \"rotary_scaling\": {\"type\": \"llama3\", \"factor\": 8, \"low_freq_factor\": 1, "
+       "\"high_freq_factor\": 4, \"original_max_position_embeddings\": 8192}",
+       "m.json: field 'rotary_scaling' scales RoPE, which a \"learned\" position embedding model has not"},
+  };
+  test_common::expect_each_edit_rejected(good, edits,
+                                         [](const std::string& text) { (void)parse_model(text, "m.json"); });
+}
+
+TEST(ParseModel, NumericsRoundTripThroughTheShape) {
+  const std::string& base = kSmallModel;
   const ModelSpec defaults = parse_model(base + "}", "m.json");
   EXPECT_EQ(defaults.norm_eps, 1e-5);
   EXPECT_EQ(defaults.rotary_base, 10000.0);

@@ -243,5 +243,72 @@ TEST(NonpartitionWork, OneStageEmbedsAndComputesLoss) {
   EXPECT_DOUBLE_EQ(bytes(only.backward), bytes(first.backward) + bytes(last.backward));
 }
 
+/// llama3.2-3b's shape with a learned table of `max_positions` rows in place of RoPE.
+Workload learned_positions(int max_positions, int dp) {
+  ModelSpec model = load_model("llama3.2-3b");
+  model.position_embedding = PositionEmbedding::kLearned;
+  model.max_positions = max_positions;
+  model.rotary_scaling.reset();
+  Parallelism parallel;
+  parallel.tp = 8;
+  parallel.pp = 2;
+  parallel.dp = dp;
+  return make_workload(model, parallel);
+}
+
+TEST(LayerGraph, LearnedPositionsHaveNoRopeOpAndTheSameOtherOps) {
+  const LayerGraph learned = build_layer_graph(learned_positions(4096, 1));
+  const LayerGraph rotary = build_layer_graph(make("llama3.2-3b", 1, 8));
+  EXPECT_EQ(names(learned.forward),
+            (std::vector<std::string>{"input_norm", "qkv", "attention", "out_proj", "attn_all_reduce", "attn_bda",
+                                      "mlp_norm", "fc1", "swiglu", "fc2", "mlp_all_reduce", "mlp_bda"}));
+  for (const std::vector<Op>* ops : {&learned.forward, &learned.backward}) {
+    for (const Op& op : *ops) EXPECT_NE(op.kind, OpKind::kRope) << op.name;
+  }
+  // Every other op, both directions, is the RoPE model's op unchanged.
+  auto without_rope = [](const std::vector<Op>& ops) {
+    std::vector<Op> kept;
+    for (const Op& op : ops) {
+      if (op.kind != OpKind::kRope) kept.push_back(op);
+    }
+    return kept;
+  };
+  for (const auto& [mine, theirs] :
+       {std::pair{&learned.forward, &rotary.forward}, std::pair{&learned.backward, &rotary.backward}}) {
+    const std::vector<Op> expected = without_rope(*theirs);
+    ASSERT_EQ(names(*mine), names(expected));
+    for (std::size_t i = 0; i < expected.size(); ++i) {
+      EXPECT_EQ((*mine)[i].flops, expected[i].flops) << expected[i].name;
+      EXPECT_EQ((*mine)[i].bytes_read + (*mine)[i].bytes_written, expected[i].bytes_read + expected[i].bytes_written)
+          << expected[i].name;
+    }
+  }
+}
+
+TEST(NonpartitionWork, LearnedPositionTableIsEmbeddedAndItsGradientReduced) {
+  const Workload learned = learned_positions(4096, 2);
+  Workload rotary = learned;
+  rotary.model.position_embedding = PositionEmbedding::kRope;
+  rotary.model.max_positions = 0;
+  // One nanobatch on one GPU: 4 sequences x 4096 tokens x 3072 x 2 bytes = 100,663,296 bytes per
+  // table; the learned table adds one row per token, read forward, its gradient written backward.
+  const double rows_bytes = 4.0 * 4096 * 3072 * 2;
+  const NonpartitionWork learned_first = build_nonpartition_work(learned, 0);
+  const NonpartitionWork rotary_first = build_nonpartition_work(rotary, 0);
+  EXPECT_EQ(find(rotary_first.forward, "embedding").bytes_read, rows_bytes);
+  EXPECT_EQ(find(learned_first.forward, "embedding").bytes_read, 2 * rows_bytes);
+  EXPECT_EQ(find(learned_first.forward, "embedding").bytes_written, rows_bytes);
+  EXPECT_EQ(find(rotary_first.backward, "embedding_bwd").bytes_written, rows_bytes);
+  EXPECT_EQ(find(learned_first.backward, "embedding_bwd").bytes_written, 2 * rows_bytes);
+  // Parameters: exactly max_positions x hidden more (4096 x 3072 = 12,582,912).
+  EXPECT_EQ(learned.model.parameters() - rotary.model.parameters(), 12582912.0);
+  EXPECT_EQ(learned.model.position_parameters(), 12582912.0);
+  // The first stage's DP all-reduce carries the whole table on every TP rank (not / tp): 2 bytes
+  // per parameter; the last stage holds no position table.
+  EXPECT_EQ(gradient_reduction(learned, 0)->collective->bytes - gradient_reduction(rotary, 0)->collective->bytes,
+            12582912.0 * 2);
+  EXPECT_EQ(gradient_reduction(learned, 1)->collective->bytes, gradient_reduction(rotary, 1)->collective->bytes);
+}
+
 }  // namespace
 }  // namespace kareus::workload

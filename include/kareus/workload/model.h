@@ -2,8 +2,9 @@
 //
 // First stage of the data flow (workload -> partition -> device -> ...). A ModelSpec is
 // the shape of a decoder-only transformer (Llama-style GQA + SwiGLU, or GPT-style MHA +
-// GELU) and the numerics a job must share with its plan (norm epsilon, RoPE base and Llama 3
-// frequency scaling); presets live in data/models/<name>.json, each with its source.
+// GELU), its position embedding (RoPE in every layer, or a learned table added to the token
+// embedding, as GPT-3) and the numerics a job must share with its plan (norm epsilon, RoPE base
+// and Llama 3 frequency scaling); presets live in data/models/<name>.json, each with its source.
 #pragma once
 
 #include <optional>
@@ -14,6 +15,10 @@
 namespace kareus::workload {
 
 enum class MlpKind { kSwiGlu, kGelu };
+
+/// How positions enter the model: RoPE rotates q and k in every layer (a rope op per layer), or
+/// a learned table of max_positions rows is added to the token embedding (first stage only).
+enum class PositionEmbedding { kRope, kLearned };
 
 inline constexpr double kDefaultNormEps = 1e-5;
 inline constexpr double kDefaultRotaryBase = 10000.0;
@@ -42,6 +47,8 @@ struct ModelSpec {
   bool qk_norm = false;  ///< RMSNorm on q and k (Qwen3)
   bool tied_embeddings = false;
   MlpKind mlp = MlpKind::kSwiGlu;
+  PositionEmbedding position_embedding = PositionEmbedding::kRope;
+  int max_positions = 0;  ///< rows of the learned position table (kLearned only; 0 for RoPE)
   /// Numerics that change no cost but must match between a plan and the job that runs it
   /// (kareus.torch runs them; kareus.megatron passes them to and from Megatron's config): the
   /// epsilon of the norms (RMSNorm; LayerNorm for GPT-style models), the RoPE base and its
@@ -52,7 +59,10 @@ struct ModelSpec {
 
   /// Parameters of one transformer layer (weights of the linears and norms).
   [[nodiscard]] double layer_parameters() const;
-  /// Parameters of the whole model (embedding and output layer counted once if tied).
+  /// Parameters of the learned position table (max_positions x hidden), 0 for RoPE.
+  [[nodiscard]] double position_parameters() const;
+  /// Parameters of the whole model (embedding and output layer counted once if tied, the
+  /// learned position table included).
   [[nodiscard]] double parameters() const;
 };
 
@@ -64,7 +74,8 @@ struct ModelSpec {
 [[nodiscard]] ModelSpec load_model(std::string_view name_or_path);
 
 /// The model's shape as a JSON object: hidden, heads, kv_groups, head_dim, ffn, layers, vocab,
-/// qk_norm, mlp, tied_embeddings, norm_eps, rotary_base and rotary_scaling (null when none):
+/// qk_norm, mlp, tied_embeddings, position_embedding, max_positions (null for RoPE), norm_eps,
+/// rotary_base and rotary_scaling (null when none):
 /// what summaries, plans and `kareus models` print, and what a plan's workload check compares.
 [[nodiscard]] std::string model_shape_json(const ModelSpec& model);
 

@@ -25,6 +25,9 @@ DEFAULT_ROTARY_BASE = 10000
 # GPTModel(rope_scaling=True) applies Llama 3's scaling with only the factor as an argument; the
 # other three are fixed in RotaryEmbedding._apply_scaling (megatron-core 0.16.1).
 MEGATRON_LLAMA3_SCALING = {"low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}
+# Why a learned position embedding (GPT-3; Megatron's "learned_absolute") is refused.
+LEARNED_POSITIONS_REFUSED = ("kareus.megatron runs RoPE models only: its op table splits Q, K and V in the rope op, "
+                             "which a learned position embedding model has not")
 
 
 @dataclass
@@ -141,7 +144,7 @@ def workload(config, *, vocab_size: int, seq_length: int, micro_batch_size: int,
     ``micro_batch_size`` sequences of ``seq_length`` tokens per step on ``data_parallel_size``
     replicas. Raises InputError naming the first setting kareus does not model."""
     if position_embedding_type != "rope":
-        _refuse("position_embedding_type", position_embedding_type, "kareus models rotary position embeddings")
+        _refuse("position_embedding_type", position_embedding_type, LEARNED_POSITIONS_REFUSED)
     if config.normalization != "RMSNorm":
         _refuse("normalization", config.normalization, "kareus models RMSNorm layers")
     if getattr(config, "num_moe_experts", None):
@@ -185,7 +188,10 @@ def workload(config, *, vocab_size: int, seq_length: int, micro_batch_size: int,
 def gpt_model_rope_args(model: dict) -> Dict[str, object]:
     """GPTModel's ``rotary_base``, ``rope_scaling`` and ``rope_scaling_factor`` for ``model`` (a
     ``kareus._runtime`` model dict); raises InputError naming the scaling field Megatron cannot
-    take (only the factor of Llama 3's scaling is an argument of GPTModel)."""
+    take (only the factor of Llama 3's scaling is an argument of GPTModel), or a learned position
+    embedding."""
+    if model.get("position_embedding", "rope") != "rope":
+        _refuse("position_embedding", model["position_embedding"], LEARNED_POSITIONS_REFUSED)
     scaling = model.get("rotary_scaling")
     args: Dict[str, object] = {"rotary_base": model["rotary_base"], "rope_scaling": scaling is not None}
     if scaling is not None:

@@ -377,6 +377,9 @@ def reference_stack(layers: Sequence[LayerShard], rope: Rope, h: torch.Tensor, g
 def check_supported(model: dict, cp: int = 1, seq: int = 0, tp: int = 1) -> Optional[str]:
     """Why this engine cannot run the model (with ``cp`` ranks over a ``seq``-token sequence and
     ``tp`` ranks), or None."""
+    if model.get("position_embedding", "rope") != "rope":
+        return (f"model {model['name']}: kareus.torch runs RoPE models only, found position_embedding "
+                f"{model['position_embedding']}")
     if model.get("mlp") != "swiglu":
         return f"model {model['name']}: kareus.torch runs SwiGLU MLPs only, found {model.get('mlp')}"
     if model["vocab"] % tp != 0:

@@ -87,6 +87,14 @@ def test_a_presets_rope_goes_to_gptmodels_arguments():
     assert job.model["rotary_base"] == 500000.0 and job.model["rotary_scaling"] == preset["rotary_scaling"]
 
 
+def test_a_learned_position_model_is_refused_by_name():
+    from kareus._runtime import load_model
+    from kareus.megatron import gpt_model_rope_args
+
+    with pytest.raises(InputError, match=r"position_embedding='learned': kareus.megatron runs RoPE models only"):
+        gpt_model_rope_args(load_model("gpt3-175b"))
+
+
 def test_a_scaling_megatron_cannot_take_is_refused_by_name():
     from kareus._runtime import load_model
     from kareus.megatron import gpt_model_rope_args
@@ -103,7 +111,8 @@ def test_a_scaling_megatron_cannot_take_is_refused_by_name():
     ({"recompute_granularity": "selective"}, {}, "recompute_granularity='selective'"),
     ({"num_moe_experts": 4}, {}, "num_moe_experts=4"),
     ({"gated_linear_unit": False}, {}, "activation_func='silu'"),
-    ({}, {"position_embedding_type": "learned_absolute"}, "position_embedding_type='learned_absolute'"),
+    ({}, {"position_embedding_type": "learned_absolute"},
+     "position_embedding_type='learned_absolute': kareus.megatron runs RoPE models only"),
     ({}, {"seq_length": 0}, "seq_length must be a positive integer, found 0"),
 ])
 def test_what_kareus_does_not_model_is_refused_by_name(overrides, arguments, named):

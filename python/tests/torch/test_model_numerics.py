@@ -172,6 +172,10 @@ def test_the_models_numerics_reach_the_layer(tmp_path):
      "made for shape.rotary_scaling.factor 4.0, this run has shape.rotary_scaling.factor 8.0"),
     ({}, {"rotary_scaling": NUMERICS["rotary_scaling"]},
      'made for shape.rotary_scaling null, this run has shape.rotary_scaling {"factor": 4.0'),
+    ({}, {"position_embedding": "learned", "max_positions": 64},
+     'made for shape.max_positions null, this run has shape.max_positions 64'),
+    ({"position_embedding": "learned", "max_positions": 64}, {"position_embedding": "learned", "max_positions": 32},
+     "made for shape.max_positions 64, this run has shape.max_positions 32"),
 ])
 def test_a_plan_for_other_numerics_is_refused_by_the_workload_check(tmp_path, made_for, runs, message):
     from kareus import InputError
@@ -184,3 +188,13 @@ def test_a_plan_for_other_numerics_is_refused_by_the_workload_check(tmp_path, ma
     with pytest.raises(InputError) as error:
         kt.ExecutionPlan(path, job, 108, 16)
     assert str(error.value).startswith(f"{path}: {message}")
+
+
+def test_a_learned_position_model_is_refused_by_name(tmp_path):
+    from kareus import torch as kt
+
+    model = _workload(_model_file(tmp_path, "learned", position_embedding="learned", max_positions=64)).model
+    assert model["position_embedding"] == "learned" and model["max_positions"] == 64
+    assert kt.check_supported(model) == ("model tiny-llama: kareus.torch runs RoPE models only, found "
+                                         "position_embedding learned")
+    assert kt.check_supported(_workload(helpers.TINY_MODEL).model) is None

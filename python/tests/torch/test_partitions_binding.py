@@ -65,8 +65,8 @@ def test_backward_partitions_run_the_layers_in_reverse():
 def test_shapes_and_presets():
     assert load_model(helpers.TINY_MODEL) == {
         "name": "tiny-llama", "hidden": 64, "heads": 4, "kv_groups": 2, "head_dim": 16, "ffn": 128, "layers": 4,
-        "vocab": 256, "qk_norm": False, "tied_embeddings": False, "mlp": "swiglu", "norm_eps": 1e-5,
-        "rotary_base": 10000.0, "rotary_scaling": None}
+        "vocab": 256, "qk_norm": False, "tied_embeddings": False, "mlp": "swiglu", "position_embedding": "rope",
+        "max_positions": None, "norm_eps": 1e-5, "rotary_base": 10000.0, "rotary_scaling": None}
     gpu = load_gpu("a100-40gb")
     assert gpu["sm_count"] == 108 and 1 <= gpu["default_comm_ctas"] <= 108
     workload = Workload(helpers.TINY_MODEL, tp=2, pp=2, layers_per_stage=[3, 1], recompute="none")
