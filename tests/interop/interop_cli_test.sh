@@ -85,9 +85,12 @@ grep -qE "scheds_pipeline_[0-9]{5}\.py:2: stage 0 entry 0 \(fwd_attn\): bad comm
 
 # kareus serve: any free port, JSON over loopback, exit 0 on SIGTERM and on SIGINT.
 for signal in TERM INT; do
-  "$KAREUS" serve --frontier "$tmp/out/plans/kareus" --port 0 --results "$tmp/results.jsonl" >"$tmp/serve.log" 2>&1 &
+  # A log per run: the shell truncates the redirect in the child, possibly after serve_port has
+  # read the last run's "listening on" line (its port, now closed).
+  log=$tmp/serve-$signal.log
+  "$KAREUS" serve --frontier "$tmp/out/plans/kareus" --port 0 --results "$tmp/results.jsonl" >"$log" 2>&1 &
   server_pid=$!
-  port=$(serve_port "$tmp/serve.log") || { echo "kareus serve did not start:"; cat "$tmp/serve.log"; exit 1; }
+  port=$(serve_port "$log") || { echo "kareus serve did not start:"; cat "$log"; exit 1; }
   python3 - "$port" "$tmp/out/summary.json" <<'PY'
 import json, sys, urllib.request, urllib.error
 base = f"http://127.0.0.1:{sys.argv[1]}"
@@ -118,8 +121,8 @@ PY
   status=$?
   set -e
   server_pid=
-  [[ $status -eq 0 ]] || { echo "kareus serve exited $status on SIG$signal:"; cat "$tmp/serve.log"; exit 1; }
-  grep -q 'kareus serve: stopped' "$tmp/serve.log"
+  [[ $status -eq 0 ]] || { echo "kareus serve exited $status on SIG$signal:"; cat "$log"; exit 1; }
+  grep -q 'kareus serve: stopped' "$log"
 done
 [[ $(wc -l <"$tmp/results.jsonl") -eq 2 ]] || { echo "expected 2 result lines"; cat "$tmp/results.jsonl"; exit 1; }
 echo "interop cli: ok"
