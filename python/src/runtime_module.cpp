@@ -40,35 +40,10 @@ namespace pipeline = kareus::pipeline;
 using kareus::to_string;
 namespace part = kareus::partition;
 
+// The model as the plan's shape records it (workload/model.h, one writer of its fields), plus its name.
 py::dict model_dict(const wl::ModelSpec& model) {
-  py::dict result;
+  py::dict result = py::module_::import("json").attr("loads")(wl::model_shape_json(model));
   result["name"] = model.name;
-  result["hidden"] = model.hidden;
-  result["heads"] = model.heads;
-  result["kv_groups"] = model.kv_groups;
-  result["head_dim"] = model.head_dim;
-  result["ffn"] = model.ffn;
-  result["layers"] = model.layers;
-  result["vocab"] = model.vocab;
-  result["qk_norm"] = model.qk_norm;
-  result["tied_embeddings"] = model.tied_embeddings;
-  result["mlp"] = model.mlp == wl::MlpKind::kSwiGlu ? "swiglu" : "gelu";
-  const bool learned = model.position_embedding == wl::PositionEmbedding::kLearned;
-  result["position_embedding"] = learned ? "learned" : "rope";
-  result["max_positions"] = learned ? py::object(py::int_(model.max_positions)) : py::object(py::none());
-  result["norm_eps"] = model.norm_eps;
-  result["rotary_base"] = model.rotary_base;
-  if (const auto& scaling = model.rotary_scaling) {
-    py::dict rotary;
-    rotary["type"] = "llama3";
-    rotary["factor"] = scaling->factor;
-    rotary["low_freq_factor"] = scaling->low_freq_factor;
-    rotary["high_freq_factor"] = scaling->high_freq_factor;
-    rotary["original_max_position_embeddings"] = scaling->original_max_position_embeddings;
-    result["rotary_scaling"] = rotary;
-  } else {
-    result["rotary_scaling"] = py::none();
-  }
   return result;
 }
 
