@@ -14,12 +14,12 @@ namespace {
 
 using namespace kareus;
 
-pipeline::PipelineDag make_dag(const std::string& file, int stages, int microbatches,
+pipeline::PipelineDag make_dag(const std::string& file, int stages, int microbatches, double unit_time_s,
                                pipeline::QuantumRule rule = pipeline::QuantumRule::kFastest) {
   const plan::PerseusProfile profile = plan::read_perseus_csv(std::string(KAREUS_BENCH_DATA_DIR) + "/" + file, stages);
   pipeline::OneFOneBConfig config;
   config.microbatches = microbatches;
-  config.unit_time_s = 0.001;
+  config.unit_time_s = unit_time_s;
   config.static_power_w = 85;
   config.quantum_rule = rule;
   for (const plan::StageProfile& stage : profile.stages) {
@@ -33,8 +33,8 @@ pipeline::PipelineDag make_dag(const std::string& file, int stages, int microbat
   return pipeline::build_one_f_one_b_dag(config);
 }
 
-void solve(benchmark::State& state, const std::string& file, int stages, int microbatches) {
-  const pipeline::PipelineDag dag = make_dag(file, stages, microbatches);
+void solve(benchmark::State& state, const std::string& file, int stages, int microbatches, double unit_time_s = 0.001) {
+  const pipeline::PipelineDag dag = make_dag(file, stages, microbatches, unit_time_s);
   std::size_t iterations = 0;
   std::size_t frontier = 0;
   for (auto _ : state) {
@@ -47,7 +47,7 @@ void solve(benchmark::State& state, const std::string& file, int stages, int mic
   // lower bound (relaxation_lower_bound) at its time.
   const pipeline::PhillipsDessoukyResult result = pipeline::PhillipsDessouky(dag, {}).run();
   const std::vector<pipeline::BoundPoint> bound =
-      pipeline::relaxation_lower_bound(make_dag(file, stages, microbatches, pipeline::QuantumRule::kCheapest));
+      pipeline::relaxation_lower_bound(make_dag(file, stages, microbatches, unit_time_s, pipeline::QuantumRule::kCheapest));
   double max_gap = 0;
   double sum_gap = 0;
   for (const int index : result.frontier) {
@@ -82,9 +82,12 @@ void solve(benchmark::State& state, const std::string& file, int stages, int mic
 }
 
 void BM_PhillipsDessouky_2x8(benchmark::State& state) { solve(state, "a100_2stages.csv", 2, 8); }
+// The convex profile at 5 ms: the walks' case (most frontier points come from them).
+void BM_PhillipsDessouky_Convex2x8At5ms(benchmark::State& state) { solve(state, "convex_2stages.csv", 2, 8, 0.005); }
 void BM_PhillipsDessouky_8x64(benchmark::State& state) { solve(state, "a100_8stages.csv", 8, 64); }
 
 BENCHMARK(BM_PhillipsDessouky_2x8)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_PhillipsDessouky_Convex2x8At5ms)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_PhillipsDessouky_8x64)->Unit(benchmark::kMillisecond);
 
 }  // namespace

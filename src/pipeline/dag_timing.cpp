@@ -81,8 +81,7 @@ void IncrementalTiming::clear(Sweep& sweep) {
 
 void IncrementalTiming::set_duration(int op, double duration_s) {
   if (duration_s == duration_s_[op]) return;
-  log_.push_back({Field::kDuration, op, duration_s_[op]});
-  duration_s_[op] = duration_s;
+  set_logged(duration_s_[op], duration_s);
   for (int index = topology_.succ_first[op]; index < topology_.succ_first[op + 1]; ++index)
     mark(forward_, topology_.succs[index]);
   for (int index = topology_.pred_first[op]; index < topology_.pred_first[op + 1]; ++index)
@@ -98,8 +97,7 @@ void IncrementalTiming::retime_starts() {
     const int op = topology_.order[position];
     const double start = start_from_preds(op);
     if (start == start_s_[op]) continue;
-    log_.push_back({Field::kStart, op, start_s_[op]});
-    start_s_[op] = start;
+    set_logged(start_s_[op], start);
     for (int index = topology_.succ_first[op]; index < topology_.succ_first[op + 1]; ++index)
       mark(forward_, topology_.succs[index]);
   }
@@ -109,13 +107,12 @@ void IncrementalTiming::retime_starts() {
 
 void IncrementalTiming::save(Redo& redo) const {
   redo.fields.clear();
-  for (const Change& change : log_)
-    redo.fields.emplace_back(3 * change.op + static_cast<int>(change.field), values(change.field)[change.op]);
+  for (const Change& change : log_) redo.fields.emplace_back(change.value, *change.value);
   redo.makespan_s = makespan_s_;
 }
 
 void IncrementalTiming::redo(const Redo& redo) {
-  for (const auto& [key, value] : redo.fields) values(static_cast<Field>(key % 3))[key / 3] = value;
+  for (const auto& [where, value] : redo.fields) *where = value;
   makespan_s_ = redo.makespan_s;
   commit();
 }
@@ -126,7 +123,7 @@ void IncrementalTiming::commit() {
 }
 
 void IncrementalTiming::rollback() {
-  for (auto change = log_.rbegin(); change != log_.rend(); ++change) values(change->field)[change->op] = change->before;
+  for (auto change = log_.rbegin(); change != log_.rend(); ++change) *change->value = change->before;
   log_.clear();
   // Nothing is left marked after a retime; a rollback between set_duration() and the retime
   // drops the marks.

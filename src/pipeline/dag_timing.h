@@ -110,7 +110,7 @@ class IncrementalTiming {
   /// The changes since the last commit(), as they stand, for redo() after a rollback(): trying
   /// several plans, the best is put back without re-timing it.
   struct Redo {
-    std::vector<std::pair<int, double>> fields;  // (3 x op + field, value)
+    std::vector<std::pair<double*, double>> fields;  // (a duration, start or tail, its value)
     double makespan_s = 0;
   };
   void save(Redo& redo) const;
@@ -134,18 +134,16 @@ class IncrementalTiming {
   void mark(Sweep& sweep, int op);
   void clear(Sweep& sweep);
 
-  enum class Field { kDuration = 0, kStart = 1, kTail = 2 };
-  const std::vector<double>& values(Field field) const {
-    return field == Field::kDuration ? duration_s_ : field == Field::kStart ? start_s_ : tail_s_;
-  }
-  std::vector<double>& values(Field field) {
-    return const_cast<std::vector<double>&>(std::as_const(*this).values(field));
-  }
+  // One value changed since the last commit: where it lives (an element of duration_s_,
+  // start_s_ or tail_s_, which never reallocate after construction) and what it was.
   struct Change {
-    Field field;
-    int op;
+    double* value;
     double before;
   };
+  void set_logged(double& value, double now) {
+    log_.push_back({&value, value});
+    value = now;
+  }
 
   const Topology& topology_;
   std::vector<double> duration_s_, start_s_, tail_s_;
@@ -196,8 +194,7 @@ void IncrementalTiming::retime_tails(std::span<const int> watched, Visit visit) 
     const int op = topology_.order[position];
     const double tail = tail_from_succs(op);
     if (tail != tail_s_[op]) {
-      log_.push_back({Field::kTail, op, tail_s_[op]});
-      tail_s_[op] = tail;
+      set_logged(tail_s_[op], tail);
       for (int index = topology_.pred_first[op]; index < topology_.pred_first[op + 1]; ++index)
         mark(backward_, topology_.preds[index]);
     }

@@ -169,6 +169,7 @@ class Solver {
         topology_(dag),
         count_(static_cast<int>(dag.operations.size())),
         gpus_(options.gpus > 0 ? options.gpus : dag.stages),
+        op_specs_(count_),
         compact_(count_, -1),
         duration_(count_),
         start_(count_),
@@ -184,6 +185,7 @@ class Solver {
         start_try_(count_),
         latest_finish_try_(count_),
         retimer_(dag, topology_, gpus_, finer_options_) {
+    for (int op = 0; op < count_; ++op) op_specs_[op] = &dag.specs[dag.operations[op].spec];
     for (int op = 0; op < count_; ++op) {
       duration_[op] = spec(op).max_quant_time();
       planned_options_[op] = spec(op).option_index_for(duration_[op]);
@@ -254,7 +256,7 @@ class Solver {
     int arc, before, after;  // before/after as critical indices
   };
 
-  const CandidateExecutionOptions& spec(int op) const { return dag_.specs[dag_.operations[op].spec]; }
+  const CandidateExecutionOptions& spec(int op) const { return *op_specs_[op]; }
 
   std::int64_t makespan_now() {
     return forward_pass<std::int64_t>(topology_, start_, [&](int op) { return duration_[op]; });
@@ -793,6 +795,7 @@ class Solver {
   const Topology topology_;
   const int count_;
   const int gpus_;
+  std::vector<const CandidateExecutionOptions*> op_specs_;  // per operation: its spec
 
   detail::MaxFlow network_;
   struct Arc {

@@ -64,11 +64,13 @@ class PlanRetimer {
   [[nodiscard]] const IncrementalTiming& timing() const { return timing_; }
 
  private:
-  const ExecutionOption& option(int op, int index) const {
-    return dag_.specs[dag_.operations[op].spec].options()[index];
-  }
+  // Per operation spec, per option index: the next slower option's and the next slower
+  // representative's times (+inf when there is none), so that a choice costs two lookups.
+  struct SpecTables {
+    std::vector<double> next_s, next_representative_s;
+  };
   void choose(int op, int index);
-  void update_next_times(int op);
+  void set_option(int op, int index);
   void update_gaps();
   void reclaim_pass(bool representatives_only);
 
@@ -76,12 +78,16 @@ class PlanRetimer {
   const Topology& topology_;
   const int gpus_;
   const bool finer_options_;
+  std::vector<SpecTables> spec_tables_;
+  std::vector<const ExecutionOption*> op_options_;  // per op: its spec's options
+  std::vector<const SpecTables*> op_tables_;        // per op: its spec's tables
   IncrementalTiming timing_;
   std::vector<int> options_;
+  std::vector<double> energy_j_;                 // per op: its option's effective energy
   std::vector<double> next_time_s_;              // per op: its next slower option's time, or +inf
   std::vector<double> next_representative_s_;    // per op: its next slower representative's time, or +inf
   std::vector<std::pair<int, int>> option_log_;  // (op, option before) since the last commit
-  std::vector<int> watched_;
+  std::vector<int> watched_, fitting_;
   // Per op, of the committed plan: how much its window must grow for its next option to fit
   // (next option's time - window). A try that raises the makespan by d can only let operations
   // with a gap up to d fit (windows only shrink otherwise), so they are the ones watched.
