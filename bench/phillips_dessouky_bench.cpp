@@ -46,8 +46,8 @@ void solve(benchmark::State& state, const std::string& file, int stages, int mic
   // Quality, outside the timed loop: distance of each frontier point above the certified
   // lower bound (relaxation_lower_bound) at its time.
   const pipeline::PhillipsDessoukyResult result = pipeline::PhillipsDessouky(dag, {}).run();
-  const std::vector<pipeline::BoundPoint> bound =
-      pipeline::relaxation_lower_bound(make_dag(file, stages, microbatches, unit_time_s, pipeline::QuantumRule::kCheapest));
+  const std::vector<pipeline::BoundPoint> bound = pipeline::relaxation_lower_bound(
+      make_dag(file, stages, microbatches, unit_time_s, pipeline::QuantumRule::kCheapest));
   double max_gap = 0;
   double sum_gap = 0;
   for (const int index : result.frontier) {

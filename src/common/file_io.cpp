@@ -1,10 +1,13 @@
 #include "kareus/common/file_io.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <mutex>
 #include <system_error>
+#include <vector>
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -183,11 +186,49 @@ int remove_dead_temporaries(const std::filesystem::path& path) {
   return removed;
 }
 
+namespace {
+
+// The folders DeferredSync objects cover now; few, so a list.
+std::mutex deferred_mutex;
+std::vector<std::filesystem::path> deferred_folders;
+
+bool sync_deferred(const std::filesystem::path& path) {
+  const std::filesystem::path absolute = std::filesystem::absolute(path).lexically_normal();
+  const std::lock_guard lock(deferred_mutex);
+  return std::any_of(deferred_folders.begin(), deferred_folders.end(), [&](const std::filesystem::path& folder) {
+    return std::mismatch(folder.begin(), folder.end(), absolute.begin(), absolute.end()).first == folder.end();
+  });
+}
+
+}  // namespace
+
+DeferredSync::DeferredSync(std::filesystem::path folder)
+    : folder_(std::filesystem::absolute(folder).lexically_normal()) {
+  const std::lock_guard lock(deferred_mutex);
+  deferred_folders.push_back(folder_);
+}
+
+DeferredSync::~DeferredSync() {
+  const std::lock_guard lock(deferred_mutex);
+  deferred_folders.erase(std::find(deferred_folders.begin(), deferred_folders.end(), folder_));
+}
+
+void sync_file_system(const std::filesystem::path& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0 || ::syncfs(fd) != 0) {
+    const int code = errno;
+    if (fd >= 0) ::close(fd);
+    throw Error(fmt::format("cannot flush {} to disk: {}", path.string(), std::strerror(code)));
+  }
+  ::close(fd);
+}
+
 void write_file_atomic(const std::filesystem::path& path, std::string_view content) {
   // A name no other process (pid) and no other call of this one (counter) uses, created
   // exclusively and never through a symlink: concurrent writers of one PATH each rename a
   // complete file of their own, and no existing file is ever written into.
-  remove_dead_temporaries(path);
+  const bool deferred = sync_deferred(path);
+  if (!deferred) remove_dead_temporaries(path);
   const std::filesystem::path temporary = temporary_beside(path);
   const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
   std::FILE* file = fd < 0 ? nullptr : ::fdopen(fd, "wb");
@@ -197,7 +238,7 @@ void write_file_atomic(const std::filesystem::path& path, std::string_view conte
     throw Error(fmt::format("cannot write {}: {}", temporary.string(), std::strerror(code)));
   }
   const bool written = std::fwrite(content.data(), 1, content.size(), file) == content.size() &&
-                       std::fflush(file) == 0 && ::fsync(fileno(file)) == 0;
+                       std::fflush(file) == 0 && (deferred || ::fsync(fileno(file)) == 0);
   const bool closed = std::fclose(file) == 0;
   std::error_code error;
   if (!written || !closed) {

@@ -87,6 +87,7 @@ OutputFolder::OutputFolder(const std::filesystem::path& folder, std::string flag
     throw InputError(fmt::format("{} {}: cannot create {} ({})", flag_, folder.string(), staging_.string(),
                                  error ? error.message() : "it exists"));
   }
+  deferred_sync_.emplace(staging_);
   write_file_atomic(staging_ / kOutputMarker, fmt::format("{}\n", command));
 }
 
@@ -111,6 +112,10 @@ void OutputFolder::check_input_outside(const std::filesystem::path& input, std::
 }
 
 void OutputFolder::commit() {
+  // Every file written into the staging folder reaches the disk before its name can appear as
+  // DIR: one flush for all of them (DeferredSync).
+  sync_file_system(staging_);
+  deferred_sync_.reset();
   // Both names stay valid at every moment: a kill between any two steps leaves either the old
   // folder or the new one at DIR, and the other under a temporary name for the next run to remove.
   try {

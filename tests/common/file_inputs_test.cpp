@@ -127,6 +127,37 @@ TEST(WriteFileAtomic, RemovesOnlyDeadProcessesTemporaries) {
   fs::remove_all(dir);
 }
 
+TEST(WriteFileAtomic, UnderADeferredSyncFolderWritesWithoutSweepingUntilTheScopeEnds) {
+  const fs::path dir = fresh_dir("deferred");
+  const fs::path staging = dir / "staging";
+  fs::create_directory(staging);
+  const fs::path dead = staging / fmt::format("plan.json.{}-0.tmp", dead_pid());
+  write(dead, "partial");
+  {
+    const DeferredSync deferred(staging);
+    write_file_atomic(staging / "plan.json", "{\"a\": 1}\n");
+    write_file_atomic(staging / "plan.json", "{\"a\": 2}\n");  // rewritten whole
+    EXPECT_EQ(read(staging / "plan.json"), "{\"a\": 2}\n");
+    EXPECT_TRUE(fs::exists(dead));  // the folder is taken as this process's own: no sweep
+    // A folder beside it is not covered, though its name starts the same.
+    write(dir / fmt::format("staging2.json.{}-0.tmp", dead_pid()), "partial");
+    write_file_atomic(dir / "staging2.json", "{}\n");
+    EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator()), 2);  // staging, staging2.json
+    sync_file_system(staging);
+  }
+  write_file_atomic(staging / "plan.json", "{}\n");  // the scope ended: swept again
+  EXPECT_FALSE(fs::exists(dead));
+  EXPECT_EQ(std::distance(fs::directory_iterator(staging), fs::directory_iterator()), 1);
+  try {
+    sync_file_system(dir / "missing");
+    ADD_FAILURE() << "no error";
+  } catch (const Error& error) {
+    EXPECT_EQ(std::string(error.what()),
+              fmt::format("cannot flush {} to disk: No such file or directory", (dir / "missing").string()));
+  }
+  fs::remove_all(dir);
+}
+
 TEST(OutputFolder, ReplacesTheFolderWholeOnCommit) {
   const fs::path dir = fresh_dir("output_commit");
   const fs::path out = dir / "plan";

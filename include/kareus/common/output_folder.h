@@ -15,6 +15,7 @@
 #include <string>
 #include <string_view>
 
+#include "kareus/common/file_io.h"
 #include "kareus/common/file_lock.h"
 
 namespace kareus {
@@ -56,6 +57,7 @@ class OutputFolder {
   std::string flag_;
   std::optional<FileLock> lock_;
   std::filesystem::path staging_;
+  std::optional<DeferredSync> deferred_sync_;  // the staging folder's files are synced at commit()
   bool committed_ = false;
 };
 
