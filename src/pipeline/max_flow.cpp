@@ -10,7 +10,7 @@ void MaxFlow::reset(int nodes) {
   nodes_ = nodes;
   tail_.clear();
   head_.clear();
-  residual_.clear();
+  added_capacity_.clear();
 }
 
 int MaxFlow::add_edge(int from, int to, double capacity) {
@@ -18,10 +18,10 @@ int MaxFlow::add_edge(int from, int to, double capacity) {
   const int id = static_cast<int>(head_.size());
   tail_.push_back(from);
   head_.push_back(to);
-  residual_.push_back(capacity);
+  added_capacity_.push_back(capacity);
   tail_.push_back(to);
   head_.push_back(from);
-  residual_.push_back(0);
+  added_capacity_.push_back(0);
   return id;
 }
 
@@ -33,14 +33,24 @@ void MaxFlow::finalize() {
   edges_of_.resize(edges);
   fill_.assign(first_.begin(), first_.end() - 1);
   for (int edge = 0; edge < edges; ++edge) edges_of_[fill_[tail_[edge]]++] = edge;
+  position_of_.resize(edges);
+  for (int position = 0; position < edges; ++position) position_of_[edges_of_[position]] = position;
   head_of_.resize(edges);
-  for (int position = 0; position < edges; ++position) head_of_[position] = head_[edges_of_[position]];
+  residual_.resize(edges);
+  reverse_of_.resize(edges);
+  for (int position = 0; position < edges; ++position) {
+    const int edge = edges_of_[position];
+    head_of_[position] = head_[edge];
+    residual_[position] = added_capacity_[edge];
+    reverse_of_[position] = position_of_[edge ^ 1];
+  }
   level_.assign(nodes_, -1);
   cursor_.resize(nodes_);
   queue_.resize(nodes_);
 }
 
-// Breadth-first levels from `source` over the arcs `usable` accepts (-1: unreached); stops once
+// Breadth-first levels from `source` over the arcs `usable` accepts (by adjacency position;
+// -1: unreached); stops once
 // the sink's level is complete, as nodes at or beyond it cannot lie on a shortest path to it.
 template <typename Usable>
 bool MaxFlow::levels_from(int source, int sink, Usable usable) {
@@ -54,7 +64,7 @@ bool MaxFlow::levels_from(int source, int sink, Usable usable) {
     if (level_[sink] >= 0 && level_[node] >= level_[sink]) break;
     for (int position = first_[node]; position < first_[node + 1]; ++position) {
       const int next = head_of_[position];
-      if (level_[next] < 0 && usable(edges_of_[position])) {
+      if (level_[next] < 0 && usable(position)) {
         level_[next] = level_[node] + 1;
         queue_[write++] = next;
       }
@@ -65,11 +75,11 @@ bool MaxFlow::levels_from(int source, int sink, Usable usable) {
 
 bool MaxFlow::infinite_path(int source, int sink) {
   return levels_from(source, sink,
-                     [&](int edge) { return residual_[edge] == std::numeric_limits<double>::infinity(); });
+                     [&](int position) { return residual_[position] == std::numeric_limits<double>::infinity(); });
 }
 
 bool MaxFlow::build_levels(int source, int sink) {
-  return levels_from(source, sink, [&](int edge) { return residual_[edge] > epsilon_; });
+  return levels_from(source, sink, [&](int position) { return residual_[position] > epsilon_; });
 }
 
 // Pushes up to `limit` from `node` towards the sink along the level graph, through as many
@@ -80,12 +90,11 @@ double MaxFlow::push(int node, int sink, double limit) {
   for (int& position = cursor_[node]; position < first_[node + 1]; ++position) {
     const int next = head_of_[position];
     if (level_[next] != level_[node] + 1) continue;
-    const int edge = edges_of_[position];
-    if (residual_[edge] <= epsilon_) continue;
-    const double pushed = push(next, sink, std::min(limit - sent, residual_[edge]));
+    if (residual_[position] <= epsilon_) continue;
+    const double pushed = push(next, sink, std::min(limit - sent, residual_[position]));
     if (pushed > 0) {
-      residual_[edge] -= pushed;
-      residual_[edge ^ 1] += pushed;
+      residual_[position] -= pushed;
+      residual_[reverse_of_[position]] += pushed;
       sent += pushed;
       if (limit - sent <= epsilon_) return sent;  // keep the cursor: this arc may have room left
     }

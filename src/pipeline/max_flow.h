@@ -32,24 +32,25 @@ class MaxFlow {
   /// Whether `sink` is reachable from `source` through arcs of infinite residual capacity.
   [[nodiscard]] bool infinite_path(int source, int sink);
 
+  /// Sets an edge's capacity and clears its flow; after finalize(), like the accessors below.
   void set_capacity(int edge, double capacity) {
-    residual_[edge] = capacity;
-    residual_[edge ^ 1] = 0;
+    residual_[position_of_[edge]] = capacity;
+    residual_[position_of_[edge ^ 1]] = 0;
   }
-  [[nodiscard]] double capacity(int edge) const { return residual_[edge]; }
+  [[nodiscard]] double capacity(int edge) const { return residual_[position_of_[edge]]; }
   [[nodiscard]] int head(int edge) const { return head_[edge]; }
   [[nodiscard]] int tail(int edge) const { return tail_[edge]; }
   [[nodiscard]] int edge_count() const { return static_cast<int>(head_.size()); }
   /// The flow on an edge added by add_edge (an even id): what its reverse can send back.
-  [[nodiscard]] double flow(int edge) const { return residual_[edge ^ 1]; }
+  [[nodiscard]] double flow(int edge) const { return residual_[position_of_[edge ^ 1]]; }
   /// Edges leaving `node` (its added edges and the reverses of those entering it); after finalize().
   [[nodiscard]] std::span<const int> edges_at(int node) const {
     return {edges_of_.data() + first_[node], edges_of_.data() + first_[node + 1]};
   }
   /// Sends `amount` (<= capacity(edge)) along `edge`, e.g. to seed run() with an easy flow.
   void add_flow(int edge, double amount) {
-    residual_[edge] -= amount;
-    residual_[edge ^ 1] += amount;
+    residual_[position_of_[edge]] -= amount;
+    residual_[position_of_[edge ^ 1]] += amount;
   }
 
   /// Maximum flow from `source` to `sink`; afterwards source_side() is the minimum cut.
@@ -67,10 +68,15 @@ class MaxFlow {
   double epsilon_ = 0;
   std::vector<int> tail_;
   std::vector<int> head_;
-  std::vector<double> residual_;
-  std::vector<int> first_;  // adjacency of node n: edges_of_[first_[n] .. first_[n+1])
+  std::vector<double> added_capacity_;  // per edge id, until finalize()
+  std::vector<int> first_;              // adjacency of node n: edges_of_[first_[n] .. first_[n+1])
   std::vector<int> edges_of_;
-  std::vector<int> head_of_;  // head_[edges_of_[position]], read where the searches walk the adjacency
+  std::vector<int> position_of_;  // edge id -> its position in the adjacency
+  // Per adjacency position, so that the searches read each arc's head, residual capacity and
+  // reverse where they walk the adjacency, not through its edge id.
+  std::vector<int> head_of_;
+  std::vector<double> residual_;
+  std::vector<int> reverse_of_;
   std::vector<int> fill_;
   std::vector<int> level_;
   std::vector<int> cursor_;
