@@ -50,8 +50,8 @@ void MaxFlow::finalize() {
 }
 
 // Breadth-first levels from `source` over the arcs `usable` accepts (by adjacency position;
-// -1: unreached); stops once
-// the sink's level is complete, as nodes at or beyond it cannot lie on a shortest path to it.
+// -1: unreached); stops once the sink's level is complete, as nodes at or beyond it cannot lie
+// on a shortest path to it.
 template <typename Usable>
 bool MaxFlow::levels_from(int source, int sink, Usable usable) {
   std::fill(level_.begin(), level_.end(), -1);
