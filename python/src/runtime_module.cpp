@@ -9,6 +9,7 @@
 // map_rank / global_rank / parallel_groups are the C++ ones, so no Python copy of them exists.
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -300,15 +301,17 @@ void bind_presets(py::module_& module) {
 /// The workload (workload.h) and its partitions (partition.h).
 void bind_workload(py::module_& module) {
   py::class_<wl::Workload>(module, "Workload")
-      .def(py::init([](const std::string& model, int tp, int cp, int pp, int dp, int mbs, int seq, int microbatches,
-                       int nanobatches, const std::string& recompute, const std::vector<int>& layers_per_stage) {
+      .def(py::init([](const std::string& model, int tp, int cp, int pp, int dp, int mbs, std::optional<int> seq,
+                       int microbatches, int nanobatches, const std::string& recompute,
+                       const std::vector<int>& layers_per_stage) {
+             wl::ModelSpec spec = wl::load_model(model);
              wl::Parallelism parallel;
              parallel.tp = tp;
              parallel.cp = cp;
              parallel.pp = pp;
              parallel.dp = dp;
              parallel.mbs = mbs;
-             parallel.seq = seq;
+             parallel.seq = seq ? *seq : wl::default_sequence(spec);
              parallel.microbatches = microbatches;
              parallel.nanobatches = nanobatches;
              if (recompute != "full" && recompute != "none") {
@@ -316,12 +319,13 @@ void bind_workload(py::module_& module) {
              }
              parallel.recompute = recompute == "full" ? wl::Recompute::kFull : wl::Recompute::kNone;
              parallel.layers_per_stage = layers_per_stage;
-             return wl::make_workload(wl::load_model(model), parallel);
+             return wl::make_workload(std::move(spec), parallel);
            }),
            py::arg("model"), py::arg("tp") = 1, py::arg("cp") = 1, py::arg("pp") = 1, py::arg("dp") = 1,
-           py::arg("mbs") = 2, py::arg("seq") = 256, py::arg("microbatches") = 1, py::arg("nanobatches") = 2,
+           py::arg("mbs") = 2, py::arg("seq") = py::none(), py::arg("microbatches") = 1, py::arg("nanobatches") = 2,
            py::arg("recompute") = "full", py::arg("layers_per_stage") = std::vector<int>{},
-           "A model under a parallelism (workload.h); throws InputError naming the flag that breaks a rule.")
+           "A model under a parallelism (workload.h); seq None is the model's default (4096, or its "
+           "max_positions when smaller); throws InputError naming the flag that breaks a rule.")
       .def_property_readonly("model", [](const wl::Workload& workload) { return model_dict(workload.model); })
       .def_property_readonly("parallel",
                              [](const wl::Workload& workload) {

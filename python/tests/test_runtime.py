@@ -219,7 +219,7 @@ def test_the_plan_contract_is_the_cpp_one(tmp_path):
     assert plan.stages[0][1].partitions["fwd_attn"] == kareus.CommConfig("linear_0", 5)
     assert kareus.CommConfig("none", 0).overlapped is False
     from kareus._runtime import Workload
-    workload = Workload("llama3.2-3b", tp=2, pp=2, dp=2, microbatches=MICROBATCHES)
+    workload = Workload("llama3.2-3b", tp=2, pp=2, dp=2, seq=256, microbatches=MICROBATCHES)
     with pytest.raises(kareus.InputError, match='^plan: made for model "test", this run has model "llama3.2-3b"$'):
         kareus.check_plan_workload(plan, workload, "a100-40gb")  # the fields the block names are compared
     document["workload"] = json.loads(workload.to_json())
@@ -229,7 +229,8 @@ def test_the_plan_contract_is_the_cpp_one(tmp_path):
     kareus.check_plan_workload(plan, workload, "a100-40gb")
     for change, field in [({"seq": 128}, "seq 256, this run has seq 128"), ({"mbs": 4}, "mbs 2, this run has mbs 4"),
                           ({"microbatches": 2}, "microbatches 4, this run has microbatches 2")]:
-        other = Workload("llama3.2-3b", **{"tp": 2, "pp": 2, "dp": 2, "microbatches": MICROBATCHES, **change})
+        other = Workload("llama3.2-3b", **{"tp": 2, "pp": 2, "dp": 2, "seq": 256, "microbatches": MICROBATCHES,
+                                           **change})
         with pytest.raises(kareus.InputError, match=f"^p: made for {field}$"):
             kareus.check_plan_workload(plan, other, "a100-40gb", origin="p")
     with pytest.raises(kareus.InputError, match='^p: made for gpu "a100-40gb", this run has gpu "h200"$'):

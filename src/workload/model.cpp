@@ -92,14 +92,29 @@ void parse_position_embedding(const nlohmann::json& document, std::string_view o
   model.max_positions = positive_int(document, "max_positions", origin);
 }
 
+/// norm: "rmsnorm" (default) or "layernorm".
+NormKind parse_norm(const nlohmann::json& document, std::string_view origin) {
+  if (!document.contains("norm")) return NormKind::kRmsNorm;
+  const std::string kind = jf::require_string(document, "norm", origin);
+  if (kind == "rmsnorm") return NormKind::kRmsNorm;
+  if (kind == "layernorm") return NormKind::kLayerNorm;
+  throw InputError(
+      fmt::format("{}: field 'norm' must be \"rmsnorm\" or \"layernorm\", found \"{}\"", origin, jf::short_text(kind)));
+}
+
 }  // namespace
+
+std::string_view to_string(NormKind norm) { return norm == NormKind::kLayerNorm ? "layernorm" : "rmsnorm"; }
+
+double ModelSpec::norm_parameters(double width) const { return (norm == NormKind::kLayerNorm ? 2 : 1) * width; }
 
 double ModelSpec::layer_parameters() const {
   const double q_width = static_cast<double>(heads) * head_dim;
   const double kv_width = 2.0 * kv_groups * head_dim;
   const double attention = hidden * (q_width + kv_width) + q_width * hidden;
   const double mlp_weights = (mlp == MlpKind::kSwiGlu ? 3.0 : 2.0) * hidden * ffn;
-  const double norms = 2.0 * hidden + (qk_norm ? 2.0 * head_dim : 0.0);
+  // The input and MLP norms over hidden; with qk_norm, one norm each for q and k over head_dim.
+  const double norms = 2 * norm_parameters(hidden) + (qk_norm ? 2 * norm_parameters(head_dim) : 0.0);
   return attention + mlp_weights + norms;
 }
 
@@ -107,7 +122,7 @@ double ModelSpec::position_parameters() const { return static_cast<double>(max_p
 
 double ModelSpec::parameters() const {
   const double embeddings = static_cast<double>(vocab) * hidden * (tied_embeddings ? 1 : 2);
-  return layers * layer_parameters() + embeddings + position_parameters() + hidden;
+  return layers * layer_parameters() + embeddings + position_parameters() + norm_parameters(hidden);
 }
 
 std::string model_shape_json(const ModelSpec& model) {
@@ -127,6 +142,7 @@ std::string model_shape_json(const ModelSpec& model) {
   const bool learned = model.position_embedding == PositionEmbedding::kLearned;
   shape["position_embedding"] = learned ? "learned" : "rope";
   shape["max_positions"] = learned ? nlohmann::ordered_json(model.max_positions) : nullptr;
+  shape["norm"] = to_string(model.norm);
   shape["norm_eps"] = model.norm_eps;
   shape["rotary_base"] = model.rotary_base;
   if (const auto& scaling = model.rotary_scaling) {
@@ -145,11 +161,11 @@ std::vector<std::string> model_preset_names() { return embedded_names("models");
 
 ModelSpec parse_model(std::string_view json_text, std::string_view origin) {
   const nlohmann::json document = parse_json(json_text, origin);
-  jf::reject_unknown(
-      document,
-      {"name", "hidden", "heads", "kv_groups", "head_dim", "ffn", "layers", "vocab", "qk_norm", "mlp",
-       "tied_embeddings", "position_embedding", "max_positions", "norm_eps", "rotary_base", "rotary_scaling", "source"},
-      origin);
+  jf::reject_unknown(document,
+                     {"name", "hidden", "heads", "kv_groups", "head_dim", "ffn", "layers", "vocab", "qk_norm", "mlp",
+                      "tied_embeddings", "position_embedding", "max_positions", "norm", "norm_eps", "rotary_base",
+                      "rotary_scaling", "source"},
+                     origin);
   ModelSpec model;
   model.name = jf::require_string(document, "name", origin);
   model.hidden = positive_int(document, "hidden", origin);
@@ -161,6 +177,7 @@ ModelSpec parse_model(std::string_view json_text, std::string_view origin) {
   model.vocab = positive_int(document, "vocab", origin);
   model.qk_norm = jf::optional_bool(document, "qk_norm", false, origin);
   model.tied_embeddings = jf::optional_bool(document, "tied_embeddings", false, origin);
+  model.norm = parse_norm(document, origin);
   if (document.contains("norm_eps")) model.norm_eps = bounded_number(document, "norm_eps", 0, true, 1, origin);
   if (document.contains("rotary_base")) {
     model.rotary_base = bounded_number(document, "rotary_base", 1, true, kMaxRotaryBase, origin);

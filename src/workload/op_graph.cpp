@@ -61,6 +61,30 @@ Op memory_op(std::string name, OpKind kind, OpRole role, double elements, double
   return op;
 }
 
+// A norm's work per element. RMSNorm: square and accumulate (2), scale by the reciprocal root
+// (1), times the weight (1). LayerNorm does more: accumulate the mean (1), subtract it (1), add
+// the bias (1).
+constexpr double kRmsNormFlopsPerElement = 4;
+constexpr double kLayerNormMoreFlopsPerElement = 3;
+// LayerNorm keeps each row's mean for its backward, in fp32 (RMSNorm keeps only the reciprocal
+// root, as LayerNorm also does: not counted in either).
+constexpr double kFp32Bytes = 4;
+
+/// A norm of the model's kind over `rows` vectors of `width` elements; `norms` distinct norms
+/// (learned vectors) take part (2 for the q and k norms). LayerNorm reads its biases (`norms` x
+/// `width`) and writes each row's mean more than RMSNorm; backward_of then reads the means and
+/// writes the biases' gradients.
+Op norm_op(std::string name, OpRole role, NormKind norm, double rows, double width, double norms) {
+  const double elements = rows * width;
+  Op op = memory_op(std::move(name), OpKind::kNorm, role, elements, 1, kRmsNormFlopsPerElement);
+  if (norm == NormKind::kLayerNorm) {
+    op.flops += elements * kLayerNormMoreFlopsPerElement;
+    op.bytes_read += norms * width * kBf16Bytes;
+    op.bytes_written += rows * kFp32Bytes;
+  }
+  return op;
+}
+
 Op collective(std::string name, OpRole role, CollectiveKind kind, CommGroup group, int group_size, double bytes) {
   Op op = new_op(std::move(name), OpKind::kCollective, role);
   op.collective = Collective{kind, group, group_size, bytes};
@@ -166,10 +190,12 @@ LayerGraph build_layer_graph(const Workload& workload) {
 
   LayerGraph graph;
   std::vector<Op>& fwd = graph.forward;
-  fwd.push_back(memory_op("input_norm", OpKind::kNorm, OpRole::kInputNorm, s.tokens * s.hidden, 1, 4));
+  fwd.push_back(norm_op("input_norm", OpRole::kInputNorm, model.norm, s.tokens, s.hidden, 1));
   fwd.push_back(gemm("qkv", OpRole::kQkv, s.tokens, s.q_width + 2 * s.kv_width, s.hidden));
   if (model.qk_norm) {
-    fwd.push_back(memory_op("qkv_post", OpKind::kNorm, OpRole::kQkvPost, s.tokens * (s.q_width + s.kv_width), 1, 4));
+    // Every query and key head of every token, normalized over head_dim by the q or the k norm.
+    const double heads = s.heads_local + static_cast<double>(model.kv_groups) / tp;
+    fwd.push_back(norm_op("qkv_post", OpRole::kQkvPost, model.norm, s.tokens * heads, model.head_dim, 2));
   }
   if (model.position_embedding == PositionEmbedding::kRope) {
     fwd.push_back(memory_op("rope", OpKind::kRope, OpRole::kRope, s.tokens * (s.q_width + s.kv_width), 1, 3));
@@ -192,7 +218,7 @@ LayerGraph build_layer_graph(const Workload& workload) {
                              activation_bytes));
   }
   fwd.push_back(memory_op("attn_bda", OpKind::kElementwise, OpRole::kAttnBda, s.tokens * s.hidden, 2, 1));
-  fwd.push_back(memory_op("mlp_norm", OpKind::kNorm, OpRole::kMlpNorm, s.tokens * s.hidden, 1, 4));
+  fwd.push_back(norm_op("mlp_norm", OpRole::kMlpNorm, model.norm, s.tokens, s.hidden, 1));
   fwd.push_back(gemm("fc1", OpRole::kFc1, s.tokens, s.fc1_out, s.hidden));
   if (model.mlp == MlpKind::kSwiGlu) {
     fwd.push_back(memory_op("swiglu", OpKind::kActivation, OpRole::kActivation, s.tokens * s.ffn_local, 2, 5));
@@ -255,7 +281,7 @@ NonpartitionWork build_nonpartition_work(const Workload& workload, int stage) {
     work.backward.push_back(embedding_backward);
   }
   if (stage == stages - 1) {
-    const Op final_norm = memory_op("final_norm", OpKind::kNorm, OpRole::kFinalNorm, s.tokens * s.hidden, 1, 4);
+    const Op final_norm = norm_op("final_norm", OpRole::kFinalNorm, workload.model.norm, s.tokens, s.hidden, 1);
     const Op output = gemm("output_layer", OpRole::kOutputLayer, s.tokens, vocab_local, s.hidden);
     // Vocab-parallel cross entropy: a few passes over this rank's logits, plus tiny all-reduces.
     Op loss = memory_op("cross_entropy", OpKind::kLoss, OpRole::kLoss, s.tokens * vocab_local, 2, 6);

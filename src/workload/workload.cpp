@@ -1,5 +1,6 @@
 #include "kareus/workload/workload.h"
 
+#include <algorithm>
 #include <charconv>
 #include <numeric>
 
@@ -27,6 +28,12 @@ int positive_field(const nlohmann::json& document, std::string_view key, std::st
 
 }  // namespace
 
+int default_sequence(const ModelSpec& model) {
+  // A learned table has no row past max_positions; RoPE has no such bound.
+  if (model.position_embedding == PositionEmbedding::kLearned) return std::min(kDefaultSequence, model.max_positions);
+  return kDefaultSequence;
+}
+
 Workload make_workload(ModelSpec model, Parallelism parallel) {
   const Parallelism& p = parallel;
   require_in_range(p.tp, "--tp", kMaxParallelDegree);
@@ -43,6 +50,10 @@ Workload make_workload(ModelSpec model, Parallelism parallel) {
                                  p.pp, p.dp, gpus, kMaxGpus));
   }
   const std::string& name = model.name;
+  if (model.position_embedding == PositionEmbedding::kLearned && p.seq > model.max_positions) {
+    throw InputError(fmt::format("--seq {} exceeds {}'s max_positions {} (learned position embeddings)", p.seq, name,
+                                 model.max_positions));
+  }
   if (model.heads % p.tp != 0) {
     throw InputError(fmt::format("--tp {} must divide the {} attention heads of {}", p.tp, model.heads, name));
   }
@@ -158,7 +169,13 @@ Workload workload_from_json(std::string_view json_text, std::string_view origin_
   for (const nlohmann::json& layers : split) {
     p.layers_per_stage.push_back(positive_field({{"layers_per_stage", layers}}, "layers_per_stage", origin));
   }
-  return make_workload(parse_model(model.dump(), origin + ".shape"), std::move(p));
+  ModelSpec spec = parse_model(model.dump(), origin + ".shape");
+  try {
+    return make_workload(std::move(spec), std::move(p));
+  } catch (const InputError& error) {
+    // The rule names the flag the field stands for; the file is named in front of it.
+    throw InputError(fmt::format("{}: {}", origin, error.what()));
+  }
 }
 
 }  // namespace kareus::workload

@@ -1,6 +1,7 @@
 #include "kareus/plan/plan.h"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "common/bad_edits.h"
 #include "kareus/common/error.h"
@@ -102,6 +103,19 @@ TEST(Plan, AWorkloadBlockThatDiffersFromTheRunNamesTheFirstField) {
             "p.json: made for shape.hidden 4096, this run has shape.hidden 3072");
   plan.workload_json = R"({"tp": 8, "source": "perseus_csv"})";
   EXPECT_EQ(check_error(plan, workload::workload_to_json(flags)), "<no InputError>");
+  // The norm kind is part of the shape: a plan for RMSNorm refuses a LayerNorm run, while a plan
+  // written before the field passes against either.
+  workload::ModelSpec layer_norm = flags.model;
+  layer_norm.norm = workload::NormKind::kLayerNorm;
+  const std::string layer_norm_job = plan_workload_json(workload::make_workload(layer_norm, flags.parallel), "");
+  plan.workload_json = plan_workload_json(flags, "a100-40gb");
+  EXPECT_EQ(check_error(plan, layer_norm_job),
+            "p.json: made for shape.norm \"rmsnorm\", this run has shape.norm \"layernorm\"");
+  nlohmann::json before_the_field = nlohmann::json::parse(plan.workload_json);
+  before_the_field["shape"].erase("norm");
+  plan.workload_json = before_the_field.dump();
+  EXPECT_EQ(check_error(plan, layer_norm_job), "<no InputError>");
+  EXPECT_EQ(check_error(plan, plan_workload_json(flags, "")), "<no InputError>");
 }
 
 TEST(Plan, ItsTargetIsTheWorkloadAndGpuItWasMadeFor) {

@@ -72,6 +72,8 @@ TEST(ModelPreset, ShapesAndNumericsMatchPublishedConfigs) {
     EXPECT_EQ(model.rotary_scaling, row.scaling);
     EXPECT_EQ(model.position_embedding, row.max_positions ? PositionEmbedding::kLearned : PositionEmbedding::kRope);
     EXPECT_EQ(model.max_positions, row.max_positions);
+    // GPT-3 keeps GPT-2's LayerNorm; Llama and Qwen use RMSNorm.
+    EXPECT_EQ(model.norm, row.name == "gpt3-175b" ? NormKind::kLayerNorm : NormKind::kRmsNorm);
   }
 }
 
@@ -134,6 +136,9 @@ TEST(ParseModel, BadDocumentNamesOriginAndField) {
       {"\"vocab\": 1000", "\"vocab\": 1000, \"qk_norm\": 1", "field 'qk_norm' must be true or false"},
       {"\"kv_groups\": 2", "\"kv_groups\": 3", "m.json: kv_groups 3 must divide heads 4"},
       {"\"layers\": 2,", "\"layers\": 2,,", "m.json:2:"},
+      {"\"vocab\": 1000", "\"vocab\": 1000, \"norm\": \"batchnorm\"",
+       "m.json: field 'norm' must be \"rmsnorm\" or \"layernorm\", found \"batchnorm\""},
+      {"\"vocab\": 1000", "\"vocab\": 1000, \"norm\": true", "m.json: field 'norm' must be a string"},
       {"\"vocab\": 1000", "\"vocab\": 1000, \"norm_eps\": 0", "m.json: field 'norm_eps' must be in (0, 1], found 0"},
       {"\"vocab\": 1000", "\"vocab\": 1000, \"norm_eps\": 2", "m.json: field 'norm_eps' must be in (0, 1], found 2"},
       {"\"vocab\": 1000", "\"vocab\": 1000, \"rotary_base\": \"big\"", "field 'rotary_base' must be a number"},
@@ -222,22 +227,28 @@ TEST(ParseModel, NumericsRoundTripThroughTheShape) {
   EXPECT_EQ(defaults.norm_eps, 1e-5);
   EXPECT_EQ(defaults.rotary_base, 10000.0);
   EXPECT_FALSE(defaults.rotary_scaling.has_value());
+  EXPECT_EQ(defaults.norm, NormKind::kRmsNorm);
   // The defaults are written too, and no scaling as null, so a plan for them names them.
   const std::string default_shape = model_shape_json(defaults);
-  EXPECT_NE(default_shape.find(R"("norm_eps":1e-05,"rotary_base":10000.0,"rotary_scaling":null)"), std::string::npos)
-      << default_shape;
-  const ModelSpec set = parse_model(base + R"(, "norm_eps": 1e-6, "rotary_base": 500000, "rotary_scaling":
- {"type": "llama3", "factor": 32, "low_freq_factor": 1, "high_freq_factor": 4, "original_max_position_embeddings": 8192}})",
-                                    "m.json");
-  const std::string shape = model_shape_json(set);
-  EXPECT_NE(shape.find(R"("norm_eps":1e-06,"rotary_base":500000.0,"rotary_scaling":{"type":"llama3","factor":32.0,)"
-                       R"("low_freq_factor":1.0,"high_freq_factor":4.0,"original_max_position_embeddings":8192})"),
+  EXPECT_NE(default_shape.find(R"("norm":"rmsnorm","norm_eps":1e-05,"rotary_base":10000.0,"rotary_scaling":null)"),
             std::string::npos)
+      << default_shape;
+  const ModelSpec set =
+      parse_model(base + R"(, "norm": "layernorm", "norm_eps": 1e-6, "rotary_base": 500000, "rotary_scaling":
+ {"type": "llama3", "factor": 32, "low_freq_factor": 1, "high_freq_factor": 4, "original_max_position_embeddings": 8192}})",
+                  "m.json");
+  const std::string shape = model_shape_json(set);
+  EXPECT_NE(
+      shape.find(
+          R"("norm":"layernorm","norm_eps":1e-06,"rotary_base":500000.0,"rotary_scaling":{"type":"llama3","factor":32.0,)"
+          R"("low_freq_factor":1.0,"high_freq_factor":4.0,"original_max_position_embeddings":8192})"),
+      std::string::npos)
       << shape;
   // The shape (plus the name a plan's block keeps beside it) parses back to the same numerics.
   std::string named = shape;
   named.insert(1, R"("name": "m",)");
   const ModelSpec back = parse_model(named, "shape");
+  EXPECT_EQ(back.norm, NormKind::kLayerNorm);
   EXPECT_EQ(back.norm_eps, 1e-6);
   EXPECT_EQ(back.rotary_base, 500000.0);
   EXPECT_EQ(back.rotary_scaling, set.rotary_scaling);

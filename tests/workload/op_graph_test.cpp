@@ -312,3 +312,82 @@ TEST(NonpartitionWork, LearnedPositionTableIsEmbeddedAndItsGradientReduced) {
 
 }  // namespace
 }  // namespace kareus::workload
+
+namespace kareus::workload {
+namespace {
+
+/// qwen3-1.7b (q/k norms included) at TP 4, DP 2, with its norms of kind `norm`.
+Workload qwen_with(NormKind norm) {
+  ModelSpec model = load_model("qwen3-1.7b");
+  model.norm = norm;
+  Parallelism parallel;
+  parallel.tp = 4;
+  parallel.dp = 2;
+  return make_workload(model, parallel);
+}
+
+TEST(LayerGraph, LayerNormCountsItsMeanAndBiasOverRmsNorm) {
+  const Workload rms = qwen_with(NormKind::kRmsNorm);
+  const Workload layer_norm = qwen_with(NormKind::kLayerNorm);
+  // One nanobatch on one GPU: 4 sequences x 4096 tokens; hidden 2048; q/k norms over head_dim
+  // 128 for 16/4 query and 8/4 key heads per TP rank. Per element LayerNorm adds the mean's sum,
+  // its subtraction and the bias (3 FLOPs); it reads its bias vectors (bf16) and writes each
+  // row's mean (fp32) for the backward; the backward (2x FLOPs) reads the means and writes the
+  // biases' gradients.
+  const double tokens = 4.0 * 4096, hidden = 2048, head_dim = 128, qk_rows = tokens * (4 + 2);
+  struct Extra {
+    std::string name;
+    double flops, read, written;
+  };
+  const Extra extras[] = {
+      {"input_norm", 3 * tokens * hidden, hidden * 2, tokens * 4},
+      {"qkv_post", 3 * qk_rows * head_dim, 2 * head_dim * 2, qk_rows * 4},  // the q and the k norm's biases
+      {"mlp_norm", 3 * tokens * hidden, hidden * 2, tokens * 4},
+  };
+  const LayerGraph rms_graph = build_layer_graph(rms);
+  const LayerGraph ln_graph = build_layer_graph(layer_norm);
+  ASSERT_EQ(names(ln_graph.forward), names(rms_graph.forward));
+  ASSERT_EQ(names(ln_graph.backward), names(rms_graph.backward));
+  for (const Extra& extra : extras) {
+    SCOPED_TRACE(extra.name);
+    const Op& rms_fwd = find(rms_graph.forward, extra.name);
+    const Op& ln_fwd = find(ln_graph.forward, extra.name);
+    EXPECT_EQ(rms_fwd.flops, 4 * (extra.name == "qkv_post" ? qk_rows * head_dim : tokens * hidden));
+    EXPECT_EQ(ln_fwd.flops - rms_fwd.flops, extra.flops);
+    EXPECT_EQ(ln_fwd.bytes_read - rms_fwd.bytes_read, extra.read);
+    EXPECT_EQ(ln_fwd.bytes_written - rms_fwd.bytes_written, extra.written);
+    const Op& rms_bwd = find(rms_graph.backward, extra.name + "_bwd");
+    const Op& ln_bwd = find(ln_graph.backward, extra.name + "_bwd");
+    EXPECT_EQ(ln_bwd.flops - rms_bwd.flops, 2 * extra.flops);
+    EXPECT_EQ(ln_bwd.bytes_read - rms_bwd.bytes_read, extra.read + extra.written);
+    EXPECT_EQ(ln_bwd.bytes_written - rms_bwd.bytes_written, extra.read);
+  }
+  // Every other op is the same.
+  for (const auto& [mine, theirs] :
+       {std::pair{&ln_graph.forward, &rms_graph.forward}, std::pair{&ln_graph.backward, &rms_graph.backward}}) {
+    for (std::size_t i = 0; i < mine->size(); ++i) {
+      if ((*mine)[i].kind == OpKind::kNorm) continue;
+      EXPECT_EQ((*mine)[i].flops, (*theirs)[i].flops) << (*mine)[i].name;
+      EXPECT_EQ((*mine)[i].bytes_read, (*theirs)[i].bytes_read) << (*mine)[i].name;
+      EXPECT_EQ((*mine)[i].bytes_written, (*theirs)[i].bytes_written) << (*mine)[i].name;
+    }
+  }
+  // The last stage's final norm does the same over hidden.
+  const NonpartitionWork rms_last = build_nonpartition_work(rms, 1);
+  const NonpartitionWork ln_last = build_nonpartition_work(layer_norm, 1);
+  const Op& rms_final = find(rms_last.forward, "final_norm");
+  const Op& ln_final = find(ln_last.forward, "final_norm");
+  EXPECT_EQ(ln_final.flops - rms_final.flops, 3 * tokens * hidden);
+  EXPECT_EQ(ln_final.bytes_read - rms_final.bytes_read, hidden * 2);
+  EXPECT_EQ(ln_final.bytes_written - rms_final.bytes_written, tokens * 4);
+  // Parameters: a bias beside each norm weight, two norms over hidden and the q/k norms over
+  // head_dim per layer (2 x 2048 + 2 x 128 = 4352), and the final norm's (2048).
+  EXPECT_EQ(layer_norm.model.layer_parameters() - rms.model.layer_parameters(), 4352.0);
+  EXPECT_EQ(layer_norm.model.parameters() - rms.model.parameters(), 28 * 4352.0 + 2048);
+  // Stage 0's DP all-reduce carries its 14 layers' biases, split over TP 4, 2 bytes each.
+  EXPECT_EQ(gradient_reduction(layer_norm, 0)->collective->bytes - gradient_reduction(rms, 0)->collective->bytes,
+            14 * 4352.0 / 4 * 2);
+}
+
+}  // namespace
+}  // namespace kareus::workload

@@ -139,5 +139,46 @@ TEST(WorkloadJson, HoldsModelShapeAndResolvedParallelism) {
   EXPECT_EQ(document["layers_per_stage"], nlohmann::json::parse("[14, 14]"));
 }
 
+TEST(DefaultSequence, IsTheArtifactsUnlessALearnedTableIsShorter) {
+  EXPECT_EQ(default_sequence(load_model("gpt3-175b")), 2048);
+  EXPECT_EQ(default_sequence(load_model("llama3.3-70b")), 4096);
+  ModelSpec long_table = load_model("gpt3-175b");
+  long_table.max_positions = 8192;
+  EXPECT_EQ(default_sequence(long_table), 4096);
+}
+
+TEST(MakeWorkload, SequencePastALearnedTableIsRefused) {
+  const ModelSpec gpt3 = load_model("gpt3-175b");
+  Parallelism parallel;
+  parallel.pp = 16;
+  parallel.seq = 2048;
+  EXPECT_EQ(make_workload(gpt3, parallel).parallel.seq, 2048);
+  parallel.seq = 2049;
+  EXPECT_EQ(error_of([&] { (void)make_workload(gpt3, parallel); }),
+            "--seq 2049 exceeds gpt3-175b's max_positions 2048 (learned position embeddings)");
+  // RoPE has no table: any sequence in range.
+  parallel.seq = 1 << 20;
+  EXPECT_EQ(make_workload(load_model("llama3.2-3b"), parallel).parallel.seq, 1 << 20);
+}
+
+TEST(WorkloadJson, RoundTripsTheNormAndRefusesARecordedSequencePastTheTable) {
+  Parallelism parallel;
+  parallel.pp = 16;
+  parallel.seq = 2048;
+  const Workload gpt3 = make_workload(load_model("gpt3-175b"), parallel);
+  const std::string text = workload_to_json(gpt3);
+  nlohmann::json document = nlohmann::json::parse(text);
+  EXPECT_EQ(document["shape"]["norm"], "layernorm");
+  const Workload back = workload_from_json(text, "p.json: workload");
+  EXPECT_EQ(back.model.norm, NormKind::kLayerNorm);
+  EXPECT_EQ(workload_to_json(back), text);
+  // A block written before the field: RMSNorm, the default.
+  document["shape"].erase("norm");
+  EXPECT_EQ(workload_from_json(document.dump(), "p.json: workload").model.norm, NormKind::kRmsNorm);
+  document["seq"] = 4096;
+  EXPECT_EQ(error_of([&] { (void)workload_from_json(document.dump(), "p.json: workload"); }),
+            "p.json: workload: --seq 4096 exceeds gpt3-175b's max_positions 2048 (learned position embeddings)");
+}
+
 }  // namespace
 }  // namespace kareus::workload

@@ -16,6 +16,7 @@ workload::Workload WorkloadFlags::resolve() const { return resolve_with(workload
 
 workload::Workload WorkloadFlags::resolve_with(workload::ModelSpec model_spec) const {
   workload::Parallelism resolved = parallel;
+  resolved.seq = seq ? *seq : workload::default_sequence(model_spec);
   if (recompute == "full") {
     resolved.recompute = workload::Recompute::kFull;
   } else if (recompute == "none") {
@@ -37,6 +38,10 @@ workload::Workload WorkloadFlags::resolve_for_plan(const plan::Plan& plan, const
   try {
     target = plan::plan_target(plan, origin);
   } catch (const InputError&) {
+    // A block that records a model and its shape is the plan's workload: what is wrong with it
+    // (a sequence past a learned position table, say) is the plan's error, not a cue for the flags.
+    const nlohmann::json block = nlohmann::json::parse(plan.workload_json);
+    if (block.contains("model") && block.contains("shape")) throw;
     // A hand-made plan: its block does not name a whole workload, so the flags do.
     const workload::Workload flags_workload = resolve();
     plan::check_plan_workload(plan, plan::plan_workload_json(flags_workload, ""), origin);
@@ -53,16 +58,23 @@ workload::Workload WorkloadFlags::resolve_for_plan(const plan::Plan& plan, const
                                     {"--pp", &p.pp, from_plan.pp},
                                     {"--dp", &p.dp, from_plan.dp},
                                     {"--mbs", &p.mbs, from_plan.mbs},
-                                    {"--seq", &p.seq, from_plan.seq},
                                     {"--microbatches", &p.microbatches, from_plan.microbatches},
                                     {"--nanobatches", &p.nanobatches, from_plan.nanobatches}}) {
     if (!given(flag)) *field = value;
   }
+  if (!given("--seq")) overlay.seq = from_plan.seq;
   if (!given("--recompute")) overlay.recompute = from_plan.recompute == workload::Recompute::kFull ? "full" : "none";
   if (!given("--layers-per-stage")) {
     overlay.layers_per_stage = p.pp == from_plan.pp ? fmt::format("{}", fmt::join(planned.stage_layers, ",")) : "";
   }
-  const workload::Workload job = overlay.resolve_with(given("--model") ? workload::load_model(model) : planned.model);
+  workload::ModelSpec job_model = planned.model;
+  if (given("--model")) {
+    job_model = workload::load_model(model);
+    // Another model is named as such, before the plan's other values meet its rules (a plan's
+    // sequence past the new model's learned position table, say).
+    plan::check_workload(plan.workload_json, nlohmann::json{{"model", job_model.name}}.dump(), origin);
+  }
+  const workload::Workload job = overlay.resolve_with(std::move(job_model));
   plan::check_plan_workload(plan, plan::plan_workload_json(job, ""), origin);
   return planned;
 }
@@ -78,7 +90,11 @@ void add_workload_flags(CLI::App* command, WorkloadFlags& flags) {
   bind("--pp", p.pp, "pipeline stages");
   bind("--dp", p.dp, "data-parallel replicas");
   bind("--mbs", p.mbs, "microbatch size (sequences)");
-  bind("--seq", p.seq, "sequence length (tokens)");
+  flags.bound["--seq"] = command->add_option_function<int>(
+      "--seq", [&flags](const int& tokens) { flags.seq = tokens; },
+      fmt::format("sequence length (tokens); default {}, or the model's max_positions when smaller (learned "
+                  "position embeddings, e.g. 2048 for gpt3-175b)",
+                  workload::kDefaultSequence));
   bind("--microbatches", p.microbatches, "microbatches per iteration");
   bind("--nanobatches", p.nanobatches, "nanobatches per microbatch: 1 or 2");
   bind("--recompute", flags.recompute, "activation checkpointing: full or none");

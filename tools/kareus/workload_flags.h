@@ -4,12 +4,14 @@
 // --nanobatches, --recompute and --layers-per-stage to a WorkloadFlags; resolve() loads the
 // model and calls workload::make_workload, which checks every rule and names the flag that
 // breaks it. Defaults are the artifact's setting (docs/kareus.md section 7: llama3.2-3b, TP 8, CP 1, PP 2,
-// DP 1, mbs 8, seq 4096, 8 microbatches, 2 nanobatches, full recompute). A command that reads
+// DP 1, mbs 8, 8 microbatches, 2 nanobatches, full recompute) and the model's default sequence
+// (workload::default_sequence: 4096, or fewer for a learned position table). A command that reads
 // a plan calls resolve_for_plan instead: the plan carries its workload and GPU, and a flag the
 // user gives is checked against them.
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 
 #include "kareus/device/gpu_spec.h"
@@ -25,7 +27,8 @@ namespace kareus::cli {
 
 struct WorkloadFlags {
   std::string model = "llama3.2-3b";
-  workload::Parallelism parallel;
+  workload::Parallelism parallel;  ///< every size but seq
+  std::optional<int> seq;          ///< --seq; none: workload::default_sequence of the model
   std::string recompute = "full";
   std::string layers_per_stage;  ///< empty = even split, earlier stages take the remainder
 

@@ -34,13 +34,19 @@ inline constexpr int kMaxMicrobatchSize = 65536;  ///< mbs, sequences
 inline constexpr int kMaxSequence = 1 << 24;      ///< seq, tokens
 inline constexpr int kMaxMicrobatches = 4096;     ///< microbatches per iteration
 
+/// The sequence length (tokens) of a workload that names none: the artifact's 4096
+/// (docs/kareus.md section 7), or the model's max_positions when a learned position table has
+/// fewer rows (GPT-3: 2048). The one rule the CLI, the Python binding and Parallelism{} share.
+inline constexpr int kDefaultSequence = 4096;
+[[nodiscard]] int default_sequence(const ModelSpec& model);
+
 struct Parallelism {
   int tp = 8;
   int cp = 1;
   int pp = 2;
   int dp = 1;
-  int mbs = 8;  ///< microbatch size (sequences)
-  int seq = 4096;
+  int mbs = 8;                 ///< microbatch size (sequences)
+  int seq = kDefaultSequence;  ///< tokens; default_sequence(model) is the default for a given model
   int microbatches = 8;
   int nanobatches = 2;
   Recompute recompute = Recompute::kFull;
@@ -65,7 +71,8 @@ struct Workload {
 
 /// Validates `parallel` against `model` and resolves the stage split. Throws InputError
 /// whose message names the flag and the rule, e.g.
-/// "--tp 6 must divide the 24 attention heads of llama3.2-3b".
+/// "--tp 6 must divide the 24 attention heads of llama3.2-3b", or
+/// "--seq 4096 exceeds gpt3-175b's max_positions 2048 (learned position embeddings)".
 [[nodiscard]] Workload make_workload(ModelSpec model, Parallelism parallel);
 
 /// Parses "--layers-per-stage" text such as "15,13". Throws InputError on bad numbers.

@@ -63,10 +63,21 @@ def test_backward_partitions_run_the_layers_in_reverse():
 
 
 def test_shapes_and_presets():
+    import pytest
+
+    from kareus import InputError
+
     assert load_model(helpers.TINY_MODEL) == {
         "name": "tiny-llama", "hidden": 64, "heads": 4, "kv_groups": 2, "head_dim": 16, "ffn": 128, "layers": 4,
         "vocab": 256, "qk_norm": False, "tied_embeddings": False, "mlp": "swiglu", "position_embedding": "rope",
-        "max_positions": None, "norm_eps": 1e-5, "rotary_base": 10000.0, "rotary_scaling": None}
+        "max_positions": None, "norm": "rmsnorm", "norm_eps": 1e-5, "rotary_base": 10000.0, "rotary_scaling": None}
+    # GPT-3: LayerNorm, and a learned table that bounds the sequence (its default 2048, not 4096).
+    gpt3 = Workload("gpt3-175b", tp=8, pp=16)
+    assert gpt3.model["norm"] == "layernorm" and gpt3.model["max_positions"] == 2048
+    assert gpt3.parallel["seq"] == 2048 and Workload("llama3.3-70b", tp=8).parallel["seq"] == 4096
+    with pytest.raises(InputError, match=r"^--seq 4096 exceeds gpt3-175b's max_positions 2048 \(learned position "
+                                         r"embeddings\)$"):
+        Workload("gpt3-175b", tp=8, pp=16, seq=4096)
     gpu = load_gpu("a100-40gb")
     assert gpu["sm_count"] == 108 and 1 <= gpu["default_comm_ctas"] <= 108
     workload = Workload(helpers.TINY_MODEL, tp=2, pp=2, layers_per_stage=[3, 1], recompute="none")

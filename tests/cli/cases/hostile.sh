@@ -52,6 +52,17 @@ expect 2 "cannot read $hostile: it is a directory" -- solve --profile "$hostile"
 expect 0 'iteration time' -- simulate --plan "$hostile/plan/plans/megatron/plan_00.json"
 expect 2 "plan_00\.json: made for dp 1, this run has dp 2" -- simulate --plan "$hostile/plan/plans/megatron/plan_00.json" --dp 2
 expect 2 "plan_00\.json: made for model \"llama3\.2-3b\", this run has model \"qwen3-1\.7b\"" -- simulate --plan "$hostile/plan/plans/megatron/plan_00.json" --model qwen3-1.7b
+# A plan that records a sequence past its model's learned position table (made before the check)
+# is refused naming the file, not taken for a hand-made plan.
+python3 - "$hostile/plan/plans/megatron/plan_00.json" "$hostile/gpt3_seq4096.json" \
+  "$("$KAREUS" partitions --model gpt3-175b --json)" <<'PY'
+import json, sys
+plan = json.load(open(sys.argv[1]))
+plan["workload"].update(model="gpt3-175b", shape=json.loads(sys.argv[3])["workload"]["shape"], seq=4096,
+                        layers_per_stage=[48, 48])
+json.dump(plan, open(sys.argv[2], "w"))
+PY
+expect 2 "gpt3_seq4096\.json: workload: --seq 4096 exceeds gpt3-175b's max_positions 2048" -- simulate --plan "$hostile/gpt3_seq4096.json"
 
 # kareus plan checks its output and each method's preconditions before any work.
 touch "$hostile/file"
