@@ -19,7 +19,7 @@ from typing import Optional
 import torch
 
 from kareus import InputError
-from kareus.megatron.layer_ops import BATCH_DIM, MEGATRON_OPS, LayerContext
+from kareus.megatron.layer_ops import BATCH_DIM, LayerContext, megatron_ops
 
 try:  # The package imports without Megatron-Core; adopt_block needs it.
     from megatron.core.tensor_parallel import ColumnParallelLinear, RowParallelLinear
@@ -110,8 +110,8 @@ def adopt_block(model, make_runner) -> BlockFollower:
         _refuse_unknown_layer(layer)
     block.__class__ = KareusTransformerBlock
     runner_box = {}
-    runner = make_runner(list(block.layers), MEGATRON_OPS, plain_layers(block, lambda: runner_box["runner"].rope),
-                         BATCH_DIM)
+    runner = make_runner(list(block.layers), megatron_ops(block.config),
+                         plain_layers(block, lambda: runner_box["runner"].rope), BATCH_DIM)
     runner_box["runner"] = runner
     follower = BlockFollower(runner)
     block.__dict__["_kareus"] = follower
@@ -119,7 +119,7 @@ def adopt_block(model, make_runner) -> BlockFollower:
 
 
 def _refuse_unknown_layer(layer) -> None:
-    """MEGATRON_OPS reads the local spec's modules; another spec's layer is refused by name."""
+    """megatron_ops reads the local spec's modules; another spec's layer is refused by name."""
     expected = {"self_attention.linear_qkv": ColumnParallelLinear, "self_attention.linear_proj": RowParallelLinear,
                 "self_attention.core_attention": DotProductAttention, "mlp.linear_fc1": ColumnParallelLinear,
                 "mlp.linear_fc2": RowParallelLinear}

@@ -15,7 +15,7 @@ would run the blocking TP collective the plan moves to its slot), and RoPE is Me
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Optional
 
 import torch
@@ -118,6 +118,22 @@ MEGATRON_OPS = {
     "fc2": _spec("fc2", _linear("mlp.linear_fc2.weight"), ("mlp.linear_fc2.weight",)),
     "mlp_bda": _spec("mlp_bda", lambda layer, c, h, m: (h + m,)),
 }
+
+
+# The ops whose modules are norms, by their parameters' module paths.
+_NORM_MODULES = {"input_norm": ("input_layernorm",), "mlp_norm": ("pre_mlp_layernorm",),
+                 "qkv_post": ("self_attention.q_layernorm", "self_attention.k_layernorm")}
+
+
+def megatron_ops(config) -> dict:
+    """``MEGATRON_OPS`` for layers built from ``config``: with ``normalization="LayerNorm"`` each
+    norm op also takes its module's bias, so that the bias gets its gradient per nanobatch."""
+    if config.normalization != "LayerNorm":
+        return MEGATRON_OPS
+    ops = dict(MEGATRON_OPS)
+    for name, modules in _NORM_MODULES.items():
+        ops[name] = replace(ops[name], params=tuple(f"{m}.{p}" for m in modules for p in ("weight", "bias")))
+    return ops
 
 
 def refuse_unsupported_layers(config) -> None:

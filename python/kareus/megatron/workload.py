@@ -25,6 +25,9 @@ DEFAULT_ROTARY_BASE = 10000
 # GPTModel(rope_scaling=True) applies Llama 3's scaling with only the factor as an argument; the
 # other three are fixed in RotaryEmbedding._apply_scaling (megatron-core 0.16.1).
 MEGATRON_LLAMA3_SCALING = {"low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}
+# Megatron's TransformerConfig.normalization -> the model JSON's "norm".
+NORMS = {"RMSNorm": "rmsnorm", "LayerNorm": "layernorm"}
+
 # Why a learned position embedding (GPT-3; Megatron's "learned_absolute") is refused.
 LEARNED_POSITIONS_REFUSED = ("kareus.megatron runs RoPE models only: its op table splits Q, K and V in the rope op, "
                              "which a learned position embedding model has not")
@@ -145,8 +148,8 @@ def workload(config, *, vocab_size: int, seq_length: int, micro_batch_size: int,
     replicas. Raises InputError naming the first setting kareus does not model."""
     if position_embedding_type != "rope":
         _refuse("position_embedding_type", position_embedding_type, LEARNED_POSITIONS_REFUSED)
-    if config.normalization != "RMSNorm":
-        _refuse("normalization", config.normalization, "kareus models RMSNorm layers")
+    if config.normalization not in NORMS:
+        _refuse("normalization", config.normalization, "kareus models RMSNorm and LayerNorm layers")
     if getattr(config, "num_moe_experts", None):
         _refuse("num_moe_experts", config.num_moe_experts, "kareus models dense MLPs")
     if getattr(config, "multi_latent_attention", False):
@@ -172,6 +175,7 @@ def workload(config, *, vocab_size: int, seq_length: int, micro_batch_size: int,
         "qk_norm": bool(config.qk_layernorm),
         "mlp": _mlp_kind(config),
         "tied_embeddings": bool(share_embeddings_and_output_weights),
+        "norm": NORMS[config.normalization],
         "norm_eps": float(config.layernorm_epsilon),
         "rotary_base": float(rotary_base),
         "rotary_scaling": ({"type": "llama3", "factor": float(rope_scaling_factor), **MEGATRON_LLAMA3_SCALING}

@@ -380,6 +380,8 @@ def check_supported(model: dict, cp: int = 1, seq: int = 0, tp: int = 1) -> Opti
     if model.get("position_embedding", "rope") != "rope":
         return (f"model {model['name']}: kareus.torch runs RoPE models only, found position_embedding "
                 f"{model['position_embedding']}")
+    if model.get("norm", "rmsnorm") != "rmsnorm":
+        return f"model {model['name']}: kareus.torch implements RMSNorm, found norm {model['norm']}"
     if model.get("mlp") != "swiglu":
         return f"model {model['name']}: kareus.torch runs SwiGLU MLPs only, found {model.get('mlp')}"
     if model["vocab"] % tp != 0:

@@ -8,7 +8,8 @@ partition key and each of its slots plus ``none`` (on 3, 6, 9 or 12 CTAs), one f
 backward run through the kareus block under a hand-written plan; its output, input gradient and
 every parameter gradient must equal stock autograd through Megatron's block within 1e-5
 relative, and its launch trace must be the plan's. All of it again with qk_layernorm on (Qwen3's
-q/k RMSNorm: Megatron's q_layernorm and k_layernorm, run by the qkv_post op). (Context
+q/k RMSNorm: Megatron's q_layernorm and k_layernorm, run by the qkv_post op), and with
+normalization="LayerNorm" (GPT-3's norm: each norm's bias gets its gradient too). (Context
 parallelism is not tested: the local spec's DotProductAttention refuses it; docs/megatron.md.)
 """
 
@@ -50,20 +51,21 @@ def _worker(rank, world, port, out_dir):
             self.decoder = block
 
     results = {"cases": []}
-    for qk_layernorm in (False, True):
-        config = mhelpers.tiny_config(tp=TP, qk_layernorm=qk_layernorm)
-        spec = get_gpt_layer_local_spec(normalization="RMSNorm", qk_layernorm=qk_layernorm)
-        # The tiny model with Qwen3's q/k norm: the plan's op graph gains the qkv_post op.
+    for qk_layernorm, normalization in ((False, "RMSNorm"), (True, "RMSNorm"), (False, "LayerNorm")):
+        config = mhelpers.tiny_config(tp=TP, qk_layernorm=qk_layernorm, normalization=normalization)
+        spec = get_gpt_layer_local_spec(normalization=normalization, qk_layernorm=qk_layernorm)
+        # The tiny model with Qwen3's q/k norm: the plan's op graph gains the qkv_post op; or with
+        # LayerNorm (GPT-3's norm: a bias beside each weight).
         model_path = f"{out_dir}/model_{rank}.json"
         with open(helpers.TINY_MODEL, encoding="utf-8") as handle:
-            model = dict(json.load(handle), qk_norm=qk_layernorm)
+            model = dict(json.load(handle), qk_norm=qk_layernorm, norm=normalization.lower())
         with open(model_path, "w", encoding="utf-8") as handle:
             json.dump(model, handle)
 
         def build():
             torch.manual_seed(3)
             block = TransformerBlock(config, spec, pre_process=True, post_process=False)
-            with torch.no_grad():  # norm weights off their init of ones: q and k norms differ
+            with torch.no_grad():  # norm weights (biases) off their init of ones (zeros): q and k norms differ
                 for name, param in block.named_parameters():
                     if "layernorm" in name:
                         param.uniform_(0.5, 1.5)
@@ -103,7 +105,8 @@ def _worker(rank, world, port, out_dir):
                 ok, problems = kt.check_trace(trace.events, plan, 0, recompute)
                 enqueued = [e for e in trace.events if e[0] == "enqueue"]
                 results["cases"].append({"key": key, "slot": slot, "recompute": recompute,
-                                         "qk_layernorm": qk_layernorm, "errors": errors, "trace_ok": ok,
+                                         "qk_layernorm": qk_layernorm, "normalization": normalization,
+                                         "errors": errors, "trace_ok": ok,
                                          "problems": problems, "enqueued": len(enqueued),
                                          "ctas": sorted({e[6] for e in enqueued if e[1] == key}),
                                          "planned_ctas": {**configs["forward"], **configs["backward"]}[key]["ctas"]})
@@ -117,7 +120,15 @@ def results(tmp_path_factory):
 
 def test_every_slot_of_every_key_matches_megatrons_block(results):
     # output + input gradient + 6 weights per layer (2 norms, qkv, proj, fc1, fc2) x 4 layers
-    helpers.check_slot_cases([c for c in results["cases"] if not c["qk_layernorm"]], TOLERANCE, 2 + 6 * 4)
+    helpers.check_slot_cases([c for c in results["cases"] if not c["qk_layernorm"] and c["normalization"] == "RMSNorm"],
+                             TOLERANCE, 2 + 6 * 4)
+
+
+def test_with_layernorm_every_slot_matches_megatrons_block_and_the_norm_biases_get_gradients(results):
+    # ... + the bias of each layer's two norms: 8 per layer.
+    cases = [c for c in results["cases"] if c["normalization"] == "LayerNorm"]
+    helpers.check_slot_cases(cases, TOLERANCE, 2 + 8 * 4)
+    assert sum(name.endswith("input_layernorm.bias") for name in cases[0]["errors"]) == 4
 
 
 def test_with_qk_layernorm_every_slot_matches_megatrons_block_and_the_qk_norms_get_gradients(results):

@@ -107,7 +107,6 @@ def test_a_scaling_megatron_cannot_take_is_refused_by_name():
 
 
 @pytest.mark.parametrize("overrides, arguments, named", [
-    ({"normalization": "LayerNorm"}, {}, "normalization='LayerNorm'"),
     ({"recompute_granularity": "selective"}, {}, "recompute_granularity='selective'"),
     ({"num_moe_experts": 4}, {}, "num_moe_experts=4"),
     ({"gated_linear_unit": False}, {}, "activation_func='silu'"),
@@ -118,6 +117,16 @@ def test_a_scaling_megatron_cannot_take_is_refused_by_name():
 def test_what_kareus_does_not_model_is_refused_by_name(overrides, arguments, named):
     with pytest.raises(InputError, match=named.replace("(", r"\(")):
         _workload(mhelpers.tiny_config(**overrides), **arguments)
+
+
+def test_layernorm_is_the_models_norm_and_another_norm_is_refused_by_name():
+    shape = json.loads(_workload(mhelpers.tiny_config(normalization="LayerNorm")).runtime_workload().to_json())["shape"]
+    assert shape["norm"] == "layernorm"
+    assert json.loads(_workload(mhelpers.tiny_config()).runtime_workload().to_json())["shape"]["norm"] == "rmsnorm"
+    config = mhelpers.tiny_config()
+    config.normalization = "L2Norm"
+    with pytest.raises(InputError, match="normalization='L2Norm': kareus models RMSNorm and LayerNorm layers"):
+        _workload(config)
 
 
 def test_the_layers_kareus_runs_refuse_megatrons_own_comm_overlap_and_sequence_parallelism():

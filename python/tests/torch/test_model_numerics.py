@@ -168,6 +168,7 @@ def test_the_models_numerics_reach_the_layer(tmp_path):
      "made for shape.rotary_base 500000.0, this run has shape.rotary_base 1000000.0"),
     ({}, {"rotary_base": 500000.0}, "made for shape.rotary_base 10000.0, this run has shape.rotary_base 500000.0"),
     ({"norm_eps": 1e-6}, {}, "made for shape.norm_eps 1e-06, this run has shape.norm_eps 1e-05"),
+    ({"norm": "layernorm"}, {}, 'made for shape.norm "layernorm", this run has shape.norm "rmsnorm"'),
     (NUMERICS, {**NUMERICS, "rotary_scaling": {**NUMERICS["rotary_scaling"], "factor": 8.0}},
      "made for shape.rotary_scaling.factor 4.0, this run has shape.rotary_scaling.factor 8.0"),
     ({}, {"rotary_scaling": NUMERICS["rotary_scaling"]},
@@ -198,3 +199,11 @@ def test_a_learned_position_model_is_refused_by_name(tmp_path):
     assert kt.check_supported(model) == ("model tiny-llama: kareus.torch runs RoPE models only, found "
                                          "position_embedding learned")
     assert kt.check_supported(_workload(helpers.TINY_MODEL).model) is None
+
+
+def test_a_layernorm_model_is_refused_by_name(tmp_path):
+    from kareus import torch as kt
+
+    model = _workload(_model_file(tmp_path, "layernorm", norm="layernorm")).model
+    assert model["norm"] == "layernorm"
+    assert kt.check_supported(model) == "model tiny-llama: kareus.torch implements RMSNorm, found norm layernorm"
