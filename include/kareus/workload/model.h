@@ -52,7 +52,7 @@ struct ModelSpec {
   int ffn = 0;  ///< MLP intermediate width
   int layers = 0;
   int vocab = 0;
-  bool qk_norm = false;  ///< RMSNorm on q and k (Qwen3)
+  bool qk_norm = false;  ///< a norm (of the `norm` kind) on q and one on k, per head (Qwen3)
   bool tied_embeddings = false;
   MlpKind mlp = MlpKind::kSwiGlu;
   NormKind norm = NormKind::kRmsNorm;
@@ -60,8 +60,7 @@ struct ModelSpec {
   int max_positions = 0;  ///< rows of the learned position table (kLearned only; 0 for RoPE)
   /// Numerics that change no cost but must match between a plan and the job that runs it
   /// (kareus.torch runs them; kareus.megatron passes them to and from Megatron's config): the
-  /// epsilon of the norms (of the `norm` kind), the RoPE base and its
-  /// scaling (none when empty).
+  /// epsilon of the norms (of the `norm` kind), the RoPE base and its scaling (none when empty).
   double norm_eps = kDefaultNormEps;
   double rotary_base = kDefaultRotaryBase;
   std::optional<RotaryScaling> rotary_scaling;

@@ -62,6 +62,8 @@ plan["workload"].update(model="gpt3-175b", shape=json.loads(sys.argv[3])["worklo
                         layers_per_stage=[48, 48])
 json.dump(plan, open(sys.argv[2], "w"))
 PY
+# Another model given with a plan is named as such, before the plan's seq meets its table.
+expect 2 'plan_00\.json: made for model "llama3\.2-3b", this run has model "gpt3-175b"' -- simulate --plan "$hostile/plan/plans/megatron/plan_00.json" --model gpt3-175b
 expect 2 "gpt3_seq4096\.json: workload: --seq 4096 exceeds gpt3-175b's max_positions 2048" -- simulate --plan "$hostile/gpt3_seq4096.json"
 
 # kareus plan checks its output and each method's preconditions before any work.
