@@ -226,7 +226,7 @@ def main():
     print(f"profile {profile}: {stages} stages x {microbatches} microbatches, unit {unit_time_s} s, static {static_power_w} W")
     print(f"kareus solve : {kareus_solver_s:8.4f} s solver wall, {kareus_cpu_s:.4f} s cpu, median of {runs} runs "
           f"(cpu {kareus_cpu_range[0]:.4f}-{kareus_cpu_range[1]:.4f} s; {kareus_s:.3f} s whole process incl. CSV, "
-          f"fsync'd writes of {len(kareus)} plans), {report['iterations']} PD iterations, {len(kareus)} frontier points")
+          f"writes of {len(kareus)} plans), {report['iterations']} PD iterations, {len(kareus)} frontier points")
     print(f"lowtime 0.3.0: {lowtime_s:8.3f} s solver wall, {lowtime_cpu_s:.3f} s cpu (median of 5 when under 1 s) (+{lowtime_fit_s:.3f} s exponential fits; plan re-evaluation "
           f"excluded), {len(lowtime_points)} iterations, {len(lowtime)} frontier points")
     print(f"speed ratio  : {lowtime_cpu_s / max(kareus_cpu_s, 1e-6):8.1f}x solver cpu vs cpu, {lowtime_s / kareus_solver_s:.1f}x wall, "

@@ -5,6 +5,8 @@
 #   default: 2 stages x 8 microbatches (the artifact's shape) at 1 ms, and a convex 2 x 8 profile at 5 ms, ~20 s
 #   --medium: adds 4 stages x 16 microbatches (lowtime takes minutes)
 #   --large:  adds 8 stages x 64 microbatches (lowtime takes the better part of an hour)
+# Each kareus build runs KAREUS_RUNS times (default 9) and its median solver CPU is compared; lowtime
+# runs five times when its solve takes under a second (the median), once otherwise.
 # KAREUS_BEFORE=BINARY adds another kareus build's CPU time and frontier (a before/after column);
 # LOWTIME_CACHE_DIR=DIR keeps lowtime's result per case in DIR and reads it back when there (run
 # the 8 x 64 peer once, apart from the timed kareus runs).
