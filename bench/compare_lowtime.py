@@ -172,6 +172,7 @@ def main():
     before = before_runs[0].points if before_runs else None
     if before_runs:
         before_cpu_s = statistics.median(run.cpu_s for run in before_runs)
+        before_s = statistics.median(run.process_s for run in before_runs)
 
     # LOWTIME_CACHE_DIR=DIR: lowtime's result for this case is read from DIR when it is there,
     # else computed and written there (its 8 x 64 solve takes minutes of CPU; the cache lets a
@@ -234,8 +235,12 @@ def main():
     if before is not None:
         worst_before = max((best_at(before, t) - best_at(lowtime, t)) / best_at(lowtime, t) for t in times
                            if best_at(before, t) < float("inf") and best_at(lowtime, t) < float("inf"))
-        print(f"before build : {before_cpu_s:.3f} s cpu ({lowtime_cpu_s / max(before_cpu_s, 1e-6):.1f}x), {len(before)} frontier "
-              f"points, worst excess over lowtime {100 * max(worst_before, 0):.3f}%")
+        shared = [t for t in times if best_at(before, t) < float("inf") and best_at(kareus, t) < float("inf")]
+        after_above = max(best_at(kareus, t) / best_at(before, t) - 1 for t in shared)
+        before_above = max(best_at(before, t) / best_at(kareus, t) - 1 for t in shared)
+        print(f"before build : {before_cpu_s:.4f} s cpu ({lowtime_cpu_s / max(before_cpu_s, 1e-6):.1f}x), {before_s:.3f} s whole "
+              f"process, {len(before)} frontier points, worst excess over lowtime {100 * max(worst_before, 0):.3f}%; "
+              f"after above before by up to {100 * max(after_above, 0):.4f}%, below by up to {100 * max(before_above, 0):.4f}%")
     print(f"fastest      : kareus {kareus[0][0]:.4f} s / {kareus[0][1]:.1f} J, lowtime {lowtime[0][0]:.4f} s / {lowtime[0][1]:.1f} J")
     print(f"least energy : kareus {kareus[-1][0]:.4f} s / {kareus[-1][1]:.1f} J, lowtime {lowtime[-1][0]:.4f} s / {lowtime[-1][1]:.1f} J")
     print(f"at {len(times)} frontier times: kareus lower {kareus_lower}, lowtime lower {lowtime_lower}, equal {ties}; "
