@@ -82,6 +82,9 @@ void latest_finish_pass(const Topology& topology, std::vector<T>& latest_finish,
 class IncrementalTiming {
  public:
   explicit IncrementalTiming(const Topology& topology);
+  // The change log points into this object's arrays.
+  IncrementalTiming(const IncrementalTiming&) = delete;
+  IncrementalTiming& operator=(const IncrementalTiming&) = delete;
 
   /// Sets every duration and computes starts and tails with full passes; commits.
   void assign(std::span<const double> duration_s);
