@@ -5,7 +5,8 @@
 // The user-facing class is kareus.PipelineFrequencyOptimizer (python/kareus/__init__.py).
 // Workload exposes the C++ partition builder (partition.h) so kareus.torch executes the very
 // partitions, keys and launch slots the search planned for; Python never re-derives them.
-// The plan contract is bound the same way: read_plan, check_plan_workload, one_f_one_b,
+// The plan contract is bound the same way: read_plan, check_plan_workload, the comm-config
+// rules (check_plan_comm_configs, Workload.comm_configs: partition/comm_fit.h), one_f_one_b,
 // map_rank / global_rank / parallel_groups are the C++ ones, so no Python copy of them exists.
 #include <algorithm>
 #include <map>
@@ -20,9 +21,11 @@
 
 #include "kareus/common/error.h"
 #include "kareus/device/gpu_spec.h"
+#include "kareus/partition/comm_fit.h"
 #include "kareus/partition/partition.h"
 #include "kareus/pipeline/schedule.h"
 #include "kareus/plan/plan.h"
+#include "kareus/plan/plan_fit.h"
 #include "kareus/runtime/deadline.h"
 #include "kareus/runtime/rank_mapping.h"
 #include "kareus/runtime/runtime.h"
@@ -227,6 +230,20 @@ void bind_plan(py::module_& module) {
       "Raises InputError \"ORIGIN: made for seq 32, this run has seq 31\" naming the first field of the model "
       "shape, parallel sizes, mbs, seq, microbatches, nanobatches, recompute, layer split or GPU name (when given) "
       "that differs.");
+  module.attr("MAX_CTAS") = part::kMaxCtas;
+  module.def(
+      "check_plan_comm_configs",
+      [](const plan::Plan& plan, const wl::Workload& workload, const std::string& origin, int max_ctas,
+         int default_ctas) {
+        plan::check_plan_comm_configs(plan, workload, {max_ctas, default_ctas}, origin);
+      },
+      py::arg("plan"), py::arg("workload"), py::arg("origin") = "plan", py::kw_only(),
+      py::arg("max_ctas") = part::kMaxCtas, py::arg("default_ctas") = 0,
+      "Raises InputError \"ORIGIN: stage S instruction I (forward microbatch M): ...\" when a nanobatched "
+      "instruction's comm configs do not fit `workload` (partition/comm_fit.h): a key the instruction does not "
+      "search (trails included) or a searchable key without a config, a slot that is not the key's (nor "
+      "\"none\"), ctas outside 1..max_ctas (the GPU's SM count; MAX_CTAS without a GPU), or a default_ctas "
+      "(the GPU's default_comm_ctas; 0: not checked) outside it.");
   module.def(
       "plan_target",
       [](const plan::Plan& plan, const std::string& origin) {
@@ -355,6 +372,40 @@ void bind_workload(py::module_& module) {
           "The partitions of one instruction of `stage` (\"forward\" or \"backward\") in execution order: dicts "
           "of key, direction, layer, nanobatch, searchable, ops [{name, kind, layer}], slots [{name, first_op}], "
           "collective (None or {name, kind, group, group_size, bytes, nanobatch, layer}).")
+      .def(
+          "comm_configs",
+          [](const wl::Workload& workload, int stage, const std::string& direction,
+             const std::map<std::string, part::CommConfig>& configs, int default_ctas) {
+            if (stage < 0 || stage >= workload.parallel.pp) {
+              throw kareus::InputError("stage " + std::to_string(stage) + " is outside 0.." +
+                                       std::to_string(workload.parallel.pp - 1));
+            }
+            const part::CommConfigs planned(configs.begin(), configs.end());
+            std::vector<std::optional<part::CommConfig>> result;
+            for (const part::Partition& partition :
+                 part::build_partitions(workload, stage, kareus::parse_direction(direction, "direction"))) {
+              result.push_back(part::comm_config_for(partition, planned, default_ctas));
+            }
+            return result;
+          },
+          py::arg("stage"), py::arg("direction"), py::arg("configs"), py::arg("default_ctas"),
+          "The CommConfig each partition of partitions(stage, direction) runs with, given an instruction's "
+          "checked configs (None without a collective): the planned one, at the instance's first slot when it "
+          "lacks the planned slot; trails and keys without a config at default_ctas (the GPU's "
+          "default_comm_ctas) and their first slot (partition/comm_fit.h).")
+      .def(
+          "instruction_passes",
+          [](const wl::Workload& workload, const std::string& type) {
+            std::vector<std::string> passes;
+            for (const kareus::Direction pass :
+                 part::instruction_passes(workload, kareus::parse_direction(type, "instruction type"))) {
+              passes.emplace_back(to_string(pass));
+            }
+            return passes;
+          },
+          py::arg("type"),
+          "The directions an instruction of `type` runs, in order: [\"forward\", \"backward\"] for a backward "
+          "under full recompute, else [type].")
       .def("searchable_keys", [](const wl::Workload& workload) { return part::searchable_keys(workload); })
       .def(
           "representative_slots",

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "kareus/common/pareto.h"
+#include "kareus/partition/comm_fit.h"
 #include "kareus/partition/partition.h"
 
 namespace kareus::compose {
@@ -46,7 +47,7 @@ std::vector<SumPoint> prune(std::vector<SumPoint> front, int limit, int& pruned)
 std::map<std::string, int, std::less<>> key_instance_counts(const workload::Workload& workload, int stage,
                                                             Direction direction) {
   std::map<std::string, int, std::less<>> counts;
-  for (Direction pass : device::passes_of(workload, direction)) {
+  for (Direction pass : partition::instruction_passes(workload, direction)) {
     for (const partition::Partition& partition : partition::build_partitions(workload, stage, pass)) {
       if (partition.searchable()) ++counts[partition.key];
     }

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "kareus/common/error.h"
+#include "kareus/partition/comm_fit.h"
 
 namespace kareus::device {
 namespace {
@@ -93,10 +94,7 @@ std::uint64_t mix(std::uint64_t value) {  // splitmix64 finalizer
 void validate_config(const GpuSpec& gpu, const partition::Partition& partition, const partition::KnobConfig& config) {
   require_supported_clock(gpu, config.freq_mhz, "freq_mhz");
   if (!partition.collective) return;
-  if (config.ctas < 1 || config.ctas > gpu.sm_count) {
-    throw InputError(fmt::format("ctas {} for partition {}: {} allows 1..{} CTAs (one per SM)", config.ctas,
-                                 partition.key, gpu.name, gpu.sm_count));
-  }
+  partition::require_ctas_within(config.ctas, gpu.sm_count, fmt::format("partition {} on {}", partition.key, gpu.name));
   if (!partition.find_slot(config.slot)) {
     std::vector<std::string> names;
     for (const partition::Slot& slot : partition.slots) names.push_back(slot.name);

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "kareus/common/error.h"
+#include "kareus/partition/comm_fit.h"
 #include "kareus/partition/partition.h"
 
 namespace kareus::device {
@@ -15,16 +16,12 @@ void add(InstructionRun& total, const Measurement& run) {
 
 partition::KnobConfig config_for(const GpuSpec& gpu, const partition::Partition& partition, int freq_mhz,
                                  const partition::CommConfigs& choices) {
-  if (!partition.collective) return {freq_mhz, 0, ""};
-  if (auto found = choices.find(partition.key); found != choices.end() && partition.searchable()) {
-    partition::KnobConfig config{freq_mhz, found->second.ctas, found->second.slot};
-    // The first and last layers' instances may lack the representative's leading memory-bound
-    // run (no next layer's norm in the last layer's backward); its slot began the partition.
-    if (!partition.find_slot(config.slot)) config.slot = partition.slots.front().name;
-    validate_config(gpu, partition, config);
-    return config;
-  }
-  return {freq_mhz, gpu.default_comm_ctas, partition.slots.front().name};
+  const std::optional<partition::CommConfig> comm =
+      partition::comm_config_for(partition, choices, gpu.default_comm_ctas);
+  if (!comm) return {freq_mhz, 0, ""};
+  partition::KnobConfig config{freq_mhz, comm->ctas, comm->slot};
+  validate_config(gpu, partition, config);
+  return config;
 }
 
 /// The nonpartition ops of `direction` on `stage`, per nanobatch (or per microbatch when the
@@ -45,7 +42,7 @@ InstructionRun run_nanobatched(Device& device, const workload::Workload& workloa
                                int freq_mhz, const partition::CommConfigs& choices, PartitionSet set) {
   const GpuSpec& gpu = device.gpu();
   InstructionRun total;
-  for (Direction pass : passes_of(workload, direction)) {
+  for (Direction pass : partition::instruction_passes(workload, direction)) {
     for (const partition::Partition& partition : partition::build_partitions(workload, stage, pass)) {
       if (set == PartitionSet::kFixedOnly && partition.searchable()) continue;
       add(total, device.measure(partition, config_for(gpu, partition, freq_mhz, choices)));
@@ -92,13 +89,6 @@ InstructionRun run_fixed_work(Device& device, const workload::Workload& workload
                               int freq_mhz) {
   require_supported_clock(device.gpu(), freq_mhz, "--clock");
   return run_nanobatched(device, workload, stage, direction, freq_mhz, {}, PartitionSet::kFixedOnly);
-}
-
-std::vector<Direction> passes_of(const workload::Workload& workload, Direction direction) {
-  if (direction == Direction::kBackward && workload.parallel.recompute == workload::Recompute::kFull) {
-    return {Direction::kForward, Direction::kBackward};
-  }
-  return {direction};
 }
 
 InstructionRun run_gradient_reduction(Device& device, const workload::Workload& workload, int stage, int freq_mhz) {

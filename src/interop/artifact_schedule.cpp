@@ -13,6 +13,7 @@
 #include "kareus/common/file_io.h"
 #include "kareus/partition/partition.h"
 #include "kareus/plan/frontier.h"
+#include "kareus/plan/plan_fit.h"
 #include "python_literal.h"
 
 namespace kareus::interop {
@@ -21,38 +22,9 @@ namespace {
 using detail::PyValue;
 
 constexpr int kThreadsPerCta = 1024;
-constexpr int kMaxCtas = 1024;
 constexpr int kMaxFreqMhz = 100'000;
 
 std::string join(const std::vector<std::string>& items) { return fmt::format("{}", fmt::join(items, ", ")); }
-
-/// Which launch slots each key's partition has (a config naming another slot is refused).
-class SlotTable {
- public:
-  explicit SlotTable(const workload::Workload& workload) : workload_(workload) {}
-
-  bool has(const std::string& key, const std::string& slot) {
-    auto found = slots_.find(key);
-    if (found == slots_.end()) {
-      std::set<std::string> names;
-      for (const partition::Slot& entry : partition::representative_partition(workload_, key).slots) {
-        names.insert(entry.name);
-      }
-      found = slots_.emplace(key, std::move(names)).first;
-    }
-    return found->second.contains(slot);
-  }
-
-  std::string names(const std::string& key) {
-    (void)has(key, "");
-    std::vector<std::string> list(slots_[key].begin(), slots_[key].end());
-    return join(list);
-  }
-
- private:
-  const workload::Workload& workload_;
-  std::map<std::string, std::set<std::string>> slots_;
-};
 
 std::vector<std::string> keys_of(const ArtifactKeyLayout& layout, Direction type) {
   if (type == Direction::kForward) return layout.forward_keys;
@@ -109,8 +81,9 @@ Direction instruction_type(const Origin& origin, const PyValue& value, std::stri
               fmt::format("{}: instruction must be 'forward' or 'backward', found '{}'", where, value.string_value));
 }
 
-partition::CommConfig parse_config(const Origin& origin, const PyValue& value, const std::string& key, SlotTable& slots,
-                                   std::string_view where) {
+/// One "<start slot>-none-<CTAs>-1024" string of `key`, checked by `rules` (partition/comm_fit.h).
+partition::CommConfig parse_config(const Origin& origin, const PyValue& value, const std::string& key,
+                                   const partition::InstructionCommRules& rules, std::string_view where) {
   const std::string context = fmt::format("{} ({})", where, key);
   expect(origin, value, PyValue::Kind::kString, context);
   const std::string& text = value.string_value;
@@ -142,10 +115,9 @@ partition::CommConfig parse_config(const Origin& origin, const PyValue& value, c
   }
   if (end_slot != "none") bad(fmt::format("the end slot must be 'none' (the partition's end), found '{}'", end_slot));
   if (threads != kThreadsPerCta) bad(fmt::format("threads per CTA must be {}, found {}", kThreadsPerCta, threads));
-  if (ctas < 1 || ctas > kMaxCtas) bad(fmt::format("the CTA count must be in 1..{}, found {}", kMaxCtas, ctas));
-  if (!slots.has(key, slot))
-    bad(fmt::format("'{}' is not a launch slot of {} (slots: {})", slot, key, slots.names(key)));
-  return {slot, ctas};
+  const partition::CommConfig config{slot, ctas};
+  rules.check_config(key, config, {}, fmt::format("{}:{}: {}", origin.file, value.line, where));
+  return config;
 }
 
 /// "# Iteration N predicted time_s: X" -> X for `name` ("time_s" / "energy_j"); 0 when absent.
@@ -235,37 +207,6 @@ std::string freqs_file_text(const plan::Plan& plan, const std::string& comments)
   return text + "]\n" + comments;
 }
 
-/// Refuses a nanobatched instruction whose comm configs are not one per key of the artifact's
-/// layout, at a launch slot of the key's partition, with a CTA count the artifact can launch.
-void check_comm_configs(const plan::Plan& plan, const ArtifactKeyLayout& layout, SlotTable& slots,
-                        std::string_view origin) {
-  for (const plan::StagePlan& stage : plan.stages) {
-    for (std::size_t index = 0; index < stage.instructions.size(); ++index) {
-      const plan::PlannedInstruction& instruction = stage.instructions[index];
-      if (plan::effective_overlap(instruction) == workload::OverlapMode::kNone) continue;
-      const std::string where = fmt::format("{}: stage {} instruction {}", origin, stage.stage, index);
-      std::vector<std::string> expected = keys_of(layout, instruction.type);
-      std::sort(expected.begin(), expected.end());
-      std::vector<std::string> found;
-      for (const auto& [key, config] : instruction.partitions) found.push_back(key);
-      if (found != expected) {
-        throw InputError(fmt::format("{}: {} comm configs must be for {}, found {}", where,
-                                     kareus::to_string(instruction.type), join(expected), join(found)));
-      }
-      for (const auto& [key, config] : instruction.partitions) {
-        if (!slots.has(key, config.slot)) {
-          throw InputError(fmt::format("{}: partition {} slot '{}' is not one of its launch slots ({})", where, key,
-                                       config.slot, slots.names(key)));
-        }
-        if (config.ctas < 1 || config.ctas > kMaxCtas) {
-          throw InputError(
-              fmt::format("{}: partition {} ctas must be in 1..{}, found {}", where, key, kMaxCtas, config.ctas));
-        }
-      }
-    }
-  }
-}
-
 /// The scheds file: per stage, one entry per instruction (full recompute) or one (forward,
 /// backward) pair per microbatch in microbatch order, then `comments`.
 std::string scheds_file_text(const plan::Plan& plan, const ArtifactKeyLayout& layout, int microbatches,
@@ -349,7 +290,7 @@ std::vector<plan::StagePlan> read_freqs(std::string_view freqs_py, const Origin&
 class SchedsReader {
  public:
   SchedsReader(const Origin& scheds, std::string_view freqs_origin, const workload::Workload& workload)
-      : scheds_(scheds), freqs_origin_(freqs_origin), layout_(artifact_key_layout(workload)), slots_(workload) {}
+      : scheds_(scheds), freqs_origin_(freqs_origin), layout_(artifact_key_layout(workload)), workload_(workload) {}
 
   void read(std::string_view scheds_py, std::vector<plan::StagePlan>& stages, int microbatches) {
     const PyValue root = detail::parse_python_literal(scheds_py, scheds_.file);
@@ -370,6 +311,12 @@ class SchedsReader {
   }
 
  private:
+  const partition::InstructionCommRules& rules(int stage, Direction type) {
+    auto found = rules_.find({stage, type});
+    if (found == rules_.end()) found = rules_.try_emplace({stage, type}, workload_, stage, type).first;
+    return found->second;
+  }
+
   void read_per_instruction(const PyValue& list, std::size_t stage,
                             std::vector<plan::PlannedInstruction>& instructions) {
     if (list.items.size() != instructions.size()) {
@@ -377,7 +324,7 @@ class SchedsReader {
                                      freqs_origin_, list.items.size()));
     }
     for (std::size_t index = 0; index < instructions.size(); ++index) {
-      read_entry(list.items[index], instructions[index], fmt::format("stage {} entry {}", stage, index));
+      read_entry(list.items[index], stage, instructions[index], fmt::format("stage {} entry {}", stage, index));
     }
   }
 
@@ -394,13 +341,14 @@ class SchedsReader {
       if (pair.items.size() != 2) scheds_.fail(pair, where + ": expected a (forward, backward) pair");
       for (plan::PlannedInstruction& instruction : instructions) {
         if (instruction.microbatch != microbatch) continue;
-        read_entry(pair.items[instruction.type == Direction::kForward ? 0 : 1], instruction, where);
+        read_entry(pair.items[instruction.type == Direction::kForward ? 0 : 1], stage, instruction, where);
       }
     }
   }
 
   // One ('forward'|'backward', config, ...) tuple: all "not overlapped" configs, or one per key.
-  void read_entry(const PyValue& entry, plan::PlannedInstruction& instruction, const std::string& where) {
+  void read_entry(const PyValue& entry, std::size_t stage, plan::PlannedInstruction& instruction,
+                  const std::string& where) {
     const std::vector<std::string> keys = keys_of(layout_, instruction.type);
     expect(scheds_, entry, PyValue::Kind::kTuple, where);
     if (entry.items.empty()) scheds_.fail(entry, where + ": empty tuple");
@@ -421,14 +369,16 @@ class SchedsReader {
       return;
     }
     for (std::size_t slot = 0; slot < keys.size(); ++slot) {
-      instruction.partitions[keys[slot]] = parse_config(scheds_, entry.items[slot + 1], keys[slot], slots_, where);
+      instruction.partitions[keys[slot]] = parse_config(scheds_, entry.items[slot + 1], keys[slot],
+                                                        rules(static_cast<int>(stage), instruction.type), where);
     }
   }
 
   const Origin& scheds_;
   std::string_view freqs_origin_;
   ArtifactKeyLayout layout_;
-  SlotTable slots_;
+  const workload::Workload& workload_;
+  std::map<std::pair<int, Direction>, partition::InstructionCommRules> rules_;  // per stage and type
 };
 
 }  // namespace
@@ -448,8 +398,7 @@ ArtifactFiles export_artifact(const plan::Plan& plan, const workload::Workload& 
     });
   });
   if (!any_overlap) return files;
-  SlotTable slots(workload);
-  check_comm_configs(plan, layout, slots, origin);
+  plan::check_plan_comm_configs(plan, workload, {}, origin);
   files.scheds_py = scheds_file_text(plan, layout, workload.parallel.microbatches, comments);
   return files;
 }

@@ -10,7 +10,7 @@
 
 #include "kareus/common/error.h"
 #include "kareus/device/instruction.h"
-#include "kareus/partition/partition.h"
+#include "kareus/plan/plan_fit.h"
 
 namespace kareus::planner {
 
@@ -20,50 +20,11 @@ using plan::StagePlan;
 void check_plan_fits(const plan::Plan& plan, const workload::Workload& workload, const device::GpuSpec& gpu,
                      std::string_view origin) {
   plan::check_plan_workload(plan, plan::plan_workload_json(workload, gpu.name), origin);
-  const std::vector<std::string> keys =
-      workload.parallel.nanobatches == 2 ? partition::searchable_keys(workload) : std::vector<std::string>{};
-  // The partitions whose comm config a nanobatched instruction of (stage, type) is asked for: the
-  // runtime refuses the step when one is missing, so the simulator must not fill in defaults.
-  std::map<std::pair<int, Direction>, std::set<std::string>> asked;
-  const auto asked_keys = [&](int stage, Direction type) -> const std::set<std::string>& {
-    auto [entry, inserted] = asked.try_emplace({stage, type});
-    if (inserted) {
-      for (const Direction pass : device::passes_of(workload, type)) {
-        for (const partition::Partition& part : partition::build_partitions(workload, stage, pass)) {
-          if (part.searchable()) entry->second.insert(part.key);
-        }
-      }
-    }
-    return entry->second;
-  };
+  plan::check_plan_comm_configs(plan, workload, {gpu.sm_count, gpu.default_comm_ctas}, origin);
   for (const StagePlan& stage : plan.stages) {
-    for (std::size_t index = 0; index < stage.instructions.size(); ++index) {
-      const PlannedInstruction& instruction = stage.instructions[index];
-      if (workload.parallel.nanobatches == 2 &&
-          plan::effective_overlap(instruction) == workload::OverlapMode::kNanobatch) {
-        for (const std::string& key : asked_keys(stage.stage, instruction.type)) {
-          if (!instruction.partitions.contains(key)) {
-            throw InputError(fmt::format(
-                "{}: stage {} instruction {} ({} {}) is nanobatched but has no comm config for partition {}, which "
-                "the runtime asks for (give its slot and ctas, or \"overlap\": \"none\")",
-                origin, stage.stage, index, to_string(instruction.type), instruction.microbatch, key));
-          }
-        }
-      }
+    for (const PlannedInstruction& instruction : stage.instructions) {
       device::require_supported_clock(gpu, instruction.freq_mhz,
                                       fmt::format("{}: stage {} freq_mhz", origin, stage.stage));
-      if (instruction.overlap == workload::OverlapMode::kNanobatch && workload.parallel.nanobatches != 2) {
-        throw InputError(
-            fmt::format("{}: stage {}: a nanobatched instruction needs --nanobatches 2", origin, stage.stage));
-      }
-      for (const auto& [key, config] : instruction.partitions) {
-        if (std::find(keys.begin(), keys.end(), key) == keys.end()) {
-          throw InputError(fmt::format("{}: stage {}: partition key {} is not a key of this workload ({})", origin,
-                                       stage.stage, key, fmt::join(keys, ", ")));
-        }
-        device::validate_config(gpu, partition::representative_partition(workload, key),
-                                {instruction.freq_mhz, config.ctas, config.slot});
-      }
     }
   }
 }

@@ -225,7 +225,7 @@ TEST(Emulator, RejectsConfigsTheGpuCannotRun) {
   };
   const Case cases[] = {
       {{1405, 12, "norm_0"}, "freq_mhz 1405: a100-40gb supports 210..1410 MHz in 15 MHz steps"},
-      {{1410, 109, "norm_0"}, "ctas 109 for partition fwd_attn: a100-40gb allows 1..108"},
+      {{1410, 109, "norm_0"}, "partition fwd_attn on a100-40gb: ctas 109 is outside 1..108 (one CTA per SM)"},
       {{1410, 12, "linear_7"}, "slot \"linear_7\" is not a slot of partition fwd_attn"},
   };
   for (const Case& row : cases) {

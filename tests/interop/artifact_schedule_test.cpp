@@ -170,12 +170,14 @@ TEST(ArtifactImport, MalformedSchedsNameFileLineEntryAndKey) {
       {"('forward', 'norm_0-none-12-512', 'norm_0-none-18-1024')",
        "s.py:2: stage 0 entry 0 (fwd_attn): bad comm config 'norm_0-none-12-512': threads per CTA must be 1024, found "
        "512"},
+      // The CTA limit and the slots are partition/comm_fit.h's (no GPU known: kMaxCtas).
       {"('forward', 'norm_0-none-0-1024', 'norm_0-none-18-1024')",
-       "s.py:2: stage 0 entry 0 (fwd_attn): bad comm config 'norm_0-none-0-1024': the CTA count must be in 1..1024, "
-       "found 0"},
+       "s.py:2: stage 0 entry 0: partition 'fwd_attn': ctas 0 is outside 1..65536 (kareus's CTA limit)"},
+      {"('forward', 'norm_0-none-65537-1024', 'norm_0-none-18-1024')",
+       "s.py:2: stage 0 entry 0: partition 'fwd_attn': ctas 65537 is outside 1..65536 (kareus's CTA limit)"},
       {"('forward', 'norm_0-none-12-1024', 'attn_0-none-18-1024')",
-       "s.py:2: stage 0 entry 0 (fwd_mlp): bad comm config 'attn_0-none-18-1024': 'attn_0' is not a launch slot of "
-       "fwd_mlp (slots: activation_0, linear_0, linear_1, norm_0)"},
+       "s.py:2: stage 0 entry 0: partition 'fwd_mlp': no launch slot 'attn_0' (slots: norm_0, linear_0, "
+       "activation_0, linear_1, none)"},
       {"('forward', '0-8-16-1024', 'norm_0-none-18-1024')",
        "s.py:2: stage 0 entry 0 (fwd_attn): bad comm config '0-8-16-1024': integer overlap windows (the artifact's "
        "older format) are not supported; use slot names"},
@@ -218,12 +220,13 @@ TEST(ArtifactExport, RefusesWhatTheFilesCannotSay) {
   plan::Plan missing_key = test_plan(workload);
   missing_key.stages[0].instructions[2].partitions.erase("fwd_mlp");
   EXPECT_EQ(error_of([&] { (void)export_artifact(missing_key, workload, 0, "p.json"); }),
-            "p.json: stage 0 instruction 2: backward comm configs must be for bwd_attn, bwd_mlp, fwd_attn, fwd_mlp, "
-            "found bwd_attn, bwd_mlp, fwd_attn");
+            "p.json: stage 0 instruction 2 (backward microbatch 0): nanobatched, but no comm config for partition "
+            "fwd_mlp (give its slot and ctas, or \"overlap\": \"none\")");
   plan::Plan bad_slot = test_plan(workload);
   bad_slot.stages[0].instructions[0].partitions["fwd_attn"].slot = "a-b";
   EXPECT_THAT(error_of([&] { (void)export_artifact(bad_slot, workload, 0, "p.json"); }),
-              HasSubstr("partition fwd_attn slot 'a-b' is not one of its launch slots"));
+              HasSubstr("p.json: stage 0 instruction 0 (forward microbatch 0): partition 'fwd_attn': no launch slot "
+                        "'a-b'"));
   EXPECT_EQ(error_of([&] { (void)export_artifact(test_plan(test_workload(1, 4)), workload, 0, "p.json"); }),
             "p.json: made for microbatches 4, this run has microbatches 2");
   plan::Plan hand_made = test_plan(test_workload(1, 4));

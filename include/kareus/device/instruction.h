@@ -4,8 +4,9 @@
 // With overlap (nanobatching), an instruction is its stage's partitions in order (a backward
 // with full recompute runs every forward partition first), then the nonpartition work of both
 // nanobatches. Without overlap (Megatron), every op of the whole microbatch runs in sequence and
-// collectives block compute. Each partition key's collective uses the config given for it, or
-// the GPU's default (NCCL's channel count, launched at the partition start).
+// collectives block compute. Each partition's collective runs with the config the rules of
+// partition/comm_fit.h give it (comm_config_for): the planned one, or the GPU's default (NCCL's
+// channel count, launched at the partition start).
 #pragma once
 
 #include <map>
@@ -39,9 +40,6 @@ struct InstructionRun {
 /// nonpartition work of every nanobatch. What composition adds the searched keys' fronts to.
 [[nodiscard]] InstructionRun run_fixed_work(Device& device, const workload::Workload& workload, int stage,
                                             Direction direction, int freq_mhz);
-
-/// The passes an instruction runs: a backward with full recompute runs the forward first.
-[[nodiscard]] std::vector<Direction> passes_of(const workload::Workload& workload, Direction direction);
 
 /// The DP gradient all-reduce of `stage` at the end of an iteration (zero when dp == 1), as
 /// serial work "serial:gradient_reduction:stageS".

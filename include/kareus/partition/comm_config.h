@@ -17,6 +17,10 @@ namespace kareus::partition {
 /// The launch slot that starts the collective after all of the partition's compute.
 inline constexpr std::string_view kSlotNone = "none";
 
+/// The largest CTA count kareus accepts anywhere (docs/limits.md): more than any GPU has SMs;
+/// a known GPU limits a config to its SM count (comm_fit.h).
+inline constexpr int kMaxCtas = 65536;
+
 struct CommConfig {
   std::string slot;  ///< a slot name of the partition (Slot::name), or kSlotNone
   int ctas = 0;      ///< CTAs of the collective; 0 = NCCL's own choice (not overlapped)

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "kareus/partition/comm_config.h"
 #include "kareus/partition/partition.h"
 
 namespace kareus::partition {
@@ -28,9 +29,6 @@ struct CtaRange {
   int step = 1;
   [[nodiscard]] std::vector<int> values() const;
 };
-
-/// The largest CTA count a range may name (docs/limits.md); more than any GPU has SMs.
-inline constexpr int kMaxCtas = 65536;
 
 /// "MIN:MAX:STEP" or "MIN:MAX" (step 1), MAX <= kMaxCtas. Throws InputError naming `flag`.
 [[nodiscard]] CtaRange parse_cta_range(const std::string& text, const std::string& flag);

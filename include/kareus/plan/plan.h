@@ -7,7 +7,8 @@
 //      "freq_mhz": f, "overlap": "nanobatch"|"none", "partitions": {KEY: {"slot": "linear_0", "ctas": 12}}}]}]}
 // "overlap" says how the instruction runs (nanobatched, or every op in sequence); plans written
 // before it existed lack it, and the reader decides (effective_overlap). A nanobatched
-// instruction's keys missing from "partitions" use the default collective config.
+// instruction names a config for every searchable key it runs and no other key; readers refuse
+// other plans (plan_fit.h, whose rules are partition/comm_fit.h's).
 // Units: seconds, joules (whole job, one iteration), MHz.
 #pragma once
 

@@ -18,9 +18,9 @@
 
 namespace kareus::planner {
 
-/// Checks that `plan` is for `workload` on `gpu` (plan::check_plan_workload) and that the GPU
-/// runs its clocks and comm configs, for partition keys of this workload. Throws InputError
-/// naming `origin` and what differs.
+/// Checks that `plan` is for `workload` on `gpu` (plan::check_plan_workload), that its comm
+/// configs fit (plan::check_plan_comm_configs with the GPU's SM count) and that the GPU runs its
+/// clocks. Throws InputError naming `origin` and what differs.
 void check_plan_fits(const plan::Plan& plan, const workload::Workload& workload, const device::GpuSpec& gpu,
                      std::string_view origin);
 

@@ -37,7 +37,7 @@ from kareus.torch.layer import (
 )
 from kareus.torch.model import LlamaStage, synthetic_batch
 from kareus.torch.pipeline import PipelineDriver, step_loss_everywhere
-from kareus.torch.plan import ExecutionPlan, InstructionPlan, PlannedPartition
+from kareus.plan import ExecutionPlan, InstructionPlan, PlannedPartition
 from kareus.torch.trace import check_trace
 
 __all__ = [

@@ -21,7 +21,7 @@ import torch
 
 from kareus.torch.comm import CommGroups, LaunchTrace
 from kareus.torch.layer import COLLECTIVES, CP_OPS, KV_SEQ_DIM, OPS, LayerShard, OpSpec, Rope, param_list, reference_stack
-from kareus.torch.plan import InstructionPlan, PlannedPartition
+from kareus.plan import InstructionPlan, PlannedPartition
 
 TensorKey = Tuple[str, int]  # (tensor name, stage-local layer)
 

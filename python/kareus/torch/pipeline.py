@@ -30,7 +30,7 @@ from kareus.torch.comm import CommGroups
 from kareus.torch.engine import StageRunner
 from kareus.torch.layer import Rope, reference_stack, shard_sequence, tp_reduce_norm_grads
 from kareus.torch.model import LlamaStage
-from kareus.torch.plan import ExecutionPlan
+from kareus.plan import ExecutionPlan
 
 
 class PipelineDriver:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import List, Sequence, Tuple
 
 from kareus._runtime import SLOT_NONE
-from kareus.torch.plan import ExecutionPlan, PlannedPartition
+from kareus.plan import ExecutionPlan, PlannedPartition
 
 
 def _expected(partitions: Sequence[PlannedPartition]) -> List[tuple]:
@@ -20,8 +20,7 @@ def _expected(partitions: Sequence[PlannedPartition]) -> List[tuple]:
         launch = None
         if partition.collective is not None:
             slot = partition.choice.slot
-            slots = dict(partition.slots)
-            launch = len(partition.ops) if slot == SLOT_NONE else slots.get(slot, partition.slots[0][1])
+            launch = len(partition.ops) if slot == SLOT_NONE else dict(partition.slots)[slot]
         name, nanobatch, layer = partition.collective or (None, None, None)
         enqueue = ("enqueue", partition.key, name, layer, nanobatch,
                    partition.choice.slot if partition.choice else None, partition.choice.ctas if partition.choice else None)

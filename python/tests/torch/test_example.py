@@ -182,7 +182,7 @@ def _unknown_key(document):
 
 def _too_many_ctas(document):
     document["stages"][0]["instructions"][-1]["partitions"]["bwd_mlp"]["ctas"] = 109
-    return "partition 'bwd_mlp': ctas 109 is not a CTA count this GPU has (1..108 SMs)"
+    return "partition 'bwd_mlp': ctas 109 is outside 1..108 (one CTA per SM)"
 
 
 @pytest.mark.parametrize("edit", [_another_split, _unknown_key, _too_many_ctas])

@@ -79,7 +79,7 @@ first["overlap"] = "nanobatch"
 first["partitions"] = {"fwd_attn": {"slot": "norm_0", "ctas": 20}}
 json.dump(plan, open(sys.argv[2], "w"))
 PY
-expect 2 'no_comm\.json: stage 0 instruction 0 \(forward 0\) is nanobatched but has no comm config for partition fwd_mlp' -- \
+expect 2 'no_comm\.json: stage 0 instruction 0 \(forward microbatch 0\): nanobatched, but no comm config for partition fwd_mlp' -- \
   simulate --plan "$files/no_comm.json"
 
 # A measurement log with a torn last line (a crash or a full disk): the next run reports it,

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
-import helpers
-from kareus._runtime import Workload, load_gpu, load_model
+import pathlib
+import sys
+
+sys.path.insert(0, str(pathlib.Path(__file__).parent / "torch"))  # the torch tests' helpers (no torch)
+import helpers  # noqa: E402
+from kareus._runtime import Workload, load_gpu, load_model  # noqa: E402
 
 
 def _summary(partition):

@@ -1,17 +1,19 @@
-"""ExecutionPlan: the C++ partitions with their planned knobs, and every wrong plan named."""
+"""ExecutionPlan (kareus.plan, no torch): the C++ partitions with their planned knobs, and every
+wrong plan named by the C++ rules (partition/comm_fit.h)."""
 
 from __future__ import annotations
 
 import json
+import pathlib
+import sys
 
 import pytest
 
-pytest.importorskip("torch")
-
+sys.path.insert(0, str(pathlib.Path(__file__).parent / "torch"))  # the plan writer of the torch tests
 import helpers  # noqa: E402
-from kareus import InputError  # noqa: E402
+from kareus import CommConfig, InputError  # noqa: E402
 from kareus._runtime import Workload  # noqa: E402
-from kareus.torch import ExecutionPlan  # noqa: E402
+from kareus.plan import ExecutionPlan  # noqa: E402
 
 GOOD = {
     "forward": {"fwd_attn": {"slot": "rope_0", "ctas": 12}, "fwd_mlp": {"slot": "none", "ctas": 6}},
@@ -54,8 +56,10 @@ def test_partitions_carry_their_planned_slot_and_launch_point(tmp_path, workload
     assert len(stage0[2].passes) == 2 and stage0[2].passes[0][1].key == "fwd_attn"
     backward = stage0[2].passes[1]
     # bwd_mlp's slot norm_0 does not exist in the last layer's instance (no next layer's norm):
-    # it launches at that instance's first slot, as the emulator does.
+    # it launches at that instance's first slot with the planned CTAs, as the emulator does.
     assert backward[1].key == "bwd_mlp" and backward[1].launch_index == 0
+    assert backward[1].choice == CommConfig(backward[1].slots[0][0], 30) and backward[1].slots[0][0] != "norm_0"
+    assert backward[5].choice == CommConfig("norm_0", 30)
     assert backward[5].key == "bwd_mlp" and backward[5].launch_index == 0 and backward[5].ops[0][0] == "input_norm_bwd"
     assert plan.distinct_ctas() == [3, 6, 12, 16, 30]
 
@@ -87,15 +91,21 @@ def test_overlap_none_and_empty_partitions_are_not_nanobatched(tmp_path, workloa
          r": made for shape\.hidden 3072, this run has shape\.hidden 64$"),
         # The partition configs against the C++ partition builder's partitions.
         (lambda d: d["stages"][1]["instructions"][0]["partitions"].update({"fwd_qkv_ag": {"slot": "norm_0", "ctas": 3}}),
-         r"stage 1 instruction 0 \(forward microbatch 0\): unknown partition key 'fwd_qkv_ag' \(this instruction "
-         r"runs fwd_attn, fwd_mlp, fwd_trail\)$"),
+         r"stage 1 instruction 0 \(forward microbatch 0\): unknown partition key 'fwd_qkv_ag' \(this instruction's "
+         r"comm configs are for fwd_attn, fwd_mlp\)$"),
+        (lambda d: d["stages"][1]["instructions"][0]["partitions"].update({"fwd_trail": {"slot": "norm_0", "ctas": 3}}),
+         r"unknown partition key 'fwd_trail' \(this instruction's comm configs are for fwd_attn, fwd_mlp; a trail "
+         r"runs at the GPU's default CTAs\)$"),
         (lambda d: d["stages"][0]["instructions"][1]["partitions"]["fwd_mlp"].update(ctas=132),
-         r"stage 0 instruction 1 \(forward microbatch 1\): partition 'fwd_mlp': ctas 132 is not a CTA count this "
-         r"GPU has \(1\.\.108 SMs\)$"),
+         r"stage 0 instruction 1 \(forward microbatch 1\): partition 'fwd_mlp': ctas 132 is outside 1\.\.108 "
+         r"\(one CTA per SM\)$"),
         (lambda d: d["stages"][0]["instructions"][2]["partitions"]["bwd_attn"].update(slot="attn_1"),
          r"partition 'bwd_attn': no launch slot 'attn_1' \(slots: norm_0, linear_0, attn_0, rope_0, linear_1, none\)$"),
         (lambda d: d["stages"][0]["instructions"][2]["partitions"].pop("bwd_mlp"),
-         r"stage 0 instruction 2 \(backward microbatch 0\): no config for partition bwd_mlp$"),
+         r"stage 0 instruction 2 \(backward microbatch 0\): nanobatched, but no comm config for partition bwd_mlp "
+         r"\(give its slot and ctas, or \"overlap\": \"none\"\)$"),
+        (lambda d: d["stages"][0]["instructions"][2].update(overlap="nanobatch", partitions={}),
+         r"stage 0 instruction 2 \(backward microbatch 0\): nanobatched, but no comm config for partition fwd_attn "),
     ],
 )
 def test_a_wrong_plan_is_named(tmp_path, workload, edit, message):
@@ -141,4 +151,4 @@ def test_a_slot_of_the_steady_layer_is_valid_on_a_one_layer_stage(tmp_path):
     plan = _plan(tmp_path, workload)
     backward = plan.stages[1][1].passes[1]
     assert backward[1].key == "bwd_mlp" and backward[1].slots[0] == ("elementwise_0", 0)
-    assert backward[1].choice.slot == "norm_0" and backward[1].launch_index == 0
+    assert backward[1].choice == CommConfig("elementwise_0", 30) and backward[1].launch_index == 0
