@@ -11,7 +11,7 @@
 #include <Eigen/Cholesky>
 #include <Eigen/Dense>
 
-#include "nelder_mead.h"
+#include "kareus/common/nelder_mead.h"
 
 namespace kareus::search {
 namespace {
@@ -26,6 +26,7 @@ constexpr double kLogSignalMax = 3.0;
 constexpr double kLogNoiseMin = -13.8;  // 1e-6
 constexpr double kLogNoiseMax = -0.7;   // 0.5
 constexpr double kJitter = 1e-9;
+constexpr double kLikelihoodTolerance = 1e-8;  // simplex spread of the negative log likelihood at which a fit stops
 
 }  // namespace
 
@@ -160,10 +161,13 @@ void GaussianProcess::fit(const FeatureRows& inputs, const std::vector<double>& 
   std::vector<double> best;
   double best_value = std::numeric_limits<double>::infinity();
   for (const std::vector<double>& start : starts) {
-    const NelderMeadResult result = nelder_mead(objective, start, 0.5, options_.max_evaluations);
-    if (result.value < best_value) {
-      best_value = result.value;
-      best = result.point;
+    int evaluations = 0;
+    std::vector<double> point =
+        kareus::nelder_mead(objective, start, 0.5, options_.max_evaluations, kLikelihoodTolerance, evaluations);
+    const double value = objective(point);
+    if (value < best_value) {
+      best_value = value;
+      best = std::move(point);
     }
   }
   state.log_parameters.resize(count);

@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <utility>
+
+#include "kareus/common/pareto.h"
 
 namespace kareus::search {
 namespace {
@@ -35,13 +38,9 @@ HypervolumeImprovement::HypervolumeImprovement(const std::vector<ObjectivePoint>
   for (const ObjectivePoint& point : front) {
     if (point.time_s < reference.time_s && point.energy_j < reference.energy_j) points.push_back(point);
   }
-  std::sort(points.begin(), points.end(), [](const ObjectivePoint& a, const ObjectivePoint& b) {
-    return a.time_s != b.time_s ? a.time_s < b.time_s : a.energy_j < b.energy_j;
-  });
-  std::vector<ObjectivePoint> nondominated;
-  for (const ObjectivePoint& point : points) {
-    if (nondominated.empty() || point.energy_j < nondominated.back().energy_j) nondominated.push_back(point);
-  }
+  const std::vector<ObjectivePoint> nondominated = pareto_filter(
+      std::move(points), [](const ObjectivePoint& point) { return point.time_s; },
+      [](const ObjectivePoint& point) { return point.energy_j; });
   // Stripe 0 lies left of the first point under the reference; stripe i > 0 starts at point i-1
   // and lies under it.
   lower_.push_back(-kInfinity);

@@ -27,18 +27,15 @@ double hypervolume(std::vector<ObjectivePoint> points, ObjectivePoint reference)
   std::erase_if(points, [&](const ObjectivePoint& point) {
     return !(point.time_s < reference.time_s && point.energy_j < reference.energy_j);
   });
-  std::sort(points.begin(), points.end(), [](const ObjectivePoint& a, const ObjectivePoint& b) {
-    return a.time_s != b.time_s ? a.time_s < b.time_s : a.energy_j < b.energy_j;
-  });
-  // Sweep by time: each point lower than all before it adds the strip between its energy and
-  // the lowest energy so far, from its time to the reference.
+  // Sweep the front by time: each point adds the strip between its energy and the previous
+  // point's (the reference's for the first), from its time to the reference.
   double area = 0;
   double ceiling = reference.energy_j;
-  for (const ObjectivePoint& point : points) {
-    if (point.energy_j < ceiling) {
-      area += (reference.time_s - point.time_s) * (ceiling - point.energy_j);
-      ceiling = point.energy_j;
-    }
+  for (const ObjectivePoint& point : pareto_filter(
+           std::move(points), [](const ObjectivePoint& one) { return one.time_s; },
+           [](const ObjectivePoint& one) { return one.energy_j; })) {
+    area += (reference.time_s - point.time_s) * (ceiling - point.energy_j);
+    ceiling = point.energy_j;
   }
   return area;
 }
