@@ -49,9 +49,10 @@ void print_fit(const device::GpuSpec& gpu) {
 
 /// The four Qwen3 1.7B configurations of the artifact no fit saw (docs/kareus.md section 7).
 void print_unseen(const device::GpuSpec& gpu) {
-  fmt::print("\n| unseen config | emulator ratio | Perseus T | N+P T | Perseus W | N+P W |\n|---|---|---|---|---|---|\n");
-  for (const auto& [cp, tp, mbs, seq] : {std::array{2, 4, 8, 8192}, std::array{2, 4, 16, 4096},
-                                         std::array{1, 8, 8, 8192}, std::array{1, 8, 16, 4096}}) {
+  fmt::print(
+      "\n| unseen config | emulator ratio | Perseus T | N+P T | Perseus W | N+P W |\n|---|---|---|---|---|---|\n");
+  for (const auto& [cp, tp, mbs, seq] :
+       {std::array{2, 4, 8, 8192}, std::array{2, 4, 16, 4096}, std::array{1, 8, 8, 8192}, std::array{1, 8, 16, 4096}}) {
     const planner::OverlapTarget target{"qwen3-1.7b", cp, tp, mbs, seq};
     const planner::OverlapRun run = planner::run_overlap_target(gpu, target);
     fmt::print("| {} | {:.3f} | {:.3f} s | {:.3f} s | {:.1f} | {:.1f} |\n", target.name(), run.ratio(), run.none_time_s,
@@ -115,7 +116,8 @@ int main(int argc, char** argv) {
       fitted.push_back(qwen[1 - held]);
       by_model.push_back(planner::fit_and_predict(gpu, fitted, {qwen[held]}, parameters).front());
     }
-    print_folds("predicted (fit: Llama x2 only, then Llama + the other Qwen x1)", by_model, parameters);
+    print_folds("predicted (rows 1-2 fitted on Llama's four; rows 3-4 on those and the other Qwen3)", by_model,
+                parameters);
     return 0;
   } catch (const std::exception& error) {
     std::fprintf(stderr, "overlap_calibration_bench: %s\n", error.what());

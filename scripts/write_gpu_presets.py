@@ -49,8 +49,8 @@ A100 = {
         "comm_hbm_bytes_per_byte": (3.0, "[E] ring all-reduce step: read local + read received + write, per bus byte"),
         "comm_overlap_slowdown": (0.115, OVERLAP_FIT + "; beyond its HBM share (the emulator shares HBM in proportion to demand), a collective beside compute contends for L2 and SM issue; fitted in 0..1 (compute beside a collective slows 18.9% on average, 40% at most: Lee et al., arXiv 2507.03114)"),
         "partition_sync_us": (217, OVERLAP_FIT + "; GPU-side, per partition: the compute stream's wait on the collective's event, the NCCL kernel's launch and its wait for the group's other ranks to arrive (rank skew); fitted in 0..400 us; no public measurement pins it (the device check's partition records will)"),
-        "partition_host_us": (851, OVERLAP_FIT + "; host-side: the artifact's executor issues each partition from Python (its 10-40 PyTorch ops, the collective's torch.distributed call, the stream events) at 5-25 us of CPU per PyTorch op (PyTorch dispatch path: jiahuanglin.xyz gpu_kernel_serving lesson 18), so 50-1000 us; fitted in that range. Only partitions shorter than it (Qwen3 CP2 TP4: 8k tokens x hidden 2048 per nanobatch) wait for the host: why overlap costs 13% there and 2% on Llama 3.2 3B"),
-        "cp_exchange_ctas": (8, "[M] CP exchanges K/V by NCCL send/recv (ring attention), on p2p channels, not the collective's: 2 p2p channels per peer by default (nccl#1189 log), 8 channels between two A100s at ~72 GB/s (nccl-tests#331); the upper end, which the six ratios prefer; Perseus CP2 times -9.2% -> -6.2% (Qwen3), -4.7% -> -2.4% (Llama)"),
+        "partition_host_us": (851, OVERLAP_FIT + "; host-side: the artifact's executor issues each partition from Python (its 10-40 PyTorch ops, the collective's torch.distributed call, the stream events) at 5-25 us of CPU per PyTorch op (pt-dispatch), so 50-1000 us (docs/gpu-data.md section 3); fitted in that range. Only partitions shorter than it (Qwen3 CP2 TP4: 8k tokens x hidden 2048 per nanobatch) wait for the host: why overlap costs 13% there and 2% on Llama 3.2 3B"),
+        "cp_exchange_ctas": (8, "[M] CP exchanges K/V by NCCL send/recv (ring attention) on its p2p channels, not the collective's: 2 per peer by default (n1189), 8 between two A100s at ~72 GB/s (t331), H100 pair ~80 GB/s (t268): 2-8 CTAs (docs/gpu-data.md section 3); the upper end, which the six ratios prefer"),
         "power_limit_w": (400, "[M] dock: default 400 W"),
         "static_power_w": (85, "[K] Kareus artifact: A100 blocked in P2P receive"),
         "idle_power_w": (60, "[M] peer: 59-62 W idle, no process"),
@@ -103,7 +103,7 @@ def hopper(name, description, hbm_gbps, hbm_source, stream_efficiency, stream_so
     p["comm_overlap_slowdown"] = (0.115, "[E] the A100 fit (L2/SM-issue contention beside compute, beyond the HBM share); Hopper's 50 MB L2 may lower it")
     p["partition_sync_us"] = (217, "[E] the A100 fit: event wait, NCCL launch and rank skew, taken unchanged")
     p["partition_host_us"] = (851, "[E] the A100 fit: a host cost (Python and dispatch), not the GPU's")
-    p["cp_exchange_ctas"] = (8, "[E] the A100 value: NCCL p2p channels per peer (nccl#1189, nccl-tests#331)")
+    p["cp_exchange_ctas"] = (8, "[E] the A100 value: NCCL p2p channels (n1189, t331; t268: ~80 GB/s between two H100s is ~5 CTAs at 15.8 GB/s)")
     p["power_limit_w"] = (700, "[S] 700 W TDP")
     p["static_power_w"] = (110, "[E] (?) between idle ~79 W (slurm) and context-idle ~140 W (burn); calibrate")
     p["idle_power_w"] = (79, "[M] slurm: 78.8 W, 700-W Hopper (?)")
