@@ -1,4 +1,5 @@
-"""Megatron's real interleaved 1F1B order, recorded, against the order derived from its schedule.
+"""Megatron's real interleaved 1F1B order, recorded, against the order derived from its schedule
+and against kareus's own (kareus._runtime.interleaved_one_f_one_b, the order plans are made in).
 
 ``forward_backward_pipelining_with_interleaving`` of the installed Megatron-Core runs here once
 per pipeline rank of each (pp, vpp, microbatches) case, in one gloo process of world 1: a stand-in
@@ -184,3 +185,12 @@ def test_all_forwards_in_warmup_when_the_warmup_covers_every_microbatch(recorded
     # pp 4, vpp 2, 4 microbatches: rank 0's warmup 2 * 3 + 4 = 10 exceeds the 8 forwards.
     steps = steps_of(recorded[(4, 2, 4, 0)])
     assert [s[0] for s in steps] == ["forward"] * 8 + ["backward"] * 8
+
+
+@pytest.mark.parametrize("pp, vpp, microbatches", CASES)
+def test_the_planner_s_interleaved_order_is_megatron_s(recorded, pp, vpp, microbatches):
+    from kareus._runtime import interleaved_one_f_one_b
+
+    for rank in range(pp):
+        planned = [list(step) for step in interleaved_one_f_one_b(rank, pp, vpp, microbatches)]
+        assert planned == steps_of(recorded[(pp, vpp, microbatches, rank)]), (pp, vpp, microbatches, rank)
