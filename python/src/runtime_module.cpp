@@ -376,8 +376,9 @@ void bind_workload(py::module_& module) {
           [](const wl::Workload& workload, int stage, int chunk) {
             if (stage < 0 || stage >= workload.parallel.pp || chunk < 0 || chunk >= workload.parallel.vpp) {
               throw kareus::InputError("chunk_layers: stage " + std::to_string(stage) + " chunk " +
-                                       std::to_string(chunk) + " is outside pp " + std::to_string(workload.parallel.pp) +
-                                       " x vpp " + std::to_string(workload.parallel.vpp));
+                                       std::to_string(chunk) + " is outside pp " +
+                                       std::to_string(workload.parallel.pp) + " x vpp " +
+                                       std::to_string(workload.parallel.vpp));
             }
             return std::pair{workload.chunk_first_layer(stage, chunk), workload.chunk_layers(stage)};
           },

@@ -141,7 +141,8 @@ void DaemonServer::reset_left_locked() {
       log(fmt::format("reset gpu {}, left locked by a previous kareusd that did not shut down (record {})", gpu,
                       record.string()));
     } catch (const std::exception& error) {
-      log(fmt::format("GPU {} IS LEFT LOCKED by a previous kareusd: reset failed: {}; it stays in {} and the "
+      log(
+          fmt::format("GPU {} IS LEFT LOCKED by a previous kareusd: reset failed: {}; it stays in {} and the "
                       "next start or shutdown tries again",
                       gpu, error.what(), record.string()));
     }

@@ -77,10 +77,10 @@ void KareusdConnection::reconnect() {
       return;
     } catch (const Error& error) {
       if (attempt == kReconnectAttempts) {
-        throw Error(fmt::format(
-            "kareusd at {} went away and {} reconnect attempts over {:.1f} s failed (last: {}); the GPU "
-            "clocks this job set are reset when kareusd starts again",
-            socket_path_, kReconnectAttempts, monotonic_s() - start_s, error.what()));
+        throw Error(
+            fmt::format("kareusd at {} went away and {} reconnect attempts over {:.1f} s failed (last: {}); the GPU "
+                        "clocks this job set are reset when kareusd starts again",
+                        socket_path_, kReconnectAttempts, monotonic_s() - start_s, error.what()));
       }
     }
     std::this_thread::sleep_for(std::chrono::duration<double>(wait_s));

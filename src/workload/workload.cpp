@@ -34,8 +34,8 @@ void check_megatron_features(const Workload& workload) {
     if (p.tp < 2) throw InputError(fmt::format("--sequence-parallel needs --tp >= 2, found --tp {}", p.tp));
     // Each TP rank holds seq / (cp x tp) tokens of every sequence between the collectives.
     if ((p.seq / p.cp) % p.tp != 0) {
-      throw InputError(fmt::format("--sequence-parallel needs --seq {} / --cp {} divisible by --tp {}", p.seq, p.cp,
-                                   p.tp));
+      throw InputError(
+          fmt::format("--sequence-parallel needs --seq {} / --cp {} divisible by --tp {}", p.seq, p.cp, p.tp));
     }
   }
   if (p.vpp == 1) return;
@@ -56,9 +56,9 @@ void check_megatron_features(const Workload& workload) {
   // Megatron's interleaved split lets only the first and the last stage differ from the others.
   for (std::size_t stage = 2; stage + 1 < layers.size(); ++stage) {
     if (layers[stage] != layers[1]) {
-      throw InputError(fmt::format(
-          "--vpp {} needs the middle stages' layers equal (only the first and last may differ), found {}", p.vpp,
-          fmt::join(layers, ",")));
+      throw InputError(
+          fmt::format("--vpp {} needs the middle stages' layers equal (only the first and last may differ), found {}",
+                      p.vpp, fmt::join(layers, ",")));
     }
   }
 }
@@ -147,8 +147,8 @@ int Workload::chunk_first_layer(int stage, int chunk) const {
 
 void require_not_interleaved(const Workload& workload, std::string_view what) {
   if (workload.parallel.vpp == 1) return;
-  throw InputError(fmt::format("--vpp {}: {} does not model interleaved 1F1B yet; use --vpp 1",
-                               workload.parallel.vpp, what));
+  throw InputError(
+      fmt::format("--vpp {}: {} does not model interleaved 1F1B yet; use --vpp 1", workload.parallel.vpp, what));
 }
 
 std::vector<int> parse_layers_per_stage(const std::string& text) {
@@ -224,7 +224,8 @@ Workload workload_from_json(std::string_view json_text, std::string_view origin_
   }
   // Blocks written before sequence parallelism and interleaving existed are for neither.
   if (const auto found = document.find("sequence_parallel"); found != document.end()) {
-    if (!found->is_boolean()) throw InputError(fmt::format("{}: field 'sequence_parallel' must be true or false", origin));
+    if (!found->is_boolean())
+      throw InputError(fmt::format("{}: field 'sequence_parallel' must be true or false", origin));
     p.sequence_parallel = found->get<bool>();
   }
   if (document.contains("vpp")) p.vpp = positive_field(document, "vpp", origin);

@@ -45,9 +45,7 @@ struct State {
   std::string energy_mode;                    // "", "stall" or "wrap"
 };
 
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 unsigned int power_mw(const State& state, unsigned int gpu) {
   return state.locked_mhz[gpu] == 0 ? 300000 : 100000 + 100 * state.locked_mhz[gpu];
@@ -105,12 +103,14 @@ int with_state(Change change) {
   ::flock(fd, LOCK_EX);
   std::string text;
   char chunk[4096];
-  for (ssize_t count; (count = ::read(fd, chunk, sizeof(chunk))) > 0;) text.append(chunk, static_cast<std::size_t>(count));
+  for (ssize_t count; (count = ::read(fd, chunk, sizeof(chunk))) > 0;)
+    text.append(chunk, static_cast<std::size_t>(count));
   State state = parse(text);
   // Bring the energy integral up to now with the power drawn since the last change.
   const double now = now_s();
   if (state.since_s >= 0 && state.energy_mode != "stall") {
-    for (unsigned int gpu = 0; gpu < kGpuCount; ++gpu) state.energy_mj[gpu] += power_mw(state, gpu) * (now - state.since_s);
+    for (unsigned int gpu = 0; gpu < kGpuCount; ++gpu)
+      state.energy_mj[gpu] += power_mw(state, gpu) * (now - state.since_s);
   } else if (state.since_s < 0) {
     for (double& energy : state.energy_mj) energy = 9.0e8;  // the driver loaded a while ago
   }
@@ -243,7 +243,7 @@ int nvmlDeviceGetTotalEnergyConsumption(void* device, unsigned long long* energy
     const double at_boundary_mj =
         state.energy_mj[gpu] -
         power_mw(state, gpu) * (state.since_s - kUpdatePeriodS * static_cast<double>(static_cast<long long>(
-                                                                      state.since_s / kUpdatePeriodS)));
+                                                                     state.since_s / kUpdatePeriodS)));
     const auto value = static_cast<unsigned long long>(at_boundary_mj);
     *energy_mj = state.energy_mode == "wrap" ? value % kWrapMj : value;
     return kSuccess;
@@ -289,15 +289,24 @@ int nvmlDeviceGetName(void* device, char* name, unsigned int length) {
 }
 const char* nvmlErrorString(int code) {
   switch (code) {
-    case 0: return "Success";
-    case 1: return "Uninitialized";
-    case 2: return "Invalid Argument";
-    case 3: return "Not Supported";
-    case 4: return "Insufficient Permissions";
-    case 7: return "Insufficient Size";
-    case 9: return "Driver Not Loaded";
-    case 15: return "GPU is lost";
-    default: return "Unknown Error";
+    case 0:
+      return "Success";
+    case 1:
+      return "Uninitialized";
+    case 2:
+      return "Invalid Argument";
+    case 3:
+      return "Not Supported";
+    case 4:
+      return "Insufficient Permissions";
+    case 7:
+      return "Insufficient Size";
+    case 9:
+      return "Driver Not Loaded";
+    case 15:
+      return "GPU is lost";
+    default:
+      return "Unknown Error";
   }
 }
 

@@ -60,9 +60,7 @@ TEST(InterleavedOneFOneB, WarmupCoveringEverythingRunsAllForwardsFirst) {
   EXPECT_EQ(spell_chunks({last.begin() + 7, last.begin() + 10}), "F3.1 F0.2 B0.2 ");
 }
 
-TEST(InterleavedOneFOneB, OneChunkIsOneFOneB) {
-  EXPECT_EQ(interleaved_one_f_one_b(1, 4, 1, 6), one_f_one_b(1, 4, 6));
-}
+TEST(InterleavedOneFOneB, OneChunkIsOneFOneB) { EXPECT_EQ(interleaved_one_f_one_b(1, 4, 1, 6), one_f_one_b(1, 4, 6)); }
 
 }  // namespace
 }  // namespace kareus::pipeline

@@ -126,8 +126,7 @@ TEST(MakeWorkload, EveryRuleNamesItsFlag) {
          p.microbatches = 7;
        },
        "--vpp 2 needs --microbatches 7 divisible by --pp 2", llama},
-      {"vpp layers",
-       [](Parallelism& p) { p.vpp = 3; },
+      {"vpp layers", [](Parallelism& p) { p.vpp = 3; },
        "--vpp 3 must divide every stage's layers; stage 0 has 14 (stages: 14,14)", llama},
       {"vpp middle stages",
        [](Parallelism& p) {
@@ -195,8 +194,9 @@ TEST(WorkloadJson, RoundTripsSequenceParallelAndVppAndReadsOldBlocksAsNeither) {
   EXPECT_FALSE(old_back.parallel.sequence_parallel);
   EXPECT_EQ(old_back.parallel.vpp, 1);
   old["sequence_parallel"] = "yes";
-  EXPECT_NE(error_of([&] { (void)workload_from_json(old.dump(), "block"); })
-                .find("block: field 'sequence_parallel' must be true or false"),
+  EXPECT_NE(error_of([&] {
+              (void)workload_from_json(old.dump(), "block");
+            }).find("block: field 'sequence_parallel' must be true or false"),
             std::string::npos);
 }
 

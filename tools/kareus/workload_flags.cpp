@@ -100,9 +100,9 @@ void add_workload_flags(CLI::App* command, WorkloadFlags& flags) {
   bind("--microbatches", p.microbatches, "microbatches per iteration");
   bind("--nanobatches", p.nanobatches, "nanobatches per microbatch: 1 or 2");
   bind("--recompute", flags.recompute, "activation checkpointing: full or none");
-  flags.bound["--sequence-parallel"] = command->add_flag(
-      "--sequence-parallel", p.sequence_parallel,
-      "Megatron's sequence parallelism: all-gather / reduce-scatter over TP in place of the all-reduce (needs --tp >= 2)");
+  flags.bound["--sequence-parallel"] = command->add_flag("--sequence-parallel", p.sequence_parallel,
+                                                         "Megatron's sequence parallelism: all-gather / reduce-scatter "
+                                                         "over TP in place of the all-reduce (needs --tp >= 2)");
   bind("--vpp", p.vpp, "virtual pipeline stages (model chunks) per rank: 1 = 1F1B, more = interleaved 1F1B");
   flags.bound["--layers-per-stage"] = command->add_option("--layers-per-stage", flags.layers_per_stage,
                                                           "layers of each stage, e.g. 15,13 (default: even split)");
