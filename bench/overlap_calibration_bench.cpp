@@ -1,8 +1,10 @@
 // The emulator's overlap gain against the A100 runs (planner/overlap_calibration.h): the four
 // ratios T(N+P fastest) / T(Perseus fastest) and iteration fits of a preset, then leave-one-out
-// of the overlap fit (fit on three configurations, predict the fourth). Prints markdown tables
-// for bench/RESULTS.md. Usage: overlap_calibration_bench [--gpu NAME|FILE] [NAME:MIN:MAX ...]
+// of the overlap fit (leave one configuration out; leave one model out), and what the preset
+// predicts for the four unseen Qwen3 configurations. Prints markdown tables for bench/RESULTS.md.
+// Usage: overlap_calibration_bench [--gpu NAME|FILE] [--table] [NAME:MIN:MAX ...]
 // (the parameters to fit, each with its range; default: planner::overlap_fit_parameters()).
+#include <array>
 #include <cstdio>
 #include <exception>
 #include <stdexcept>
@@ -27,12 +29,13 @@ planner::BoundedParameter parse_parameter(const std::string& text) {
           std::stod(text.substr(second + 1))};
 }
 
+auto pct(double ours, double real) { return 100 * (ours / real - 1); }
+
 void print_fit(const device::GpuSpec& gpu) {
   fmt::print("| config | real ratio | emulator ratio | error (points) | Perseus T | N+P T | Perseus W | N+P W |\n");
   fmt::print("|---|---|---|---|---|---|---|---|\n");
-  for (const planner::OverlapTarget& target : planner::a100_llama_targets()) {
+  for (const planner::OverlapTarget& target : planner::a100_targets()) {
     const planner::OverlapRun run = planner::run_overlap_target(gpu, target);
-    auto pct = [](double ours, double real) { return 100 * (ours / real - 1); };
     fmt::print(
         "| {} | {:.3f} | {:.3f} | {:+.1f} | {:.3f} s ({:+.1f}%) | {:.3f} s ({:+.1f}%) | {:.1f} ({:+.1f}%) | "
         "{:.1f} ({:+.1f}%) |\n",
@@ -44,15 +47,48 @@ void print_fit(const device::GpuSpec& gpu) {
   }
 }
 
+/// The four Qwen3 1.7B configurations of the artifact no fit saw (docs/kareus.md section 7).
+void print_unseen(const device::GpuSpec& gpu) {
+  fmt::print(
+      "\n| unseen config | emulator ratio | Perseus T | N+P T | Perseus W | N+P W |\n|---|---|---|---|---|---|\n");
+  for (const auto& [cp, tp, mbs, seq] :
+       {std::array{2, 4, 8, 8192}, std::array{2, 4, 16, 4096}, std::array{1, 8, 8, 8192}, std::array{1, 8, 16, 4096}}) {
+    const planner::OverlapTarget target{"qwen3-1.7b", cp, tp, mbs, seq};
+    const planner::OverlapRun run = planner::run_overlap_target(gpu, target);
+    fmt::print("| {} | {:.3f} | {:.3f} s | {:.3f} s | {:.1f} | {:.1f} |\n", target.name(), run.ratio(), run.none_time_s,
+               run.nanobatch_time_s, run.none_power_w, run.nanobatch_power_w);
+  }
+}
+
+void print_folds(const std::string& title, const std::vector<planner::LeaveOneOutFold>& folds,
+                 const std::vector<planner::BoundedParameter>& parameters) {
+  fmt::print("\n| {} | real ratio | predicted | error (points) | fit rms |", title);
+  for (const planner::BoundedParameter& parameter : parameters) fmt::print(" {} |", parameter.name);
+  fmt::print("\n|---|---|---|---|---|");
+  for (std::size_t index = 0; index < parameters.size(); ++index) fmt::print("---|");
+  fmt::print("\n");
+  for (const planner::LeaveOneOutFold& fold : folds) {
+    fmt::print("| {} | {:.3f} | {:.3f} | {:+.1f} | {:.2f} |", fold.held_out.name(), fold.held_out.ratio(),
+               fold.predicted_ratio, fold.error_points(), fold.fit.rms_error_points);
+    for (std::size_t index = 0; index < parameters.size(); ++index) {
+      fmt::print(" {:.4g}{} |", fold.fit.values[index], fold.fit.at_bound[index] ? " (bound)" : "");
+    }
+    fmt::print("\n");
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   try {
     std::string gpu_name = "a100-40gb";
+    bool table_only = false;
     std::vector<planner::BoundedParameter> parameters;
     for (int index = 1; index < argc; ++index) {
       const std::string argument = argv[index];
-      if (argument == "--gpu" && index + 1 < argc) {
+      if (argument == "--table") {
+        table_only = true;
+      } else if (argument == "--gpu" && index + 1 < argc) {
         gpu_name = argv[++index];
       } else {
         parameters.push_back(parse_parameter(argument));
@@ -60,26 +96,28 @@ int main(int argc, char** argv) {
     }
     const device::GpuSpec gpu = device::load_gpu(gpu_name);
     print_fit(gpu);
+    print_unseen(gpu);
+    if (table_only) return 0;
     if (parameters.empty()) parameters = planner::overlap_fit_parameters();
-    const planner::OverlapFit all = planner::fit_overlap(gpu, planner::a100_llama_targets(), parameters);
-    fmt::print("\nFit on all four: rms {:.2f} points;", all.rms_error_points);
+    const std::vector<planner::OverlapTarget>& targets = planner::a100_targets();
+    const planner::OverlapFit all = planner::fit_overlap(gpu, targets, parameters);
+    fmt::print("\nFit on all six: rms {:.2f} points;", all.rms_error_points);
     for (std::size_t index = 0; index < parameters.size(); ++index) {
       fmt::print(" {} = {:.4g}{}", parameters[index].name, all.values[index], all.at_bound[index] ? " (AT BOUND)" : "");
     }
-    fmt::print("\n\n| held out | real ratio | predicted | error (points) | fit rms on the other three |");
-    for (const planner::BoundedParameter& parameter : parameters) fmt::print(" {} |", parameter.name);
-    fmt::print("\n|---|---|---|---|---|");
-    for (std::size_t index = 0; index < parameters.size(); ++index) fmt::print("---|");
     fmt::print("\n");
-    for (const planner::LeaveOneOutFold& fold :
-         planner::leave_one_out(gpu, planner::a100_llama_targets(), parameters)) {
-      fmt::print("| {} | {:.3f} | {:.3f} | {:+.1f} | {:.2f} |", fold.held_out.name(), fold.held_out.ratio(),
-                 fold.predicted_ratio, fold.error_points(), fold.fit.rms_error_points);
-      for (std::size_t index = 0; index < parameters.size(); ++index) {
-        fmt::print(" {:.4g}{} |", fold.fit.values[index], fold.fit.at_bound[index] ? " (bound)" : "");
-      }
-      fmt::print("\n");
+    print_folds("left out (one config)", planner::leave_one_out(gpu, targets, parameters), parameters);
+    // Leave one model out: fit on Llama, predict both Qwen; fit on Llama and one Qwen, predict the other.
+    const std::vector<planner::OverlapTarget> llama = planner::targets_of(targets, "llama3.2-3b");
+    const std::vector<planner::OverlapTarget> qwen = planner::targets_of(targets, "qwen3-1.7b");
+    std::vector<planner::LeaveOneOutFold> by_model = planner::fit_and_predict(gpu, llama, qwen, parameters);
+    for (std::size_t held = 0; held < qwen.size(); ++held) {
+      std::vector<planner::OverlapTarget> fitted = llama;
+      fitted.push_back(qwen[1 - held]);
+      by_model.push_back(planner::fit_and_predict(gpu, fitted, {qwen[held]}, parameters).front());
     }
+    print_folds("predicted (rows 1-2 fitted on Llama's four; rows 3-4 on those and the other Qwen3)", by_model,
+                parameters);
     return 0;
   } catch (const std::exception& error) {
     std::fprintf(stderr, "overlap_calibration_bench: %s\n", error.what());

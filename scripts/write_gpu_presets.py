@@ -15,7 +15,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 FIT = "[F] fit to docs/kareus.md section 9 (Llama 3.2 3B, 4 configs), see bench/RESULTS.md"
 # The two overlap parameters fitted to the A100 ratios T(N+P fastest) / T(Perseus fastest)
 # (planner/overlap_calibration.h, bench/overlap_calibration_bench.cpp, leave-one-out in bench/RESULTS.md).
-OVERLAP_FIT = "[F] fit to the four A100 overlap ratios of Llama 3.2 3B (leave-one-out and fit in bench/RESULTS.md, Emulator calibration)"
+OVERLAP_FIT = "[F] fit to the six A100 overlap ratios (Llama 3.2 3B x4, Qwen3 1.7B x2; leave-one-out and leave-one-model-out in bench/RESULTS.md, Emulator calibration)"
 
 A100 = {
     "name": "a100-40gb",
@@ -47,8 +47,10 @@ A100 = {
         "default_comm_ctas": (24, "[M] t100: NCCL default 24 channels on A100"),
         "comm_sm_share": (1.0, "[M] n689: NCCL CTAs do not share an SM with compute"),
         "comm_hbm_bytes_per_byte": (3.0, "[E] ring all-reduce step: read local + read received + write, per bus byte"),
-        "comm_overlap_slowdown": (0.52, OVERLAP_FIT + "; beyond its HBM share (the emulator shares HBM in proportion to demand), a collective beside compute contends for L2 and SM issue; fitted in 0..1 (compute beside a collective slows 18.9% on average, 40% at most: Lee et al., arXiv 2507.03114)"),
-        "partition_sync_us": (148, OVERLAP_FIT + "; per partition: stream join, event wait, collective launch and nanobatch dispatch; no public measurement pins it (the device check's partition records will): the four ratios need ~150 us whatever the contention model"),
+        "comm_overlap_slowdown": (0.115, OVERLAP_FIT + "; beyond its HBM share (the emulator shares HBM in proportion to demand), a collective beside compute contends for L2 and SM issue; fitted in 0..1 (compute beside a collective slows 18.9% on average, 40% at most: Lee et al., arXiv 2507.03114)"),
+        "partition_sync_us": (217, OVERLAP_FIT + "; GPU-side, per partition: the compute stream's wait on the collective's event, the NCCL kernel's launch and its wait for the group's other ranks to arrive (rank skew); fitted in 0..400 us; no public measurement pins it (the device check's partition records will)"),
+        "partition_host_us": (851, OVERLAP_FIT + "; host-side: the artifact's executor issues each partition from Python (its 10-40 PyTorch ops, the collective's torch.distributed call, the stream events) at 5-25 us of CPU per PyTorch op (pt-dispatch), so 50-1000 us (docs/gpu-data.md section 3); fitted in that range. Only partitions shorter than it (Qwen3 CP2 TP4: 8k tokens x hidden 2048 per nanobatch) wait for the host: why overlap costs 13% there and 2% on Llama 3.2 3B"),
+        "cp_exchange_ctas": (8, "[M] CP exchanges K/V by NCCL send/recv (ring attention) on its p2p channels, not the collective's: 2 per peer by default (n1189), 8 between two A100s at ~72 GB/s (t331), H100 pair ~80 GB/s (t268): 2-8 CTAs (docs/gpu-data.md section 3); the upper end, which the six ratios prefer"),
         "power_limit_w": (400, "[M] dock: default 400 W"),
         "static_power_w": (85, "[K] Kareus artifact: A100 blocked in P2P receive"),
         "idle_power_w": (60, "[M] peer: 59-62 W idle, no process"),
@@ -98,8 +100,10 @@ def hopper(name, description, hbm_gbps, hbm_source, stream_efficiency, stream_so
     p["collective_fill_mib"] = (20, "[E] the A100 value; AZ H100/H200 busbw vs size (16M 235-240, 268M 423-432, 1G 466-468 GB/s) is NVLS, not the ring this models")
     p["comm_sm_share"] = (1.0, "[M] n689: NCCL CTAs do not share an SM with compute (any GPU)")
     p["comm_hbm_bytes_per_byte"] = (3.0, "[E] the A100 rule: ring step reads local + reads received + writes, per bus byte; HBM3/3e does not change the count")
-    p["comm_overlap_slowdown"] = (0.52, "[E] the A100 fit (L2/SM-issue contention beside compute, beyond the HBM share); Hopper's 50 MB L2 may lower it")
-    p["partition_sync_us"] = (148, "[E] the A100 fit: stream join, event wait, collective launch and dispatch are host and driver costs, not the GPU's")
+    p["comm_overlap_slowdown"] = (0.115, "[E] the A100 fit (L2/SM-issue contention beside compute, beyond the HBM share); Hopper's 50 MB L2 may lower it")
+    p["partition_sync_us"] = (217, "[E] the A100 fit: event wait, NCCL launch and rank skew, taken unchanged")
+    p["partition_host_us"] = (851, "[E] the A100 fit: a host cost (Python and dispatch), not the GPU's")
+    p["cp_exchange_ctas"] = (8, "[E] the A100 value: NCCL p2p channels (n1189, t331; t268: ~80 GB/s between two H100s is ~5 CTAs at 15.8 GB/s)")
     p["power_limit_w"] = (700, "[S] 700 W TDP")
     p["static_power_w"] = (110, "[E] (?) between idle ~79 W (slurm) and context-idle ~140 W (burn); calibrate")
     p["idle_power_w"] = (79, "[M] slurm: 78.8 W, 700-W Hopper (?)")

@@ -12,6 +12,8 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include <pybind11/operators.h>
@@ -272,6 +274,28 @@ void bind_pipeline_order(py::module_& module) {
       },
       py::arg("stage"), py::arg("stages"), py::arg("microbatches"),
       "(type, microbatch) of one stage in synchronous 1F1B order (Megatron's non-interleaved schedule).");
+  module.def(
+      "interleaved_one_f_one_b",
+      [](int stage, int stages, int chunks, int microbatches) {
+        const bool shape_ok = stages >= 1 && stage >= 0 && stage < stages && chunks >= 1 && microbatches >= 1 &&
+                              (chunks == 1 || (stages >= 2 && microbatches % stages == 0));
+        if (!shape_ok) {
+          throw kareus::InputError(
+              "interleaved_one_f_one_b: needs 0 <= stage < stages, chunks >= 1, microbatches >= 1 and, with chunks "
+              "> 1, stages >= 2 and microbatches a multiple of stages; found stage " +
+              std::to_string(stage) + ", stages " + std::to_string(stages) + ", chunks " + std::to_string(chunks) +
+              ", microbatches " + std::to_string(microbatches));
+        }
+        std::vector<std::tuple<std::string, int, int>> order;
+        for (const pipeline::Instruction& instruction :
+             pipeline::interleaved_one_f_one_b(stage, stages, chunks, microbatches)) {
+          order.emplace_back(std::string(to_string(instruction.type)), instruction.chunk, instruction.microbatch);
+        }
+        return order;
+      },
+      py::arg("stage"), py::arg("stages"), py::arg("chunks"), py::arg("microbatches"),
+      "(type, chunk, microbatch) of one stage in Megatron's interleaved 1F1B order (forward_backward_pipelining_"
+      "with_interleaving at the default microbatch group size, `stages`); chunks 1 is one_f_one_b.");
 }
 
 /// Model and GPU presets, and the deadline choice over a frontier.
@@ -320,7 +344,7 @@ void bind_workload(py::module_& module) {
   py::class_<wl::Workload>(module, "Workload")
       .def(py::init([](const std::string& model, int tp, int cp, int pp, int dp, int mbs, std::optional<int> seq,
                        int microbatches, int nanobatches, const std::string& recompute,
-                       const std::vector<int>& layers_per_stage) {
+                       const std::vector<int>& layers_per_stage, bool sequence_parallel, int vpp) {
              wl::ModelSpec spec = wl::load_model(model);
              wl::Parallelism parallel;
              parallel.tp = tp;
@@ -336,11 +360,14 @@ void bind_workload(py::module_& module) {
              }
              parallel.recompute = recompute == "full" ? wl::Recompute::kFull : wl::Recompute::kNone;
              parallel.layers_per_stage = layers_per_stage;
+             parallel.sequence_parallel = sequence_parallel;
+             parallel.vpp = vpp;
              return wl::make_workload(std::move(spec), parallel);
            }),
            py::arg("model"), py::arg("tp") = 1, py::arg("cp") = 1, py::arg("pp") = 1, py::arg("dp") = 1,
            py::arg("mbs") = 2, py::arg("seq") = py::none(), py::arg("microbatches") = 1, py::arg("nanobatches") = 2,
            py::arg("recompute") = "full", py::arg("layers_per_stage") = std::vector<int>{},
+           py::arg("sequence_parallel") = false, py::arg("vpp") = 1,
            "A model under a parallelism (workload.h); seq None is the model's default (4096, or its "
            "max_positions when smaller); throws InputError naming the flag that breaks a rule.")
       .def_property_readonly("model", [](const wl::Workload& workload) { return model_dict(workload.model); })
@@ -356,9 +383,24 @@ void bind_workload(py::module_& module) {
                                result["seq"] = p.seq;
                                result["microbatches"] = p.microbatches;
                                result["nanobatches"] = p.nanobatches;
+                               result["sequence_parallel"] = p.sequence_parallel;
+                               result["vpp"] = p.vpp;
                                return result;
                              })
       .def_property_readonly("stage_layers", [](const wl::Workload& workload) { return workload.stage_layers; })
+      .def(
+          "chunk_layers",
+          [](const wl::Workload& workload, int stage, int chunk) {
+            if (stage < 0 || stage >= workload.parallel.pp || chunk < 0 || chunk >= workload.parallel.vpp) {
+              throw kareus::InputError("chunk_layers: stage " + std::to_string(stage) + " chunk " +
+                                       std::to_string(chunk) + " is outside pp " +
+                                       std::to_string(workload.parallel.pp) + " x vpp " +
+                                       std::to_string(workload.parallel.vpp));
+            }
+            return std::pair{workload.chunk_first_layer(stage, chunk), workload.chunk_layers(stage)};
+          },
+          py::arg("stage"), py::arg("chunk"),
+          "(first layer, layer count) of model chunk `chunk` of `stage`: Megatron's interleaved layer split.")
       .def_property_readonly("recompute",
                              [](const wl::Workload& workload) {
                                return workload.parallel.recompute == wl::Recompute::kFull ? "full" : "none";

@@ -167,6 +167,12 @@ PartitionRun run_partition(const GpuSpec& gpu, const partition::Partition& parti
       if (op_index == ops.size()) timeline.run().compute_end_s = timeline.now();
     }
   }
+  // The host issues a partition (its ops, the collective's call, the stream events) from Python
+  // in partition_host_us and runs ahead of the GPU while partitions take longer; a shorter one
+  // leaves the GPU waiting for the next, idle at static power with the clock held.
+  if (timeline.now() < gpu.partition_host_us * 1e-6) {
+    timeline.add(gpu.partition_host_us * 1e-6 - timeline.now(), gpu.static_power_w, freq, "", false);
+  }
   return timeline.finish();
 }
 

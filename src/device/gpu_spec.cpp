@@ -53,6 +53,8 @@ constexpr DoubleField kDoubleFields[] = {
     {"comm_hbm_bytes_per_byte", &GpuSpec::comm_hbm_bytes_per_byte, 0, 100},
     {"comm_overlap_slowdown", &GpuSpec::comm_overlap_slowdown, 0, 10},
     {"partition_sync_us", &GpuSpec::partition_sync_us, 0, 1e5},
+    {"partition_host_us", &GpuSpec::partition_host_us, 0, 1e5},
+    {"cp_exchange_ctas", &GpuSpec::cp_exchange_ctas, 1, 1e4},
     {"power_limit_w", &GpuSpec::power_limit_w, 1, 1e4},
     {"static_power_w", &GpuSpec::static_power_w, 0, 1e4},
     {"idle_power_w", &GpuSpec::idle_power_w, 0, 1e4},

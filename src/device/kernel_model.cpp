@@ -94,14 +94,18 @@ CollectiveRun collective_kernel(const GpuSpec& gpu, const workload::Op& op, int 
       break;
   }
   const double link_rate = gpu.link_bandwidth_gbps * 1e9 * gpu.link_efficiency;
-  const double cta_rate = ctas * gpu.cta_bytes_per_clock * freq_mhz * 1e6;
+  // Context parallelism exchanges K/V by send/recv between the ranks (ring attention), which
+  // NCCL runs on its few channels per peer, not on the collective's CTAs.
+  const double used_ctas =
+      collective.group == workload::CommGroup::kCp ? std::min<double>(ctas, gpu.cp_exchange_ctas) : ctas;
+  const double cta_rate = used_ctas * gpu.cta_bytes_per_clock * freq_mhz * 1e6;
   const double rate = collective.kind == CollectiveKind::kSendRecv ? link_rate : smooth_min(link_rate, cta_rate);
   const double fill_bytes = gpu.collective_fill_mib * 1024 * 1024 * (bus_bytes / std::max(collective.bytes, 1.0));
   CollectiveRun run;
   run.time_s = (bus_bytes + fill_bytes) / rate + steps * gpu.link_latency_us * 1e-6;
   run.bus_bytes_per_s = bus_bytes / run.time_s;
   run.hbm_bytes_per_s = gpu.comm_hbm_bytes_per_byte * run.bus_bytes_per_s;
-  run.sms = collective.kind == CollectiveKind::kSendRecv ? 0 : ctas * gpu.comm_sm_share;
+  run.sms = collective.kind == CollectiveKind::kSendRecv ? 0 : used_ctas * gpu.comm_sm_share;
   return run;
 }
 

@@ -385,6 +385,13 @@ class SchedsReader {
 
 ArtifactFiles export_artifact(const plan::Plan& plan, const workload::Workload& workload, int number,
                               std::string_view origin) {
+  // The artifact's schedule files name an instruction by stage and microbatch only: no model chunk.
+  if (workload.parallel.vpp != 1) {
+    throw InputError(
+        fmt::format("{}: made for --vpp {}; the artifact's schedule files have no model chunk, so "
+                    "export takes only plans with --vpp 1",
+                    origin, workload.parallel.vpp));
+  }
   const ArtifactKeyLayout layout = artifact_key_layout(workload);
   plan::check_plan_workload(plan, plan::plan_workload_json(workload, ""), origin);
   const std::string comments =

@@ -97,6 +97,14 @@ std::vector<ServedPlan> load_served_frontier(const std::filesystem::path& path, 
   frontier = std::move(pareto);
   const plan::Plan& first = frontier.front().plan;
   for (const ServedPlan& point : frontier) {
+    // Zeus's PFO protocol names an instruction by stage and microbatch only: no model chunk.
+    const nlohmann::json block = nlohmann::json::parse(point.plan.workload_json);
+    if (const auto vpp = block.find("vpp"); vpp != block.end() && *vpp != 1) {
+      throw InputError(
+          fmt::format("{}: made for --vpp {}; Zeus's PFO protocol has no model chunk, so serve takes "
+                      "only plans with --vpp 1",
+                      point.path, vpp->dump()));
+    }
     if (point.plan.stages.size() != first.stages.size() ||
         plan::microbatch_count(point.plan) != plan::microbatch_count(first)) {
       throw InputError(fmt::format("{}: {} stages and {} microbatches, but {} has {} and {}", point.path,

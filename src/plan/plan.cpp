@@ -68,6 +68,12 @@ void check_one_f_one_b(const Plan& plan, std::string_view origin) {
   }
 }
 
+/// A block written before sequence parallelism and interleaving existed is for neither.
+void default_megatron_features(json& block) {
+  if (!block.contains("sequence_parallel")) block["sequence_parallel"] = false;
+  if (!block.contains("vpp")) block["vpp"] = 1;
+}
+
 }  // namespace
 
 Plan parse_plan(std::string_view text, std::string_view origin_view) {
@@ -131,7 +137,8 @@ std::string plan_workload_json(const workload::Workload& workload, std::string_v
 }
 
 void check_workload(std::string_view recorded_json, std::string_view job_json, std::string_view origin) {
-  const json recorded = parse_json(recorded_json, origin);
+  json recorded = parse_json(recorded_json, origin);
+  if (recorded.contains("model")) default_megatron_features(recorded);
   const json job = parse_json(job_json, "the run's workload");
   // Fields in the order the run's block lists them (model, shape, tp, cp, pp, ...), so the
   // first difference named is the most fundamental one.
@@ -151,6 +158,7 @@ void check_plan_workload(const Plan& plan, std::string_view job_json, std::strin
   json recorded = parse_json(plan.workload_json, origin);
   recorded["pp"] = plan.stages.size();
   recorded["microbatches"] = microbatch_count(plan);
+  default_megatron_features(recorded);
   check_workload(recorded.dump(), job_json, origin);
 }
 

@@ -21,25 +21,40 @@ constexpr double kBoundMargin = 0.01;   // of the range: closer than this to an 
 
 }  // namespace
 
-std::string OverlapTarget::name() const { return fmt::format("CP{} TP{} mbs{} {}k", cp, tp, mbs, seq / 1024); }
+std::string OverlapTarget::name() const {
+  return fmt::format("{} CP{} TP{} mbs{} {}k", model, cp, tp, mbs, seq / 1024);
+}
 
-const std::vector<OverlapTarget>& a100_llama_targets() {
+const std::vector<OverlapTarget>& a100_targets() {
   // Megatron+Perseus and Nanobatching+Perseus fastest plans of the Kareus artifact, predicted from
-  // real per-clock profiles of 2x8 A100-40GB: time (s) and average power per GPU (W).
+  // real per-clock profiles of 2x8 A100-40GB: time (s) and average power per GPU (W)
+  // (docs/kareus.md section 9).
   static const std::vector<OverlapTarget> targets = {
-      {1, 8, 8, 4096, 5.113, 275.2, 4.627, 284.4},
-      {2, 4, 8, 4096, 4.205, 303.9, 4.275, 294.3},
-      {2, 4, 8, 8192, 9.053, 285.7, 8.680, 313.6},
-      {2, 4, 16, 4096, 7.981, 290.2, 7.777, 311.3},
+      {"llama3.2-3b", 1, 8, 8, 4096, 5.113, 275.2, 4.627, 284.4},
+      {"llama3.2-3b", 2, 4, 8, 4096, 4.205, 303.9, 4.275, 294.3},
+      {"llama3.2-3b", 2, 4, 8, 8192, 9.053, 285.7, 8.680, 313.6},
+      {"llama3.2-3b", 2, 4, 16, 4096, 7.981, 290.2, 7.777, 311.3},
+      {"qwen3-1.7b", 1, 8, 8, 4096, 3.314, 257.2, 3.025, 266.0},
+      {"qwen3-1.7b", 2, 4, 8, 4096, 2.836, 273.1, 3.206, 239.0},
   };
   return targets;
 }
 
+std::vector<OverlapTarget> targets_of(const std::vector<OverlapTarget>& targets, const std::string& model) {
+  std::vector<OverlapTarget> selected;
+  for (const OverlapTarget& target : targets) {
+    if (target.model == model) selected.push_back(target);
+  }
+  return selected;
+}
+
 std::vector<BoundedParameter> overlap_fit_parameters() {
   return {
-      // Stream join, event wait and the collective's launch per partition: at least the few us of
-      // an event record and wait, at most 400 us (a fifth of a 2 ms partition).
+      // GPU-side, per partition: the event wait, the collective's launch and its wait for the
+      // other ranks; at most 400 us (a fifth of a 2 ms partition). No cited range.
       {"partition_sync_us", 0, 400},
+      // Host-side, per partition: 10-40 PyTorch ops at 5-25 us of CPU each (docs/gpu-data.md).
+      {"partition_host_us", 50, 1000},
       // Up to twice as long. A bound by analogy, not a measurement: the same contention slows the
       // compute beside a collective by 18.9% on average and 40% at most (Lee et al., arXiv
       // 2507.03114, A100/H100); no public figure isolates the collective's own slowdown.
@@ -54,7 +69,7 @@ workload::Workload target_workload(const OverlapTarget& target) {
   parallel.mbs = target.mbs;
   parallel.seq = target.seq;
   parallel.layers_per_stage = {15, 13};
-  return workload::make_workload(workload::load_model("llama3.2-3b"), parallel);
+  return workload::make_workload(workload::load_model(target.model), parallel);
 }
 
 OverlapRun run_overlap_target(const device::GpuSpec& gpu, const OverlapTarget& target) {
@@ -126,9 +141,19 @@ std::vector<LeaveOneOutFold> leave_one_out(const device::GpuSpec& start, const s
     for (std::size_t index = 0; index < targets.size(); ++index) {
       if (index != held) rest.push_back(targets[index]);
     }
-    LeaveOneOutFold fold{targets[held], fit_overlap(start, rest, parameters), 0};
-    fold.predicted_ratio = run_overlap_target(fold.fit.gpu, targets[held]).ratio();
-    folds.push_back(std::move(fold));
+    std::vector<LeaveOneOutFold> fold = fit_and_predict(start, rest, {targets[held]}, parameters);
+    folds.push_back(std::move(fold.front()));
+  }
+  return folds;
+}
+
+std::vector<LeaveOneOutFold> fit_and_predict(const device::GpuSpec& start, const std::vector<OverlapTarget>& fitted,
+                                             const std::vector<OverlapTarget>& predicted,
+                                             const std::vector<BoundedParameter>& parameters) {
+  const OverlapFit fit = fit_overlap(start, fitted, parameters);
+  std::vector<LeaveOneOutFold> folds;
+  for (const OverlapTarget& target : predicted) {
+    folds.push_back({target, fit, run_overlap_target(fit.gpu, target).ratio()});
   }
   return folds;
 }

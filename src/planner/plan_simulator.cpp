@@ -31,6 +31,7 @@ void check_plan_fits(const plan::Plan& plan, const workload::Workload& workload,
 
 pipeline::IterationRun simulate_plan(device::Device& device, const workload::Workload& workload, const plan::Plan& plan,
                                      std::optional<workload::OverlapMode> fallback) {
+  workload::require_not_interleaved(workload, "the simulator");
   using Key = std::tuple<int, int, int, workload::OverlapMode, std::string>;  // stage, type, clock, overlap, configs
   std::map<Key, pipeline::InstructionCost> cache;
   auto run_at = [&](int stage, const PlannedInstruction& instruction, int freq_mhz, bool default_choices) {

@@ -200,6 +200,14 @@ void DaemonCore::set_max_requests_per_second(double rate) {
   for (auto& [id, client] : clients_) client.tokens = std::min(client.tokens, rate);
 }
 
+std::vector<int> DaemonCore::held_gpus() const {
+  std::vector<int> held;
+  for (std::size_t index = 0; index < gpus_.size(); ++index) {
+    if (gpus_[index].holder) held.push_back(static_cast<int>(index));
+  }
+  return held;
+}
+
 std::optional<DaemonCore::ClientId> DaemonCore::holder(int gpu) const {
   if (gpu < 0 || gpu >= gpu_count()) return std::nullopt;
   return gpus_[static_cast<std::size_t>(gpu)].holder;
@@ -266,6 +274,16 @@ DaemonReply DaemonCore::handle(ClientId client_id, std::string_view line, double
                                     list_clocks(gpu.supported_mhz)));
         }
         if (held_by_other()) return refuse(fmt::format("gpu {} is locked by {}", request.gpu, holder_text()));
+        if (!gpu.holder && record_) {
+          // Recorded before NVML is asked: a crash in between must not leave an unrecorded lock.
+          gpu.holder = client_id;
+          try {
+            record_locked();
+          } catch (...) {
+            gpu.holder.reset();
+            throw;
+          }
+        }
         gpu.backend->set_locked_clock(request.freq_mhz);
         gpu.holder = client_id;
         reply.freq_mhz = gpu.backend->read_clock_mhz();  // the clock it runs: one request per change
@@ -274,8 +292,9 @@ DaemonReply DaemonCore::handle(ClientId client_id, std::string_view line, double
       case DaemonOp::kReset: {
         if (held_by_other()) return refuse(fmt::format("gpu {} is locked by {}", request.gpu, holder_text()));
         if (gpu.holder) {
-          gpu.backend->reset();
+          reset_gpu(request.gpu);
           gpu.holder.reset();
+          record_locked();
         }
         break;
       }
@@ -299,12 +318,14 @@ DaemonReply DaemonCore::handle(ClientId client_id, std::string_view line, double
 
 std::vector<int> DaemonCore::disconnect(ClientId client, std::vector<std::string>* failures) {
   std::vector<int> reset;
+  bool released = false;
   for (std::size_t index = 0; index < gpus_.size(); ++index) {
     if (gpus_[index].holder != client) continue;
     // The lease goes whatever the reset does: a dead client must not lock the GPU forever.
     gpus_[index].holder.reset();
+    released = true;
     try {
-      gpus_[index].backend->reset();
+      reset_gpu(static_cast<int>(index));
       reset.push_back(static_cast<int>(index));
     } catch (const std::exception& error) {
       if (failures) failures->push_back(fmt::format("gpu {}: reset failed: {}", index, error.what()));
@@ -313,22 +334,62 @@ std::vector<int> DaemonCore::disconnect(ClientId client, std::vector<std::string
     }
   }
   clients_.erase(client);
+  if (released) {
+    try {
+      record_locked();
+    } catch (const std::exception& error) {
+      if (failures) failures->push_back(fmt::format("the lease record was not updated: {}", error.what()));
+    }
+  }
   return reset;
 }
 
 std::vector<int> DaemonCore::reset_all() {
   std::vector<int> reset;
+  bool released = !stuck_.empty();
   for (std::size_t index = 0; index < gpus_.size(); ++index) {
-    if (!gpus_[index].holder) continue;
-    try {
-      gpus_[index].backend->reset();
-      reset.push_back(static_cast<int>(index));
-    } catch (...) {
-      // Shutdown must go on for the other GPUs.
-    }
+    const int gpu = static_cast<int>(index);
+    const bool stuck = std::find(stuck_.begin(), stuck_.end(), gpu) != stuck_.end();
+    if (!gpus_[index].holder && !stuck) continue;
     gpus_[index].holder.reset();
+    released = true;
+    try {
+      reset_gpu(gpu);
+      reset.push_back(gpu);
+    } catch (...) {
+      // Shutdown must go on for the other GPUs; this one stays in the record.
+    }
+  }
+  if (released) {
+    try {
+      record_locked();
+    } catch (...) {
+      // The record keeps naming these GPUs; the next daemon resets them again, harmlessly.
+    }
   }
   return reset;
+}
+
+void DaemonCore::reset_gpu(int gpu) {
+  if (gpu < 0 || gpu >= gpu_count()) throw Error(fmt::format("gpu {} does not exist here ({} GPUs)", gpu, gpu_count()));
+  const auto stuck = std::find(stuck_.begin(), stuck_.end(), gpu);
+  try {
+    gpus_[static_cast<std::size_t>(gpu)].backend->reset();
+  } catch (...) {
+    if (stuck == stuck_.end()) stuck_.push_back(gpu);
+    throw;
+  }
+  if (stuck != stuck_.end()) stuck_.erase(stuck);
+}
+
+void DaemonCore::record_locked() {
+  if (!record_) return;
+  std::vector<int> locked = held_gpus();
+  for (int gpu : stuck_) {
+    if (std::find(locked.begin(), locked.end(), gpu) == locked.end()) locked.push_back(gpu);
+  }
+  std::sort(locked.begin(), locked.end());
+  record_(locked);
 }
 
 }  // namespace kareus::runtime

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <limits>
+#include <sstream>
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -15,6 +17,7 @@
 #include <unistd.h>
 
 #include "kareus/common/error.h"
+#include "kareus/common/file_io.h"
 #include "kareus/common/file_lock.h"
 #include "kareus/common/nonblocking_io.h"
 #include "kareus/runtime/daemon.h"
@@ -43,6 +46,9 @@ constexpr std::size_t kMaxOutboxBytes = 1024 * 1024;
 /// How long accepting pauses when the daemon is out of file descriptors (or memory): the pending
 /// connection stays in the backlog, and polling it at once again would spin.
 constexpr double kAcceptPauseS = 0.1;
+
+// The first line of SOCKET_PATH.leases; one locked GPU index per line follows.
+constexpr std::string_view kLeaseRecordSchema = "kareusd.leases/1";
 
 std::string error_line(const std::string& message) {
   DaemonReply reply;
@@ -93,6 +99,7 @@ DaemonServer::DaemonServer(DaemonConfig config, std::vector<std::unique_ptr<Cloc
     }
     ::unlink(config_.socket_path.c_str());
   }
+  reset_left_locked();
   int pipe_fds[2];
   if (::pipe2(pipe_fds, O_CLOEXEC | O_NONBLOCK) != 0) throw Error(fmt::format("pipe: {}", std::strerror(errno)));
   stop_read_fd_ = pipe_fds[0];
@@ -113,6 +120,34 @@ DaemonServer::DaemonServer(DaemonConfig config, std::vector<std::unique_ptr<Cloc
   if (::chmod(config_.socket_path.c_str(), 0660) != 0) fail("cannot chmod", errno);
   if (group && ::chown(config_.socket_path.c_str(), static_cast<uid_t>(-1), *group) != 0) fail("cannot chown", errno);
   if (::listen(listen_fd_, 64) != 0) fail("cannot listen on", errno);
+}
+
+void DaemonServer::reset_left_locked() {
+  const std::filesystem::path record = config_.socket_path + ".leases";
+  core_.set_lease_record([record](const std::vector<int>& locked) {
+    if (locked.empty()) {
+      std::filesystem::remove(record);
+    } else {
+      write_file_atomic(record, fmt::format("{}\n{}\n", kLeaseRecordSchema, fmt::join(locked, "\n")));
+    }
+  });
+  if (!std::filesystem::exists(record)) return;
+  std::istringstream lines(read_text_file(record));
+  std::string header;
+  std::getline(lines, header);
+  for (int gpu = 0; lines >> gpu;) {
+    try {
+      core_.reset_gpu(gpu);
+      log(fmt::format("reset gpu {}, left locked by a previous kareusd that did not shut down (record {})", gpu,
+                      record.string()));
+    } catch (const std::exception& error) {
+      log(
+          fmt::format("GPU {} IS LEFT LOCKED by a previous kareusd: reset failed: {}; it stays in {} and the "
+                      "next start or shutdown tries again",
+                      gpu, error.what(), record.string()));
+    }
+  }
+  core_.record_locked();
 }
 
 DaemonServer::~DaemonServer() {

@@ -62,6 +62,32 @@ void KareusdConnection::connect_socket() {
   }
 }
 
+void KareusdConnection::reconnect() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+  buffer_.clear();
+  // A restarted kareusd (systemd's RestartSec=2 in kareusd.service) takes a few seconds to come
+  // back: six tries with doubling waits between, 0.1 s to 1.6 s (3.1 s in all), then an Error for
+  // this request (the next one tries again).
+  const double start_s = monotonic_s();
+  double wait_s = 0.1;
+  for (int attempt = 1;; ++attempt) {
+    try {
+      connect_socket();
+      return;
+    } catch (const Error& error) {
+      if (attempt == kReconnectAttempts) {
+        throw Error(
+            fmt::format("kareusd at {} went away and {} reconnect attempts over {:.1f} s failed (last: {}); the GPU "
+                        "clocks this job set are reset when kareusd starts again",
+                        socket_path_, kReconnectAttempts, monotonic_s() - start_s, error.what()));
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::duration<double>(wait_s));
+    wait_s *= 2;
+  }
+}
+
 KareusdConnection::~KareusdConnection() {
   if (fd_ >= 0) ::close(fd_);
 }
@@ -87,11 +113,8 @@ std::string KareusdConnection::exchange(std::string line) {
   // The daemon closes a connection that holds no GPU after idle_timeout_s without a request (and
   // a restarted daemon has none of our connections): such a connection held no lease, so open a
   // new one rather than fail.
-  if (buffer_.empty() && closed_by_daemon()) {
-    ::close(fd_);
-    fd_ = -1;
-    connect_socket();
-  }
+  // A failed reconnect leaves fd_ at -1, never read as open: the next exchange tries again.
+  if (fd_ < 0 || (buffer_.empty() && closed_by_daemon())) reconnect();
   const double deadline_s = monotonic_s() + timeouts_.reply_s;
   for (std::size_t sent = 0; sent < line.size();) {
     const ssize_t count = ::send(fd_, line.data() + sent, line.size() - sent, MSG_NOSIGNAL);

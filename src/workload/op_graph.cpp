@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "kareus/common/error.h"
+
 namespace kareus::workload {
 namespace {
 
@@ -180,6 +182,9 @@ std::string_view short_name(CollectiveKind kind) {
 }
 
 LayerGraph build_layer_graph(const Workload& workload) {
+  if (workload.parallel.sequence_parallel) {
+    throw InputError("--sequence-parallel: the op graph does not model sequence parallelism's collectives yet");
+  }
   const Shapes s = shapes_of(workload);
   const ModelSpec& model = workload.model;
   const int tp = workload.parallel.tp;

@@ -26,6 +26,43 @@ int positive_field(const nlohmann::json& document, std::string_view key, std::st
   return static_cast<int>(value);
 }
 
+/// The rules Megatron enforces for sequence parallelism and interleaving (arguments.py,
+/// schedules.py, transformer_layer.py's layer offset), on a workload whose stages are resolved.
+void check_megatron_features(const Workload& workload) {
+  const Parallelism& p = workload.parallel;
+  if (p.sequence_parallel) {
+    if (p.tp < 2) throw InputError(fmt::format("--sequence-parallel needs --tp >= 2, found --tp {}", p.tp));
+    // Each TP rank holds seq / (cp x tp) tokens of every sequence between the collectives.
+    if ((p.seq / p.cp) % p.tp != 0) {
+      throw InputError(
+          fmt::format("--sequence-parallel needs --seq {} / --cp {} divisible by --tp {}", p.seq, p.cp, p.tp));
+    }
+  }
+  if (p.vpp == 1) return;
+  if (p.pp < 2) throw InputError(fmt::format("--vpp {} needs --pp >= 2 (interleaving splits pipeline stages)", p.vpp));
+  // Megatron's default microbatch group is pp microbatches per chunk; a last group shorter than
+  // pp is refused there, so the count must be a multiple of pp.
+  if (p.microbatches % p.pp != 0) {
+    throw InputError(fmt::format("--vpp {} needs --microbatches {} divisible by --pp {} (Megatron's microbatch groups)",
+                                 p.vpp, p.microbatches, p.pp));
+  }
+  const std::vector<int>& layers = workload.stage_layers;
+  for (std::size_t stage = 0; stage < layers.size(); ++stage) {
+    if (layers[stage] % p.vpp != 0) {
+      throw InputError(fmt::format("--vpp {} must divide every stage's layers; stage {} has {} (stages: {})", p.vpp,
+                                   stage, layers[stage], fmt::join(layers, ",")));
+    }
+  }
+  // Megatron's interleaved split lets only the first and the last stage differ from the others.
+  for (std::size_t stage = 2; stage + 1 < layers.size(); ++stage) {
+    if (layers[stage] != layers[1]) {
+      throw InputError(
+          fmt::format("--vpp {} needs the middle stages' layers equal (only the first and last may differ), found {}",
+                      p.vpp, fmt::join(layers, ",")));
+    }
+  }
+}
+
 }  // namespace
 
 int default_sequence(const ModelSpec& model) {
@@ -44,6 +81,7 @@ Workload make_workload(ModelSpec model, Parallelism parallel) {
   require_in_range(p.seq, "--seq", kMaxSequence);
   require_in_range(p.microbatches, "--microbatches", kMaxMicrobatches);
   require_in_range(p.nanobatches, "--nanobatches", kMaxMicrobatchSize);
+  require_in_range(p.vpp, "--vpp", kMaxPipelineStages);
   // Each degree fits an int; their product may not, so it is taken in 64 bits.
   if (const long long gpus = static_cast<long long>(p.tp) * p.cp * p.pp * p.dp; gpus > kMaxGpus) {
     throw InputError(fmt::format("--tp {} x --cp {} x --pp {} x --dp {} = {} GPUs exceeds the limit of {}", p.tp, p.cp,
@@ -97,7 +135,20 @@ Workload make_workload(ModelSpec model, Parallelism parallel) {
     }
     workload.stage_layers = split;
   }
+  check_megatron_features(workload);
   return workload;
+}
+
+int Workload::chunk_first_layer(int stage, int chunk) const {
+  int first = chunk * (model.layers / parallel.vpp);
+  for (int earlier = 0; earlier < stage; ++earlier) first += chunk_layers(earlier);
+  return first;
+}
+
+void require_not_interleaved(const Workload& workload, std::string_view what) {
+  if (workload.parallel.vpp == 1) return;
+  throw InputError(
+      fmt::format("--vpp {}: {} does not model interleaved 1F1B yet; use --vpp 1", workload.parallel.vpp, what));
 }
 
 std::vector<int> parse_layers_per_stage(const std::string& text) {
@@ -134,6 +185,8 @@ std::string workload_to_json(const Workload& workload) {
       {"nanobatches", p.nanobatches},
       {"recompute", p.recompute == Recompute::kFull ? "full" : "none"},
       {"layers_per_stage", workload.stage_layers},
+      {"sequence_parallel", p.sequence_parallel},
+      {"vpp", p.vpp},
   };
   return document.dump();
 }
@@ -169,6 +222,13 @@ Workload workload_from_json(std::string_view json_text, std::string_view origin_
   for (const nlohmann::json& layers : split) {
     p.layers_per_stage.push_back(positive_field({{"layers_per_stage", layers}}, "layers_per_stage", origin));
   }
+  // Blocks written before sequence parallelism and interleaving existed are for neither.
+  if (const auto found = document.find("sequence_parallel"); found != document.end()) {
+    if (!found->is_boolean())
+      throw InputError(fmt::format("{}: field 'sequence_parallel' must be true or false", origin));
+    p.sequence_parallel = found->get<bool>();
+  }
+  if (document.contains("vpp")) p.vpp = positive_field(document, "vpp", origin);
   ModelSpec spec = parse_model(model.dump(), origin + ".shape");
   try {
     return make_workload(std::move(spec), std::move(p));

@@ -92,6 +92,19 @@ TEST(Plan, AWorkloadBlockThatDiffersFromTheRunNamesTheFirstField) {
             "p.json: made for layers_per_stage [14, 14], this run has layers_per_stage [15, 13]");
   EXPECT_EQ(check_error(plan, plan_workload_json(flags, "h100-sxm")),
             "p.json: made for gpu \"a100-40gb\", this run has gpu \"h100-sxm\"");
+  EXPECT_EQ(check_error(plan, changed([](auto& p) { p.sequence_parallel = true; })),
+            "p.json: made for sequence_parallel false, this run has sequence_parallel true");
+  EXPECT_EQ(check_error(plan, changed([](auto& p) { p.vpp = 2; })), "p.json: made for vpp 1, this run has vpp 2");
+  {
+    // A block written before the two fields is for neither.
+    Plan old = plan;
+    auto block = nlohmann::json::parse(old.workload_json);
+    block.erase("sequence_parallel");
+    block.erase("vpp");
+    old.workload_json = block.dump();
+    EXPECT_EQ(check_error(old, plan_workload_json(flags, "a100-40gb")), "<no InputError>");
+    EXPECT_EQ(check_error(old, changed([](auto& p) { p.vpp = 2; })), "p.json: made for vpp 1, this run has vpp 2");
+  }
   // The stage and microbatch counts are the plan's own, even when the block lacks them.
   EXPECT_EQ(check_error(plan, changed([](auto& p) { p.microbatches = 4; })),
             "p.json: made for microbatches 8, this run has microbatches 4");

@@ -4,8 +4,10 @@
 #include <chrono>
 #include <csignal>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <thread>
 
 #include <fcntl.h>
@@ -424,6 +426,60 @@ TEST_F(DaemonServerTest, ShutdownResetsClocksStillHeld) {
   stop();
   EXPECT_EQ(fake_.recorders[0]->locked_clock_mhz(), std::nullopt);
   EXPECT_FALSE(std::filesystem::exists(config_.socket_path));
+}
+
+// Issue #30: after kareusd went away the client's fd stayed at -1 and every later request failed
+// with "receive failed: Bad file descriptor", even once kareusd was back.
+TEST_F(DaemonServerTest, ARestartedDaemonIsReconnectedAndAGoneOneIsAClearError) {
+  KareusdClockBackend gpu0(config_.socket_path, 0, {0.5, 1});
+  gpu0.set_locked_clock(1410);
+  stop();
+  for (int request = 0; request < 2; ++request) {  // the second one starts from fd -1
+    const auto started = std::chrono::steady_clock::now();
+    const std::string message = error_of<Error>([&] { gpu0.set_locked_clock(1200); });
+    const double waited_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    EXPECT_NE(message.find("6 reconnect attempts over"), std::string::npos) << message;
+    EXPECT_EQ(message.find("Bad file descriptor"), std::string::npos) << message;
+    EXPECT_GT(waited_s, 3.0);  // 0.1 + 0.2 + 0.4 + 0.8 + 1.6 s of waits between the 6 tries
+    EXPECT_LT(waited_s, 10.0);
+  }
+  start();
+  gpu0.set_locked_clock(1200);
+  EXPECT_EQ(fake_.recorders[2]->locked_clock_mhz(), 1200);  // the new daemon's GPU 0
+  EXPECT_EQ(gpu0.read_clock_mhz(), 1200);
+}
+
+TEST_F(DaemonServerTest, LeasesAreRecordedOnDiskAndAStartResetsWhatAPreviousDaemonLeftLocked) {
+  const std::string record = config_.socket_path + ".leases";
+  auto read_record = [&] {
+    std::ifstream in(record);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  EXPECT_FALSE(std::filesystem::exists(record));
+  {
+    KareusdClockBackend gpu1(config_.socket_path, 1);
+    gpu1.set_locked_clock(1005);
+    EXPECT_EQ(read_record(), "kareusd.leases/1\n1\n");
+    KareusdClockBackend gpu0(config_.socket_path, 0);
+    gpu0.set_locked_clock(810);
+    EXPECT_EQ(read_record(), "kareusd.leases/1\n0\n1\n");
+    gpu0.reset();
+    EXPECT_EQ(read_record(), "kareusd.leases/1\n1\n");
+  }
+  EXPECT_TRUE(eventually([&] { return !std::filesystem::exists(record); }));  // both disconnected
+  // A daemon that died holding GPU 1 (SIGKILL: no shutdown ran) left this behind.
+  stop();
+  { std::ofstream(record) << "kareusd.leases/1\n1\n"; }
+  start();
+  const RecordedClockCall reset{RecordedClockCall::Kind::kReset, 0};
+  const auto resets_of = [&](int recorder) {
+    const auto calls = fake_.recorders[static_cast<std::size_t>(recorder)]->calls();
+    return std::count(calls.begin(), calls.end(), reset);
+  };
+  EXPECT_EQ(resets_of(3), 1);  // the new daemon's GPU 1
+  EXPECT_EQ(resets_of(2), 0);
+  EXPECT_EQ(log_lines_with("reset gpu 1, left locked by a previous kareusd"), 1u);
+  EXPECT_FALSE(std::filesystem::exists(record));
 }
 
 TEST_F(DaemonServerTest, TrainingLoopDrivesClocksThroughTheDaemon) {

@@ -100,6 +100,41 @@ TEST(MakeWorkload, EveryRuleNamesItsFlag) {
          p.layers_per_stage = {28, 0};
        },
        "--layers-per-stage 28,0: every stage needs >= 1 layer", llama},
+      // Megatron's rules for sequence parallelism and interleaving (defaults: tp 8, pp 2, 8 microbatches).
+      {"sp tp 1",
+       [](Parallelism& p) {
+         p.sequence_parallel = true;
+         p.tp = 1;
+       },
+       "--sequence-parallel needs --tp >= 2, found --tp 1", llama},
+      {"sp seq",
+       [](Parallelism& p) {
+         p.sequence_parallel = true;
+         p.seq = 4100;
+       },
+       "--sequence-parallel needs --seq 4100 / --cp 1 divisible by --tp 8", llama},
+      {"vpp zero", [](Parallelism& p) { p.vpp = 0; }, "--vpp 0 must be >= 1", llama},
+      {"vpp pp 1",
+       [](Parallelism& p) {
+         p.vpp = 2;
+         p.pp = 1;
+       },
+       "--vpp 2 needs --pp >= 2", llama},
+      {"vpp microbatches",
+       [](Parallelism& p) {
+         p.vpp = 2;
+         p.microbatches = 7;
+       },
+       "--vpp 2 needs --microbatches 7 divisible by --pp 2", llama},
+      {"vpp layers", [](Parallelism& p) { p.vpp = 3; },
+       "--vpp 3 must divide every stage's layers; stage 0 has 14 (stages: 14,14)", llama},
+      {"vpp middle stages",
+       [](Parallelism& p) {
+         p.vpp = 2;
+         p.pp = 4;
+         p.layers_per_stage = {6, 8, 6, 8};
+       },
+       "--vpp 2 needs the middle stages' layers equal (only the first and last may differ), found 6,8,6,8", llama},
   };
   for (const Row& row : rows) {
     SCOPED_TRACE(row.what);
@@ -108,6 +143,61 @@ TEST(MakeWorkload, EveryRuleNamesItsFlag) {
     const std::string message = error_of([&] { (void)make_workload(row.model, parallel); });
     EXPECT_NE(message.find(row.message), std::string::npos) << message;
   }
+}
+
+// Megatron's get_transformer_layer_offset: chunk c of stage s starts at c x (layers / vpp) plus
+// the earlier stages' chunk sizes. 80 layers, pp 4, vpp 5: chunks of 4, stage 1 chunk 2 starts
+// at 2 x 16 + 4 = 36.
+TEST(MakeWorkload, InterleavedChunksFollowMegatronsLayerOffsets) {
+  Parallelism parallel;
+  parallel.tp = 4;
+  parallel.pp = 4;
+  parallel.vpp = 5;
+  parallel.microbatches = 32;
+  const Workload workload = make_workload(load_model("llama3.3-70b"), parallel);
+  EXPECT_EQ(workload.chunk_layers(1), 4);
+  EXPECT_EQ(workload.chunk_first_layer(0, 0), 0);
+  EXPECT_EQ(workload.chunk_first_layer(3, 0), 12);
+  EXPECT_EQ(workload.chunk_first_layer(1, 2), 36);
+  EXPECT_EQ(workload.chunk_first_layer(3, 4), 76);
+  // Uneven first and last stages (Megatron's num_layers_in_first/last_pipeline_stage): 28 layers
+  // as 4,8,8,8 with vpp 2: chunks of 2,4,4,4, 14 layers per virtual pass.
+  parallel.vpp = 2;
+  parallel.microbatches = 8;
+  parallel.layers_per_stage = {4, 8, 8, 8};
+  const Workload uneven = make_workload(load_model("llama3.2-3b"), parallel);
+  EXPECT_EQ(uneven.chunk_layers(0), 2);
+  EXPECT_EQ(uneven.chunk_first_layer(1, 0), 2);
+  EXPECT_EQ(uneven.chunk_first_layer(3, 0), 10);
+  EXPECT_EQ(uneven.chunk_first_layer(0, 1), 14);
+  EXPECT_EQ(uneven.chunk_first_layer(2, 1), 20);
+}
+
+TEST(WorkloadJson, RoundTripsSequenceParallelAndVppAndReadsOldBlocksAsNeither) {
+  Parallelism parallel;
+  parallel.tp = 4;
+  parallel.pp = 4;
+  parallel.vpp = 7;
+  parallel.sequence_parallel = true;
+  parallel.microbatches = 8;
+  const std::string text = workload_to_json(make_workload(load_model("llama3.2-3b"), parallel));
+  const auto document = nlohmann::json::parse(text);
+  EXPECT_EQ(document["sequence_parallel"], true);
+  EXPECT_EQ(document["vpp"], 7);
+  const Workload back = workload_from_json(text, "block");
+  EXPECT_TRUE(back.parallel.sequence_parallel);
+  EXPECT_EQ(back.parallel.vpp, 7);
+  auto old = document;
+  old.erase("sequence_parallel");
+  old.erase("vpp");
+  const Workload old_back = workload_from_json(old.dump(), "block");
+  EXPECT_FALSE(old_back.parallel.sequence_parallel);
+  EXPECT_EQ(old_back.parallel.vpp, 1);
+  old["sequence_parallel"] = "yes";
+  EXPECT_NE(error_of([&] {
+              (void)workload_from_json(old.dump(), "block");
+            }).find("block: field 'sequence_parallel' must be true or false"),
+            std::string::npos);
 }
 
 TEST(ParseLayersPerStage, AcceptsCommaSeparatedPositiveIntegers) {

@@ -59,10 +59,12 @@ workload::Workload WorkloadFlags::resolve_for_plan(const plan::Plan& plan, const
                                     {"--dp", &p.dp, from_plan.dp},
                                     {"--mbs", &p.mbs, from_plan.mbs},
                                     {"--microbatches", &p.microbatches, from_plan.microbatches},
-                                    {"--nanobatches", &p.nanobatches, from_plan.nanobatches}}) {
+                                    {"--nanobatches", &p.nanobatches, from_plan.nanobatches},
+                                    {"--vpp", &p.vpp, from_plan.vpp}}) {
     if (!given(flag)) *field = value;
   }
   if (!given("--seq")) overlay.seq = from_plan.seq;
+  if (!given("--sequence-parallel")) p.sequence_parallel = from_plan.sequence_parallel;
   if (!given("--recompute")) overlay.recompute = from_plan.recompute == workload::Recompute::kFull ? "full" : "none";
   if (!given("--layers-per-stage")) {
     overlay.layers_per_stage = p.pp == from_plan.pp ? fmt::format("{}", fmt::join(planned.stage_layers, ",")) : "";
@@ -98,6 +100,10 @@ void add_workload_flags(CLI::App* command, WorkloadFlags& flags) {
   bind("--microbatches", p.microbatches, "microbatches per iteration");
   bind("--nanobatches", p.nanobatches, "nanobatches per microbatch: 1 or 2");
   bind("--recompute", flags.recompute, "activation checkpointing: full or none");
+  flags.bound["--sequence-parallel"] = command->add_flag("--sequence-parallel", p.sequence_parallel,
+                                                         "Megatron's sequence parallelism: all-gather / reduce-scatter "
+                                                         "over TP in place of the all-reduce (needs --tp >= 2)");
+  bind("--vpp", p.vpp, "virtual pipeline stages (model chunks) per rank: 1 = 1F1B, more = interleaved 1F1B");
   flags.bound["--layers-per-stage"] = command->add_option("--layers-per-stage", flags.layers_per_stage,
                                                           "layers of each stage, e.g. 15,13 (default: even split)");
 }

@@ -1,7 +1,7 @@
 // Flags shared by the subcommands that take a workload (model + parallelism) or a GPU.
 //
 // add_workload_flags binds --model, --tp, --cp, --pp, --dp, --mbs, --seq, --microbatches,
-// --nanobatches, --recompute and --layers-per-stage to a WorkloadFlags; resolve() loads the
+// --nanobatches, --recompute, --layers-per-stage, --sequence-parallel and --vpp to a WorkloadFlags; resolve() loads the
 // model and calls workload::make_workload, which checks every rule and names the flag that
 // breaks it. Defaults are the artifact's setting (docs/kareus.md section 7: llama3.2-3b, TP 8, CP 1, PP 2,
 // DP 1, mbs 8, 8 microbatches, 2 nanobatches, full recompute) and the model's default sequence

@@ -4,7 +4,8 @@
 // its slot's op begins, on the communication stream. While both run, compute gets the SMs
 // the collective's CTAs leave, the two share HBM in proportion to their demands when these
 // exceed it, and the collective is slowed by L2 contention (comm_overlap_slowdown); each
-// partition also pays a fixed partition_sync_us (stream join, collective launch, dispatch).
+// partition also pays a fixed partition_sync_us (event wait, collective launch, rank skew) and
+// lasts at least partition_host_us, the host's time to issue it (a shorter one waits, idle).
 // Power is piecewise constant over the resulting timeline and energy is its integral. A clock
 // above what the power limit allows is throttled per interval (so an unlocked GPU's clock
 // fluctuates).

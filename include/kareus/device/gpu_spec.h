@@ -51,6 +51,8 @@ struct GpuSpec {
   double comm_hbm_bytes_per_byte = 0;  ///< HBM traffic per bus byte a collective moves (reads + writes)
   double comm_overlap_slowdown = 0;    ///< L2 contention: beside compute a collective takes (1 + this) x as long
   double partition_sync_us = 0;        ///< per overlapped partition: stream events, waits, nanobatch dispatch
+  double partition_host_us = 0;  ///< host time to issue one overlapped partition: a partition the GPU runs faster waits
+  double cp_exchange_ctas = 0;   ///< CTAs of the context-parallel K/V exchange: NCCL send/recv channels per peer
 
   // Power.
   double power_limit_w = 0;

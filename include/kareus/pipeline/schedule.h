@@ -17,6 +17,7 @@ struct Instruction {
   int stage = 0;
   int microbatch = 0;
   Direction type = Direction::kForward;
+  int chunk = 0;  ///< model chunk (virtual stage) on this stage, 0-based; 0 without interleaving
 
   friend bool operator==(const Instruction&, const Instruction&) = default;
 };
@@ -24,5 +25,11 @@ struct Instruction {
 /// The 1F1B instruction order of `stage` (0-based) in a pipeline of `stages` stages and
 /// `microbatches` microbatches. Precondition: 0 <= stage < stages, microbatches >= 1.
 [[nodiscard]] std::vector<Instruction> one_f_one_b(int stage, int stages, int microbatches);
+
+/// The interleaved 1F1B order of `stage` with `chunks` model chunks per stage, at Megatron's
+/// default microbatch group size (`stages`). chunks == 1 is one_f_one_b. Precondition:
+/// 0 <= stage < stages, chunks >= 1, microbatches >= 1, and with chunks > 1: stages >= 2 and
+/// microbatches a multiple of stages (workload::make_workload's rules).
+[[nodiscard]] std::vector<Instruction> interleaved_one_f_one_b(int stage, int stages, int chunks, int microbatches);
 
 }  // namespace kareus::pipeline

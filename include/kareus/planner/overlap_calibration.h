@@ -2,12 +2,13 @@
 //
 // What nanobatched overlap saves is the quantity every kareus decision rests on. The Kareus
 // artifact predicted, from real per-clock profiles of 2x8 A100-40GB, the fastest Megatron+Perseus
-// and Nanobatching+Perseus iterations of Llama 3.2 3B in four configurations (PP 2, 8
-// microbatches, stage split 15/13, full recompute); their ratio T(N+P) / T(Perseus) is the
+// and Nanobatching+Perseus iterations of Llama 3.2 3B in four configurations and of Qwen3 1.7B
+// in two (PP 2, 8 microbatches, stage split 15/13, full recompute); their ratio T(N+P) / T(Perseus) is the
 // measured overlap gain (bench/RESULTS.md, "Emulator calibration"). This module runs the same
 // iterations on the emulator (every instruction at the maximum clock, which is what both fastest
 // plans amount to), fits preset parameters to the ratios within given bounds, and checks the fit
-// by leave-one-out: fit on all targets but one, predict the one left out. Times in s, power in W.
+// by leave-one-out (fit on all targets but one, predict the one left out) and leave-one-model-out
+// (fit_and_predict). Times in s, power in W.
 #pragma once
 
 #include <string>
@@ -20,19 +21,24 @@ namespace kareus::planner {
 
 /// One real configuration: fastest Perseus and N+P iteration time and average power per GPU.
 struct OverlapTarget {
+  std::string model = "llama3.2-3b";  ///< a model preset (data/models)
   int cp = 1, tp = 8, mbs = 8, seq = 4096;
   double perseus_time_s = 0, perseus_power_w = 0;
   double nanobatch_time_s = 0, nanobatch_power_w = 0;
 
   [[nodiscard]] double ratio() const { return nanobatch_time_s / perseus_time_s; }
-  /// "CP1 TP8 mbs8 4k".
+  /// "llama3.2-3b CP1 TP8 mbs8 4k".
   [[nodiscard]] std::string name() const;
 };
 
-/// The four Llama 3.2 3B configurations measured on 2x8 A100-40GB.
-[[nodiscard]] const std::vector<OverlapTarget>& a100_llama_targets();
+/// The six configurations measured on 2x8 A100-40GB: four of Llama 3.2 3B, then two of Qwen3 1.7B.
+[[nodiscard]] const std::vector<OverlapTarget>& a100_targets();
 
-/// The target's workload: Llama 3.2 3B, PP 2, 8 microbatches, stages of 15 and 13 layers.
+/// The targets of one model.
+[[nodiscard]] std::vector<OverlapTarget> targets_of(const std::vector<OverlapTarget>& targets,
+                                                    const std::string& model);
+
+/// The target's workload: its model, PP 2, 8 microbatches, stages of 15 and 13 layers.
 [[nodiscard]] workload::Workload target_workload(const OverlapTarget& target);
 
 /// The emulator's sequential (Megatron/Perseus fastest) and nanobatched (N+P fastest: NCCL's
@@ -52,9 +58,10 @@ struct BoundedParameter {
   double min = 0, max = 0;
 };
 
-/// What the A100 preset fits to the ratios, with its range: the per-partition cost
-/// (partition_sync_us) and the collective's slowdown beside compute beyond its HBM share
-/// (comm_overlap_slowdown). Every other overlap parameter is set from spec or measurement.
+/// What the A100 preset fits to the ratios, with its range: the per-partition GPU-side cost
+/// (partition_sync_us), the host's time to issue a partition (partition_host_us) and the
+/// collective's slowdown beside compute beyond its HBM share (comm_overlap_slowdown). Every other
+/// overlap parameter is set from spec or measurement.
 [[nodiscard]] std::vector<BoundedParameter> overlap_fit_parameters();
 
 struct OverlapFit {
@@ -81,5 +88,12 @@ struct LeaveOneOutFold {
 [[nodiscard]] std::vector<LeaveOneOutFold> leave_one_out(const device::GpuSpec& start,
                                                          const std::vector<OverlapTarget>& targets,
                                                          const std::vector<BoundedParameter>& parameters);
+
+/// Fitted on `fitted`, run on each of `predicted`: one fold per predicted target, all with the
+/// same fit (leave-one-model-out: fit on one model's configurations, predict another's).
+[[nodiscard]] std::vector<LeaveOneOutFold> fit_and_predict(const device::GpuSpec& start,
+                                                           const std::vector<OverlapTarget>& fitted,
+                                                           const std::vector<OverlapTarget>& predicted,
+                                                           const std::vector<BoundedParameter>& parameters);
 
 }  // namespace kareus::planner

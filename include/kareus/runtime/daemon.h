@@ -95,6 +95,17 @@ class DaemonCore {
   void set_max_requests_per_second(double rate);
   /// The client holding `gpu`'s lock, if any.
   [[nodiscard]] std::optional<ClientId> holder(int gpu) const;
+  /// The GPUs some client holds, ascending.
+  [[nodiscard]] std::vector<int> held_gpus() const;
+  /// Called with the GPUs held whenever that set changes; a GPU about to be locked is in it
+  /// before NVML is asked, so that a crash never leaves a lock the record does not name. A
+  /// record that throws refuses the lock.
+  void set_lease_record(std::function<void(const std::vector<int>&)> record) { record_ = std::move(record); }
+  /// Hands the record the GPUs held now and those whose reset failed.
+  void record_locked();
+  /// Resets `gpu` whoever holds it (a lock left by a previous daemon). Throws Error; a GPU whose
+  /// reset failed counts as locked in the record (and shutdown tries it again) until one works.
+  void reset_gpu(int gpu);
 
  private:
   struct Client {
@@ -113,6 +124,8 @@ class DaemonCore {
   std::map<ClientId, Client> clients_;
   ClientId next_client_ = 1;
   double max_requests_per_second_;
+  std::function<void(const std::vector<int>&)> record_;
+  std::vector<int> stuck_;  ///< GPUs no client holds whose last reset failed (they may be locked)
 };
 
 /// Serves a DaemonCore on the config's Unix socket until stop().
@@ -121,7 +134,10 @@ class DaemonServer {
   using Log = std::function<void(std::string_view)>;
 
   /// Creates the socket (replacing a stale one), mode 0660, owned by config.socket_group, and
-  /// holds SOCKET_PATH.lock while serving. Throws InputError for a bad path, an unknown group, or
+  /// holds SOCKET_PATH.lock while serving. The GPUs clients hold are recorded in
+  /// SOCKET_PATH.leases; a daemon starting where a previous one died (SIGKILL, a crash) resets
+  /// the GPUs that record names and logs each one, and one it cannot reset is logged as left
+  /// locked and stays in the record. Throws InputError for a bad path, an unknown group, or
   /// a path where a live daemon answers or that another daemon holds, and Error when the socket
   /// cannot be created. Replies a client does not read wait in memory (the daemon stops reading
   /// that client's requests while 64 KiB wait), so pipelined requests are all answered.
@@ -143,6 +159,7 @@ class DaemonServer {
 
  private:
   struct Connection;
+  void reset_left_locked();  ///< from SOCKET_PATH.leases, and installs the record's writer
   void accept_client(double now_s);
   void apply_reload();
   bool read_client(Connection& connection);                         ///< false: close it

@@ -32,13 +32,16 @@ class KareusdConnection {
   KareusdConnection& operator=(const KareusdConnection&) = delete;
 
   /// Sends `line` (newline added if missing) and returns the reply line without its newline.
-  /// A connection the daemon closed while it was idle is opened again first. Throws Error when
+  /// A connection the daemon closed (idle, or a kareusd that restarted) is opened again first,
+  /// with kReconnectAttempts tries over about 3 s, then an Error naming the socket. Throws Error when
   /// the daemon closes the connection, the socket fails, or the whole reply has not come within
   /// `timeouts.reply_s` (the message says the daemon may be stalled).
   [[nodiscard]] std::string exchange(std::string line);
 
  private:
+  static constexpr int kReconnectAttempts = 6;
   void connect_socket();
+  void reconnect();  ///< bounded retries; throws Error after the last and leaves fd_ at -1
   /// Whether the daemon has closed the connection (EOF waiting, nothing else).
   [[nodiscard]] bool closed_by_daemon() const;
   /// The next reply line, or "" when the daemon closed the connection first.

@@ -51,6 +51,12 @@ struct Parallelism {
   int nanobatches = 2;
   Recompute recompute = Recompute::kFull;
   std::vector<int> layers_per_stage;  ///< empty = even split (earlier stages take the remainder)
+  /// Megatron's sequence parallelism: norms, residual adds and dropout run on 1/tp of the
+  /// tokens, and each TP all-reduce becomes an all-gather before and a reduce-scatter after.
+  bool sequence_parallel = false;
+  /// Virtual pipeline stages (model chunks) per rank: 1 = 1F1B, more = Megatron's interleaved
+  /// 1F1B, where chunk c of stage s holds the (c x pp + s)-th block of layers.
+  int vpp = 1;
 };
 
 struct Workload {
@@ -61,6 +67,11 @@ struct Workload {
   [[nodiscard]] int gpus() const { return parallel.tp * parallel.cp * parallel.pp * parallel.dp; }
   /// GPUs that run one pipeline stage (TP x CP x DP).
   [[nodiscard]] int gpus_per_stage() const { return parallel.tp * parallel.cp * parallel.dp; }
+  /// Layers in one model chunk of `stage` (stage_layers / vpp; make_workload checks it divides).
+  [[nodiscard]] int chunk_layers(int stage) const { return stage_layers[stage] / parallel.vpp; }
+  /// The model's index (0-based) of the first layer of chunk `chunk` of `stage`: Megatron's
+  /// offset, chunk x (layers / vpp) plus the earlier stages' chunk sizes.
+  [[nodiscard]] int chunk_first_layer(int stage, int chunk) const;
   /// Sequences in one nanobatch.
   [[nodiscard]] int nanobatch_size() const { return parallel.mbs / parallel.nanobatches; }
   /// Tokens one GPU processes in one nanobatch (its CP shard of the sequence).
@@ -74,6 +85,10 @@ struct Workload {
 /// "--tp 6 must divide the 24 attention heads of llama3.2-3b", or
 /// "--seq 4096 exceeds gpt3-175b's max_positions 2048 (learned position embeddings)".
 [[nodiscard]] Workload make_workload(ModelSpec model, Parallelism parallel);
+
+/// Throws InputError naming --vpp when `workload` is interleaved: `what` ("kareus plan", ...)
+/// models synchronous 1F1B only so far.
+void require_not_interleaved(const Workload& workload, std::string_view what);
 
 /// Parses "--layers-per-stage" text such as "15,13". Throws InputError on bad numbers.
 [[nodiscard]] std::vector<int> parse_layers_per_stage(const std::string& text);
