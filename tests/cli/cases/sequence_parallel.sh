@@ -19,7 +19,7 @@ expect 0 'iteration time 1\.532 s, job energy 5677 J' -- simulate --plan "$plan_
 expect 2 'made for sequence_parallel false, this run has sequence_parallel true' -- simulate --plan "$plan_v1" --sequence-parallel
 # A sequence-parallel plan: kareus plans it, its plan names the SP keys, and simulating its
 # fastest plan reproduces the summary's time.
-expect 0 'kareus' -- plan --sequence-parallel --methods kareus --microbatches 2 --search-budget 0.02 --max-plans 2 --out "$sp_tmp/plan"
+expect 0 'kareus' -- plan --sequence-parallel --methods kareus --always-nanobatch --microbatches 2 --search-budget 0.02 --max-plans 2 --out "$sp_tmp/plan"
 check 'sequence-parallel plan' python3 - "$sp_tmp/plan" "$KAREUS" <<'PY'
 import json, re, subprocess, sys
 out, kareus = sys.argv[1], sys.argv[2]
