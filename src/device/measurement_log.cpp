@@ -13,6 +13,7 @@
 #include "kareus/common/json_fields.h"
 #include "kareus/common/jsonl_log.h"
 #include "kareus/nvml/nvml.h"
+#include "kareus/partition/search_space.h"
 
 namespace kareus::device {
 namespace {
@@ -133,7 +134,7 @@ std::string to_json_line(const MeasurementRecord& record) {
       {"ops", ops},
       {"collective", record.partition.collective ? op_to_json(*record.partition.collective) : ordered(nullptr)},
       {"slots", slots},
-      {"config", {{"freq_mhz", record.config.freq_mhz}, {"ctas", record.config.ctas}, {"slot", record.config.slot}}},
+      {"config", partition::knob_config_to_json(record.config)},
       {"time_s", record.time_s},
       {"energy_j", record.energy_j},
       {"repetitions", details.repetitions},
@@ -174,9 +175,7 @@ MeasurementRecord parse_measurement_line(std::string_view line, std::string_view
       partition.slots.push_back(
           {slot.at("name").get<std::string>(), static_cast<std::size_t>(get_int(slot, "first_op", 0, 1 << 20))});
     }
-    const json& config = value.at("config");
-    record.config = {get_int(config, "freq_mhz", 1, 100000), get_int(config, "ctas", 0, 65536),
-                     config.at("slot").get<std::string>()};
+    record.config = partition::knob_config_from_json(value.at("config"), "config");
     record.time_s = get_bounded(value, "time_s", kMaxMeasuredTimeS);
     record.energy_j = get_bounded(value, "energy_j", kMaxMeasuredEnergyJ);
     if (!(record.time_s > 0) || !(record.energy_j > 0)) {

@@ -7,8 +7,28 @@
 #include <fmt/format.h>
 
 #include "kareus/common/error.h"
+#include "kareus/common/json_fields.h"
 
 namespace kareus::partition {
+
+nlohmann::ordered_json knob_config_to_json(const KnobConfig& config) {
+  return {{"freq_mhz", config.freq_mhz}, {"ctas", config.ctas}, {"slot", config.slot}};
+}
+
+KnobConfig knob_config_from_json(const nlohmann::json& config, std::string_view origin) {
+  if (!config.is_object()) throw InputError(fmt::format("{}: a config must be a JSON object", origin));
+  // Checked as long long first: get<int> would wrap a value past int's range silently.
+  const auto integer = [&](std::string_view key, long long minimum, long long maximum) {
+    const nlohmann::json& value = json_fields::require(config, key, origin);
+    if (!value.is_number_integer() || value.get<long long>() < minimum || value.get<long long>() > maximum) {
+      throw InputError(fmt::format("{}: field '{}' must be an integer in [{}, {}], found {}", origin, key, minimum,
+                                   maximum, json_fields::excerpt(value)));
+    }
+    return static_cast<int>(value.get<long long>());
+  };
+  return {integer("freq_mhz", 1, 100000), integer("ctas", 0, 65536),
+          json_fields::require_string(config, "slot", origin)};
+}
 
 std::vector<int> CtaRange::values() const {
   std::vector<int> values;

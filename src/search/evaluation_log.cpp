@@ -7,6 +7,7 @@
 #include "kareus/common/file_io.h"
 #include "kareus/common/json_fields.h"
 #include "kareus/common/jsonl_log.h"
+#include "kareus/partition/search_space.h"
 
 namespace kareus::search {
 namespace {
@@ -55,22 +56,9 @@ void check_header(const nlohmann::json& found, const nlohmann::ordered_json& exp
 
 Evaluation parse_evaluation(const nlohmann::json& line, const std::string& origin) {
   if (!line.is_object()) throw InputError(fmt::format("{}: a measurement must be a JSON object", origin));
-  const nlohmann::json& config = json_fields::require(line, "config", origin);
   Evaluation evaluation;
-  const nlohmann::json& freq = json_fields::require(config, "freq_mhz", origin);
-  const nlohmann::json& ctas = json_fields::require(config, "ctas", origin);
-  if (!freq.is_number_integer() || !ctas.is_number_integer()) {
-    throw InputError(fmt::format("{}: config freq_mhz and ctas must be integers", origin));
-  }
-  // Past int range get<int> would wrap silently.
-  if (freq.get<long long>() < 1 || freq.get<long long>() > 100000 || ctas.get<long long>() < 0 ||
-      ctas.get<long long>() > 65536) {
-    throw InputError(fmt::format("{}: config freq_mhz {} must be in [1, 100000] and ctas {} in [0, 65536]", origin,
-                                 freq.get<long long>(), ctas.get<long long>()));
-  }
-  evaluation.config.freq_mhz = freq.get<int>();
-  evaluation.config.ctas = ctas.get<int>();
-  evaluation.config.slot = json_fields::require_string(config, "slot", origin);
+  evaluation.config =
+      partition::knob_config_from_json(json_fields::require(line, "config", origin), origin + ": config");
   evaluation.time_s = json_fields::require_positive(line, "time_s", origin);
   evaluation.energy_j = json_fields::require_positive(line, "energy_j", origin);
   return evaluation;
@@ -130,11 +118,9 @@ std::optional<Evaluation> EvaluationLog::find(const partition::KnobConfig& confi
 }
 
 void EvaluationLog::append(const Evaluation& evaluation) {
-  const nlohmann::ordered_json line = {
-      {"config",
-       {{"freq_mhz", evaluation.config.freq_mhz}, {"ctas", evaluation.config.ctas}, {"slot", evaluation.config.slot}}},
-      {"time_s", evaluation.time_s},
-      {"energy_j", evaluation.energy_j}};
+  const nlohmann::ordered_json line = {{"config", partition::knob_config_to_json(evaluation.config)},
+                                       {"time_s", evaluation.time_s},
+                                       {"energy_j", evaluation.energy_j}};
   log_.append(line.dump());
   log_.checkpoint();  // each search measurement is worth a sync
 }

@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "kareus/partition/search_space.h"
 #include "search_internal.h"
 
 namespace kareus::search {
@@ -13,10 +14,9 @@ namespace {
 nlohmann::ordered_json front_json(const std::vector<Evaluation>& front) {
   nlohmann::ordered_json points = nlohmann::ordered_json::array();
   for (const Evaluation& point : front) {
-    points.push_back(
-        {{"config", {{"freq_mhz", point.config.freq_mhz}, {"ctas", point.config.ctas}, {"slot", point.config.slot}}},
-         {"time_s", point.time_s},
-         {"energy_j", point.energy_j}});
+    points.push_back({{"config", partition::knob_config_to_json(point.config)},
+                      {"time_s", point.time_s},
+                      {"energy_j", point.energy_j}});
   }
   return points;
 }

@@ -1,6 +1,7 @@
 #include "kareus/device/emulator.h"
 
 #include <algorithm>
+#include <cmath>
 #include <random>
 
 #include <gtest/gtest.h>
@@ -204,15 +205,47 @@ TEST(Emulator, MeasurementIsSeededAndNoisyNearTheTruth) {
   EXPECT_NE(a.time_s, truth.time_s);
   EXPECT_NEAR(a.time_s / truth.time_s, 1, 0.05);
   EXPECT_NEAR(a.energy_j / truth.energy_j, 1, 0.08);
-#if defined(__GLIBCXX__)
-  // The seed comes from FNV-1a of the key and slot, the same with every standard library
-  // (std::hash is not); the normal and uniform distributions are library-defined, so the
-  // factors themselves are pinned for libstdc++ only (taken 2026-12-02, seed 42; the energy
-  // factor includes the counter's 1 mJ rounding of this partition's power, so it moves with
-  // the overlap model).
-  EXPECT_DOUBLE_EQ(a.time_s / truth.time_s, 1.0113194671238495);
-  EXPECT_DOUBLE_EQ(a.energy_j / truth.energy_j, 1.0048658754967368);
-#endif
+}
+
+// The noise's distribution, from the preset and the counter model alone (no library's numbers):
+// time x (1 + 0.01 N), and power x (counted window energy / true window energy) x (1 + 0.015 N),
+// where both window ends are read up to one 100 ms counter period late (a triangular skew of
+// standard deviation 0.1 s / sqrt(6) over the 5 s window) and the 1 mJ rounding is ~1e-6 of
+// the window's energy. Repeats of one config draw fresh noise, so 4000 of them estimate each
+// factor's mean and standard deviation; the bounds are 4 standard errors.
+TEST(Emulator, NoiseHasThePresetsSpread) {
+  const GpuSpec gpu = load_gpu("a100-40gb");
+  ASSERT_DOUBLE_EQ(gpu.noise_time_fraction, 0.01);
+  ASSERT_DOUBLE_EQ(gpu.noise_energy_fraction, 0.015);
+  ASSERT_DOUBLE_EQ(gpu.energy_counter_period_ms, 100);
+  const partition::Partition partition = partition::representative_partition(llama_cp1_tp8(), "fwd_attn");
+  const partition::KnobConfig config{1200, 12, "linear_0"};
+  const Measurement truth = EmulatedDevice(gpu, {false, 42, 5}).measure(partition, config);
+  EmulatedDevice noisy(gpu, {true, 42, 5});
+  constexpr int kRepeats = 4000;
+  double time_sum = 0, time_squares = 0, power_sum = 0, power_squares = 0, cross = 0;
+  for (int repeat = 0; repeat < kRepeats; ++repeat) {
+    const Measurement m = noisy.measure(partition, config);
+    const double time_factor = m.time_s / truth.time_s;
+    const double power_factor = (m.energy_j / m.time_s) / (truth.energy_j / truth.time_s);
+    time_sum += time_factor;
+    time_squares += time_factor * time_factor;
+    power_sum += power_factor;
+    power_squares += power_factor * power_factor;
+    cross += time_factor * power_factor;
+  }
+  const double time_mean = time_sum / kRepeats, power_mean = power_sum / kRepeats;
+  const double time_sd = std::sqrt(time_squares / kRepeats - time_mean * time_mean);
+  const double power_sd = std::sqrt(power_squares / kRepeats - power_mean * power_mean);
+  const double expected_power_sd = std::sqrt(0.015 * 0.015 + std::pow(0.1 / std::sqrt(6.0) / 5, 2));  // 0.0171
+  EXPECT_NEAR(time_mean, 1, 4 * 0.01 / std::sqrt(kRepeats));
+  EXPECT_NEAR(power_mean, 1, 4 * expected_power_sd / std::sqrt(kRepeats));
+  // The standard error of a standard deviation is about sd / sqrt(2 n): 1.1% here.
+  EXPECT_NEAR(time_sd / 0.01, 1, 4 / std::sqrt(2.0 * kRepeats));
+  EXPECT_NEAR(power_sd / expected_power_sd, 1, 4 / std::sqrt(2.0 * kRepeats));
+  // Time and power noise are independent draws.
+  const double correlation = (cross / kRepeats - time_mean * power_mean) / (time_sd * power_sd);
+  EXPECT_NEAR(correlation, 0, 4 / std::sqrt(kRepeats));
 }
 
 TEST(Emulator, RejectsConfigsTheGpuCannotRun) {

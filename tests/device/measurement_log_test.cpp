@@ -153,7 +153,7 @@ TEST(MeasurementLog, OutOfRangeNumbersNameTheLine) {
   EXPECT_EQ(error(record), "m.jsonl:7: field 'time_s' must be a number in [0, 1e+06], found 1e+308");
   record = sample_record();
   record.config.freq_mhz = -900;
-  EXPECT_EQ(error(record), "m.jsonl:7: field 'freq_mhz' must be an integer in [1, 100000], found -900");
+  EXPECT_EQ(error(record), "m.jsonl:7: config: field 'freq_mhz' must be an integer in [1, 100000], found -900");
   // An integer past int range is refused, not wrapped by the conversion.
   std::string line = to_json_line(sample_record());
   const std::string ctas = fmt::format("\"ctas\":{}", sample_record().config.ctas);
@@ -163,7 +163,7 @@ TEST(MeasurementLog, OutOfRangeNumbersNameTheLine) {
     (void)parse_measurement_line(line, "m.jsonl:8");
     ADD_FAILURE() << "no error";
   } catch (const InputError& failure) {
-    EXPECT_STREQ(failure.what(), "m.jsonl:8: field 'ctas' must be an integer in [0, 65536], found 4294967304");
+    EXPECT_STREQ(failure.what(), "m.jsonl:8: config: field 'ctas' must be an integer in [0, 65536], found 4294967304");
   }
   EXPECT_EQ(parse_measurement_line(to_json_line(sample_record()), "m.jsonl:9").origin, "m.jsonl:9");
 }

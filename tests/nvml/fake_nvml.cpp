@@ -3,6 +3,8 @@
 // (permission errors, throttle reasons, an energy counter that is not supported).
 #include <cstring>
 
+#include "nvml_error_strings.h"
+
 namespace {
 
 struct FakeDevice {
@@ -112,24 +114,7 @@ int nvmlDeviceGetName(void* device, char* name, unsigned int length) {
   std::strcpy(name, value);
   return 0;
 }
-const char* nvmlErrorString(int code) {
-  switch (code) {
-    case 0:
-      return "Success";
-    case 1:
-      return "Uninitialized";
-    case 2:
-      return "Invalid Argument";
-    case 3:
-      return "Not Supported";
-    case 4:
-      return "Insufficient Permissions";
-    case 7:
-      return "Insufficient Size";
-    default:
-      return "Unknown Error";
-  }
-}
+const char* nvmlErrorString(int code) { return nvml_error_text(code); }
 
 void fake_nvml_deny_permission(int deny) { deny_permission = deny != 0; }
 unsigned int fake_nvml_locked_mhz(unsigned int index) { return devices[index].locked_mhz; }

@@ -22,6 +22,8 @@
 #include <string>
 #include <thread>
 
+#include "../nvml/nvml_error_strings.h"
+
 namespace {
 
 constexpr int kSuccess = 0;
@@ -287,27 +289,6 @@ int nvmlDeviceGetName(void* device, char* name, unsigned int length) {
   std::strcpy(name, value);
   return kSuccess;
 }
-const char* nvmlErrorString(int code) {
-  switch (code) {
-    case 0:
-      return "Success";
-    case 1:
-      return "Uninitialized";
-    case 2:
-      return "Invalid Argument";
-    case 3:
-      return "Not Supported";
-    case 4:
-      return "Insufficient Permissions";
-    case 7:
-      return "Insufficient Size";
-    case 9:
-      return "Driver Not Loaded";
-    case 15:
-      return "GPU is lost";
-    default:
-      return "Unknown Error";
-  }
-}
+const char* nvmlErrorString(int code) { return nvml_error_text(code); }
 
 }  // extern "C"

@@ -7,7 +7,10 @@
 
 #include <cstddef>
 #include <string>
+#include <string_view>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "kareus/partition/comm_config.h"
 #include "kareus/partition/partition.h"
@@ -21,6 +24,14 @@ struct KnobConfig {
 
   friend bool operator==(const KnobConfig&, const KnobConfig&) = default;
 };
+
+/// A config as JSON, {"freq_mhz", "ctas", "slot"}: what evaluation logs, measurement logs and
+/// search reports record.
+[[nodiscard]] nlohmann::ordered_json knob_config_to_json(const KnobConfig& config);
+/// Reads knob_config_to_json's object: freq_mhz an integer in [1, 100000], ctas in [0, 65536],
+/// slot a string. Throws InputError "<origin>: field 'ctas' must be an integer in [0, 65536],
+/// found 4294967304" (or naming a missing field).
+[[nodiscard]] KnobConfig knob_config_from_json(const nlohmann::json& config, std::string_view origin);
 
 /// An inclusive range of CTA counts.
 struct CtaRange {

@@ -6,6 +6,7 @@ against 2 without, and TP 2 against TP 1; and a wrong plan failing on every rank
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 
@@ -23,6 +24,36 @@ def _torchrun(args, timeout, ranks=4, workload=WORKLOAD):
                str(helpers.REPO / "examples" / "train_llama.py"), "--model", helpers.TINY_MODEL] + workload + args
     return subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=helpers.python_env(),
                           cwd=helpers.REPO)
+
+
+def _each_rank_alone(args, ranks, workload=WORKLOAD, timeout=120):
+    """Every rank of a ``ranks``-rank job started alone, as torchrun would start it (not under
+    torchrun, which stops the other ranks as soon as one exits, so how many report depends on the
+    machine's load), each with a rendezvous port of its own that no other rank joins: a rank that
+    reached init_process_group before refusing would wait there until the timeout. The stderr of
+    each rank, after checking that it exited 2."""
+    command = [sys.executable, str(helpers.REPO / "examples" / "train_llama.py"), "--model",
+               helpers.TINY_MODEL] + workload + args
+    processes = []
+    for rank in range(ranks):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        env = dict(helpers.python_env(), RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(ranks),
+                   MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+        processes.append(subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                                          cwd=helpers.REPO))
+    errors = []
+    for rank, process in enumerate(processes):
+        try:
+            _, stderr = process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            for running in processes:
+                running.kill()
+            pytest.fail(f"rank {rank} did not refuse before its rendezvous (still running after {timeout} s)")
+        assert process.returncode == 2, f"rank {rank} exited {process.returncode}: {stderr[-3000:]}"
+        errors.append(stderr)
+    return errors
 
 
 @pytest.fixture(scope="module")
@@ -82,13 +113,11 @@ def test_data_parallel_replicas_train_in_step(plans, tmp_path):
     assert result["dp_replica_max_diff"] == 0.0
     assert len(result["loss"]) == 3 and result["loss"][2] < result["loss"][0]
     # A plan made for --dp 1 is refused for a --dp 2 job, on every rank.
-    run = _torchrun(["--dp", "2", "--steps", "1", "--plan", str(plans[0])], timeout=120, ranks=8)
-    assert run.returncode != 0
-    assert run.stderr.count("made for dp 1, this run has dp 2") == 8, run.stderr[-3000:]
+    for rank, stderr in enumerate(_each_rank_alone(["--dp", "2", "--steps", "1", "--plan", str(plans[0])], ranks=8)):
+        assert f"error: rank {rank}:" in stderr and "made for dp 1, this run has dp 2" in stderr, stderr[-3000:]
     # Every field of the workload is checked: a plan made for --seq 256 does not train --seq 128.
-    run = _torchrun(["--seq", "128", "--steps", "1", "--plan", str(plans[0])], timeout=120)
-    assert run.returncode != 0
-    assert run.stderr.count("made for seq 256, this run has seq 128") == 4, run.stderr[-3000:]
+    for rank, stderr in enumerate(_each_rank_alone(["--seq", "128", "--steps", "1", "--plan", str(plans[0])], ranks=4)):
+        assert f"error: rank {rank}:" in stderr and "made for seq 256, this run has seq 128" in stderr, stderr[-3000:]
 
 
 def _quick_train(tmp_path, name, workload, ranks, steps=3):
@@ -192,8 +221,5 @@ def test_a_wrong_plan_fails_on_every_rank_at_start(plans, tmp_path, edit):
     message = edit(document)
     wrong = tmp_path / "wrong.json"
     wrong.write_text(json.dumps(document))
-    run = _torchrun(["--steps", "1", "--plan", str(wrong)], timeout=120)
-    assert run.returncode != 0
-    for rank in range(4):
-        assert f"error: rank {rank}: {wrong}: " in run.stderr
-    assert run.stderr.count(message) == 4, run.stderr[-3000:]
+    for rank, stderr in enumerate(_each_rank_alone(["--steps", "1", "--plan", str(wrong)], ranks=4)):
+        assert f"error: rank {rank}: {wrong}: " in stderr and message in stderr, stderr[-3000:]
