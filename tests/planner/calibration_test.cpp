@@ -29,6 +29,26 @@ TEST(EmulatorCalibration, FastestPlansOfBothModelsWithinTenPercentOfA100) {
   }
 }
 
+TEST(EmulatorCalibration, SlowestEndsAtTheLowestClock) {
+  // The slowest (minimum-energy) plans run mostly at 900 MHz. There, every instruction at 900
+  // MHz, the emulator's T(N+P) / T(Perseus) meets Llama CP1 TP8 (0.882 vs 0.881) but misses the
+  // CP2 configurations and Qwen3 CP1 by 4-5.5 points (bench/RESULTS.md, "The slowest ends"):
+  // the fixed GPU-side partition_sync_us persists at 900 MHz while the real runs' overlap
+  // penalty is gone there. Asserted within 6 points; the 1.5-point goal is open (issue 29).
+  const device::GpuSpec gpu = device::load_gpu("a100-40gb");
+  int with_slowest = 0;
+  for (const OverlapTarget& target : a100_targets()) {
+    if (!target.has_slowest()) continue;
+    ++with_slowest;
+    SCOPED_TRACE(target.name());
+    const OverlapRun slow = run_overlap_target_at(gpu, target, kSlowestClockMhz);
+    const OverlapRun fast = run_overlap_target(gpu, target);
+    EXPECT_GT(slow.none_time_s, fast.none_time_s * 1.2);  // 900 of 1410 MHz: compute-bound work 1.57x
+    EXPECT_NEAR(slow.ratio(), target.slowest_ratio(), 0.06);
+  }
+  EXPECT_EQ(with_slowest, 5);  // Llama CP2 8k's Perseus slowest is anomalous in the source
+}
+
 TEST(EmulatorCalibration, OverlapFitPredictsEachConfigurationLeftOut) {
   // Fitted on three Llama configurations, the GPU-side overlap parameters predict the fourth's
   // ratio within 3.5 points (worst fold 3.1, CP1 TP8; it was 1.5 before the Qwen3 targets and
@@ -62,11 +82,27 @@ TEST(EmulatorCalibration, OverlapFitRecoversParametersItWasGivenAndRejectsBadInp
     const OverlapRun run = run_overlap_target(truth, target);
     target.perseus_time_s = run.none_time_s;
     target.nanobatch_time_s = run.nanobatch_time_s;
+    if (target.has_slowest()) {
+      const OverlapRun slow = run_overlap_target_at(truth, target, kSlowestClockMhz);
+      target.perseus_slowest_time_s = slow.none_time_s;
+      target.nanobatch_slowest_time_s = slow.nanobatch_time_s;
+    }
   }
   const OverlapFit fit = fit_overlap(device::load_gpu("a100-40gb"), targets, overlap_fit_parameters());
   EXPECT_LT(fit.rms_error_points, 0.05);
   EXPECT_NEAR(fit.gpu.partition_sync_us, 60, 6);
   EXPECT_NEAR(fit.gpu.comm_overlap_slowdown, 0.2, 0.05);
+  // Fitting both ends at once finds the same truth, and its rms counts the slowest ends too: a
+  // target whose slowest ratio is off by 10 points leaves it at 10 / sqrt(11) for 11 ratios.
+  device::GpuSpec sync_off = truth;
+  sync_off.partition_sync_us = 217;
+  const OverlapFit both = fit_overlap(sync_off, targets, {{"partition_sync_us", 0, 400}}, FitEnds::kBoth);
+  EXPECT_LT(both.rms_error_points, 0.05);
+  EXPECT_NEAR(both.gpu.partition_sync_us, 60, 6);
+  std::vector<OverlapTarget> one_off = targets;
+  one_off[0].nanobatch_slowest_time_s *= 1 + 0.10 / one_off[0].slowest_ratio();  // +10 points
+  const OverlapFit pinned = fit_overlap(truth, one_off, {{"partition_sync_us", 59.999, 60.001}}, FitEnds::kBoth);
+  EXPECT_NEAR(pinned.rms_error_points, 10 / std::sqrt(11.0), 0.01);
   EXPECT_THROW((void)fit_overlap(truth, {}, overlap_fit_parameters()), InputError);
   EXPECT_THROW((void)fit_overlap(truth, targets, {{"no_such_parameter", 0, 1}}), InputError);
   EXPECT_THROW((void)fit_overlap(truth, targets, {{"partition_sync_us", 5, 5}}), InputError);

@@ -210,6 +210,15 @@ TEST(PlanJob, PerseusAndNanobatchEndsMatchA100Runs) {
     EXPECT_NEAR(
         method(result, "nanobatch_perseus").frontier.front().time_s / method(result, "perseus").frontier.front().time_s,
         target.nanobatch[0] / target.perseus[0], known_miss ? 0.025 : 0.015);
+    // At the slowest ends, T(N+P slowest) / T(Perseus slowest), the emulator's overlap gains
+    // less than the real runs' on four of the five configurations that have both ends (3.3-8.9
+    // points; bench/RESULTS.md, "The slowest ends"): asserted within 10 points until the
+    // per-partition cost's form is fixed (issue 29).
+    if (target.perseus[2] > 0) {
+      EXPECT_NEAR(
+          method(result, "nanobatch_perseus").frontier.back().time_s / method(result, "perseus").frontier.back().time_s,
+          target.nanobatch[2] / target.perseus[2], 0.10);
+    }
   }
 }
 

@@ -19,14 +19,20 @@
 
 namespace kareus::planner {
 
-/// One real configuration: fastest Perseus and N+P iteration time and average power per GPU.
+/// One real configuration: fastest Perseus and N+P iteration time and average power per GPU,
+/// and the slowest (minimum-energy) ones, whose instructions run mostly at the artifact's lowest
+/// clock, 900 MHz (0 where the source has none).
 struct OverlapTarget {
   std::string model = "llama3.2-3b";  ///< a model preset (data/models)
   int cp = 1, tp = 8, mbs = 8, seq = 4096;
   double perseus_time_s = 0, perseus_power_w = 0;
   double nanobatch_time_s = 0, nanobatch_power_w = 0;
+  double perseus_slowest_time_s = 0, nanobatch_slowest_time_s = 0;
 
   [[nodiscard]] double ratio() const { return nanobatch_time_s / perseus_time_s; }
+  [[nodiscard]] bool has_slowest() const { return perseus_slowest_time_s > 0 && nanobatch_slowest_time_s > 0; }
+  /// T(N+P slowest) / T(Perseus slowest).
+  [[nodiscard]] double slowest_ratio() const { return nanobatch_slowest_time_s / perseus_slowest_time_s; }
   /// "llama3.2-3b CP1 TP8 mbs8 4k".
   [[nodiscard]] std::string name() const;
 };
@@ -52,6 +58,12 @@ struct OverlapRun {
 
 [[nodiscard]] OverlapRun run_overlap_target(const device::GpuSpec& gpu, const OverlapTarget& target);
 
+/// The clock the slowest ends are run at: the artifact's lowest (docs/kareus.md section 3).
+inline constexpr int kSlowestClockMhz = 900;
+
+/// The same two iterations with every instruction at `freq_mhz`.
+[[nodiscard]] OverlapRun run_overlap_target_at(const device::GpuSpec& gpu, const OverlapTarget& target, int freq_mhz);
+
 /// A preset parameter (find_parameter's key) and the physical range a fit may move it in.
 struct BoundedParameter {
   std::string name;
@@ -64,6 +76,10 @@ struct BoundedParameter {
 /// overlap parameter is set from spec or measurement.
 [[nodiscard]] std::vector<BoundedParameter> overlap_fit_parameters();
 
+/// What a fit matches: the fastest ends' ratios, or those and the slowest ends' (each target
+/// that has them counts twice, once per end).
+enum class FitEnds { kFastest, kBoth };
+
 struct OverlapFit {
   device::GpuSpec gpu;          ///< the start with the fitted values
   std::vector<double> values;   ///< in the order of the parameters
@@ -75,25 +91,31 @@ struct OverlapFit {
 /// emulator's ratios match `targets`' in the least-squares sense. Throws InputError for an
 /// unknown parameter, an empty range or no targets.
 [[nodiscard]] OverlapFit fit_overlap(const device::GpuSpec& start, const std::vector<OverlapTarget>& targets,
-                                     const std::vector<BoundedParameter>& parameters);
+                                     const std::vector<BoundedParameter>& parameters, FitEnds ends = FitEnds::kFastest);
 
 /// One fold of leave-one-out: fitted on every target but `held_out`, then run on it.
 struct LeaveOneOutFold {
   OverlapTarget held_out;
   OverlapFit fit;
   double predicted_ratio = 0;
+  double predicted_slowest_ratio = 0;  ///< at kSlowestClockMhz
   [[nodiscard]] double error_points() const { return 100 * (predicted_ratio - held_out.ratio()); }
+  [[nodiscard]] double slowest_error_points() const {
+    return held_out.has_slowest() ? 100 * (predicted_slowest_ratio - held_out.slowest_ratio()) : 0;
+  }
 };
 
 [[nodiscard]] std::vector<LeaveOneOutFold> leave_one_out(const device::GpuSpec& start,
                                                          const std::vector<OverlapTarget>& targets,
-                                                         const std::vector<BoundedParameter>& parameters);
+                                                         const std::vector<BoundedParameter>& parameters,
+                                                         FitEnds ends = FitEnds::kFastest);
 
 /// Fitted on `fitted`, run on each of `predicted`: one fold per predicted target, all with the
 /// same fit (leave-one-model-out: fit on one model's configurations, predict another's).
 [[nodiscard]] std::vector<LeaveOneOutFold> fit_and_predict(const device::GpuSpec& start,
                                                            const std::vector<OverlapTarget>& fitted,
                                                            const std::vector<OverlapTarget>& predicted,
-                                                           const std::vector<BoundedParameter>& parameters);
+                                                           const std::vector<BoundedParameter>& parameters,
+                                                           FitEnds ends = FitEnds::kFastest);
 
 }  // namespace kareus::planner
