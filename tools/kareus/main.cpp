@@ -1,6 +1,7 @@
 // kareus: energy-optimal execution plans for large-model training.
 #include <cstdio>
 #include <exception>
+#include <new>
 
 #include <fmt/core.h>
 #include <CLI/CLI.hpp>
@@ -33,6 +34,13 @@ int main(int argc, char** argv) {
   } catch (const kareus::InputError& error) {
     fmt::print(stderr, "kareus {}: error: {}\n", command, error.what());
     return 2;
+  } catch (const std::bad_alloc&) {
+    // Printed without allocating: the memory is still short.
+    std::fputs(
+        "kareus: error: out of memory (the input needs more memory than this process may use: see "
+        "ulimit -v and docs/limits.md)\n",
+        stderr);
+    return 1;
   } catch (const std::exception& error) {
     fmt::print(stderr, "kareus {}: error: {}\n", command, error.what());
     return 1;

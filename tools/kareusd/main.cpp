@@ -4,6 +4,7 @@
 #include <csignal>
 #include <cstdio>
 #include <exception>
+#include <new>
 #include <vector>
 
 #include <fmt/core.h>
@@ -81,6 +82,10 @@ int main(int argc, char** argv) {
   } catch (const kareus::InputError& error) {
     fmt::print(stderr, "kareusd: error: {}\n", error.what());
     return 2;
+  } catch (const std::bad_alloc&) {
+    // Printed without allocating: the memory is still short. Clocks were reset on the way out.
+    std::fputs("kareusd: error: out of memory (see ulimit -v)\n", stderr);
+    return 1;
   } catch (const std::exception& error) {
     fmt::print(stderr, "kareusd: error: {}\n", error.what());
     return 1;

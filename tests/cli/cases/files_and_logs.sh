@@ -42,6 +42,20 @@ mkdir -p "$files/home" && echo notes >"$files/home/notes.txt"
 expect 2 "--out $files/home: exists and is not a kareus output folder" -- \
   solve --profile "$csv" --stages 2 --microbatches 4 --out "$files/home"
 
+# --out at a mount point is refused before any work (the commit's rename would fail with EBUSY
+# after all of it); a private mount namespace gives a mount point without privileges.
+if unshare -rm true 2>/dev/null; then
+  mkdir -p "$files/mounted"
+  check "--out at a mount point is refused up front" unshare -rm bash -c "
+    mount -t tmpfs none '$files/mounted' || exit 0
+    output=\$('$KAREUS' solve --profile '$csv' --stages 2 --microbatches 4 --out '$files/mounted' 2>&1)
+    status=\$?
+    echo \"\$output\"
+    [[ \$status -eq 2 ]] && grep -q -- '--out $files/mounted: is a mount point' <<<\"\$output\""
+else
+  echo "note: no private mount namespace here; the --out mount point case is skipped"
+fi
+
 # solve, import and export lock --out as plan does (two solves into one folder used to both
 # exit 0 with their plans mixed).
 echo 4545 >"$files/solved.lock"
