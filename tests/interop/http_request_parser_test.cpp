@@ -137,7 +137,7 @@ TEST(HttpRequestParser, HostIsRequiredOnceAndAbsoluteFormTargetsAreAccepted) {
   EXPECT_EQ(twice.error_message(), "Host given twice");
   EXPECT_EQ(parse("GET /info HTTP/1.0\r\n\r\n").state(), State::kComplete);  // HTTP/1.0 needs none
   // Section 3.2.2: a server accepts the absolute form; its authority stands in for Host.
-  for (const std::string& target : {"http://x:8000/schedule/j?rank=2", "HTTP://x/schedule/j?rank=2"}) {
+  for (const std::string target : {"http://x:8000/schedule/j?rank=2", "HTTP://x/schedule/j?rank=2"}) {
     HttpRequestParser absolute = parse("GET " + target + " HTTP/1.1\r\nHost: x\r\n\r\n");
     ASSERT_EQ(absolute.state(), State::kComplete) << target << ": " << absolute.error_message();
     const ParsedHttpRequest request = absolute.take();

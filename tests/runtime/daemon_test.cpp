@@ -488,7 +488,10 @@ TEST_F(DaemonServerTest, TrainingLoopDrivesClocksThroughTheDaemon) {
   plan::Plan two_stage = testing::make_plan(2, 3);
   // Stage 1 of 2, 3 microbatches: F0 B0 F1 B1 F2 B2, on clocks the daemon's GPUs support.
   const int clocks[] = {1410, 1005, 1410, 810, 1200, 810};
-  for (std::size_t index = 0; index < 6; ++index) two_stage.stages[1].instructions[index].freq_mhz = clocks[index];
+  for (std::size_t index = 0; index < 6; ++index) {
+    two_stage.stages[1].instructions[index].freq_mhz = clocks[index];
+    two_stage.stages[0].instructions[index].freq_mhz = 1980;  // every stage's clocks are checked at start
+  }
   {
     Runtime runtime(std::make_shared<const plan::Plan>(two_stage), 1,
                     make_clock_backend("kareusd:" + config_.socket_path, 1));

@@ -8,9 +8,11 @@
 
 #include "commands.h"
 #include "kareus/common/error.h"
+#include "kareus/common/memory_reserve.h"
 #include "kareus/common/version.h"
 
 int main(int argc, char** argv) {
+  kareus::reserve_memory_for_unwinding();  // out of memory: a message and exit 1, never a core
   CLI::App app{"kareus: cut the energy of large-model training (clocks x overlap), on the emulator or real GPUs"};
   app.require_subcommand(1);
   app.set_version_flag("--version", fmt::format("kareus {}", kareus::kKareusVersion));

@@ -11,6 +11,7 @@
 #include <CLI/CLI.hpp>
 
 #include "kareus/common/error.h"
+#include "kareus/common/memory_reserve.h"
 #include "kareus/common/signal_wait.h"
 #include "kareus/runtime/daemon.h"
 #include "kareus/runtime/daemon_protocol.h"
@@ -60,6 +61,7 @@ int send(const std::string& socket_path, const std::vector<std::string>& lines) 
 }  // namespace
 
 int main(int argc, char** argv) {
+  kareus::reserve_memory_for_unwinding();  // out of memory: a message and exit 1, never a core
   CLI::App app{"kareusd: lets allowed users lock GPU clocks over a Unix socket (run as root)"};
   std::string config_path;
   std::string socket_path;
