@@ -7,7 +7,8 @@
 with the planned launch slot and CTA count of an overlapped collective. No torch import needed.
 
 The plan contract is the C++ one, re-exported from ``kareus._runtime``: ``read_plan`` (a validated
-``Plan``), ``check_plan_workload`` (is this plan for this workload and GPU?), ``one_f_one_b``
+``Plan``), ``check_plan_workload`` (is this plan for this workload and GPU?), ``check_plan_fits``
+(do its clocks, partition keys, slots and CTA counts fit the GPU and workload?), ``one_f_one_b``
 (a stage's instruction order), ``map_rank`` / ``global_rank`` / ``parallel_groups`` (Megatron's
 tp-cp-dp-pp rank order) and ``CommConfig`` (slot, ctas).
 """
@@ -23,6 +24,7 @@ from kareus._runtime import (
     KareusError,
     Plan,
     Runtime,
+    check_plan_fits,
     check_plan_workload,
     choose_for_deadline,
     global_rank,
@@ -40,6 +42,7 @@ __all__ = [
     "KareusError",
     "PipelineFrequencyOptimizer",
     "Plan",
+    "check_plan_fits",
     "check_plan_workload",
     "choose_for_deadline",
     "global_rank",
@@ -76,7 +79,9 @@ class PipelineFrequencyOptimizer:
             one change, ``skipped_clock_changes``).
 
     Raises InputError (a ValueError) for the caller's mistakes and KareusError (a RuntimeError)
-    for device or daemon failures.
+    for device or daemon failures. The plan (and every plan switched to) must fit: its clocks are
+    clocks the backend's GPU supports, and its comm configs fit the workload its block records
+    (partition keys, launch slots, CTA counts: ``check_plan_fits``).
     """
 
     def __init__(

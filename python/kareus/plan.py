@@ -2,9 +2,9 @@
 
 ``ExecutionPlan`` reads a plan file with the C++ reader (``kareus._runtime.read_plan``: schema,
 fields, 1F1B order), checks it is for the job's workload (``check_plan_workload``: model shape,
-parallel sizes, mbs, seq, microbatches, nanobatches, recompute, layer split, GPU) and that its
-comm configs fit (``check_plan_comm_configs``: partition keys, launch slots, CTA counts, the C++
-rules of partition/comm_fit.h), before any collective runs. Every rank reads the same file and
+parallel sizes, mbs, seq, microbatches, nanobatches, recompute, layer split, GPU) and that it fits
+(``check_plan_fits``, the C++ plan check of plan/plan_fit.h: partition keys, launch slots, CTA
+counts, and clocks the GPU has), before any collective runs. Every rank reads the same file and
 runs the same checks, so a wrong plan fails on every rank with the same ``InputError`` and nothing
 hangs.
 
@@ -23,7 +23,7 @@ from kareus._runtime import (
     SLOT_NONE,
     CommConfig,
     Workload,
-    check_plan_comm_configs,
+    check_plan_fits,
     check_plan_workload,
     read_plan,
 )
@@ -76,7 +76,9 @@ class ExecutionPlan:
         sm_count: SMs of the GPU; every CTA count must lie in 1..sm_count.
         default_comm_ctas: CTAs of the trail partitions, which plans do not list (the GPU's
             default, as the planner runs them).
-        gpu: the GPU preset's name; when given, the plan must have been made for it.
+        gpu: the GPU preset's name; when given, the plan must have been made for it and every
+            clock must be one of its clocks (without it clocks are not checked here; the
+            runtime checks them against the GPU it drives).
 
     Raises InputError (a ValueError) naming the file and what is wrong.
     """
@@ -86,7 +88,7 @@ class ExecutionPlan:
         self.workload = workload
         plan = read_plan(self.path)
         check_plan_workload(plan, workload, gpu, self.path)
-        check_plan_comm_configs(plan, workload, self.path, max_ctas=sm_count, default_ctas=default_comm_ctas)
+        check_plan_fits(plan, workload, self.path, gpu=gpu, max_ctas=sm_count, default_ctas=default_comm_ctas)
 
         self.stage_partitions: List[Dict[str, List[PlannedPartition]]] = []
         self.stages: List[List[InstructionPlan]] = []

@@ -247,6 +247,23 @@ void bind_plan(py::module_& module) {
       "\"none\"), ctas outside 1..max_ctas (the GPU's SM count; MAX_CTAS without a GPU), or a default_ctas "
       "(the GPU's default_comm_ctas; 0: not checked) outside it.");
   module.def(
+      "check_plan_fits",
+      [](const plan::Plan& plan, const wl::Workload& workload, const std::string& origin, const std::string& gpu,
+         int max_ctas, int default_ctas) {
+        plan::PlanLimits limits{{max_ctas, default_ctas}, {}, "the GPU"};
+        if (!gpu.empty()) {
+          const kareus::device::GpuSpec spec = kareus::device::load_gpu(gpu);
+          limits.clocks_mhz = spec.supported_clocks_mhz();
+          limits.gpu = spec.name;
+        }
+        plan::check_plan_fits(plan, workload, limits, origin);
+      },
+      py::arg("plan"), py::arg("workload"), py::arg("origin") = "plan", py::kw_only(), py::arg("gpu") = "",
+      py::arg("max_ctas") = part::kMaxCtas, py::arg("default_ctas") = 0,
+      "The one plan check (plan/plan_fit.h): check_plan_comm_configs, and every clock a clock of the GPU preset "
+      "`gpu` (not checked without one). Raises InputError \"ORIGIN: stage S instruction I (forward microbatch "
+      "M): freq_mhz 1411 is not a clock of a100-40gb (210..1410 MHz in 15 MHz steps)\".");
+  module.def(
       "plan_target",
       [](const plan::Plan& plan, const std::string& origin) {
         plan::PlanTarget target = plan::plan_target(plan, origin);

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import pathlib
+import re
 import sys
 
 import pytest
@@ -152,3 +153,24 @@ def test_a_slot_of_the_steady_layer_is_valid_on_a_one_layer_stage(tmp_path):
     backward = plan.stages[1][1].passes[1]
     assert backward[1].key == "bwd_mlp" and backward[1].slots[0] == ("elementwise_0", 0)
     assert backward[1].choice == CommConfig("elementwise_0", 30) and backward[1].launch_index == 0
+
+
+@pytest.mark.parametrize("freq_mhz", [1411, 10**9])
+def test_a_clock_the_gpu_lacks_is_refused(tmp_path, workload, freq_mhz):
+    def edit(document):
+        document["stages"][1]["instructions"][2]["freq_mhz"] = freq_mhz  # stage 1: F0 B0 F1 B1
+
+    path = _plan(tmp_path, workload, edit=edit).path  # no GPU given: clocks are the runtime's to check
+    with pytest.raises(InputError, match=rf"^{re.escape(path)}: stage 1 instruction 2 \(forward microbatch 1\): freq_mhz "
+                                         rf"{freq_mhz} is not a clock of a100-40gb \(210\.\.1410 MHz in 15 MHz steps\)$"):
+        ExecutionPlan(path, workload, 108, 16, gpu="a100-40gb")
+
+
+def test_the_gpus_own_grid_decides(tmp_path, workload):
+    def edit(document):
+        document["stages"][0]["instructions"][0]["freq_mhz"] = 1500  # above the A100's 1410, an H100 clock
+
+    path = _plan(tmp_path, workload, edit=edit).path
+    with pytest.raises(InputError, match=r"freq_mhz 1500 is not a clock of a100-40gb \(210\.\.1410 MHz"):
+        ExecutionPlan(path, workload, 108, 16, gpu="a100-40gb")
+    assert ExecutionPlan(path, workload, 132, 16, gpu="h100-sxm").stages[0][0].freq_mhz == 1500

@@ -235,3 +235,48 @@ def test_the_plan_contract_is_the_cpp_one(tmp_path):
             kareus.check_plan_workload(plan, other, "a100-40gb", origin="p")
     with pytest.raises(kareus.InputError, match='^p: made for gpu "a100-40gb", this run has gpu "h200"$'):
         kareus.check_plan_workload(plan, workload, "h200", origin="p")
+
+
+def _recorded_plan(tmp_path, edit, name="plan.json"):
+    """A plan for a real workload (its block records the workload and GPU, as the planner
+    writes it), edited; the bare optimizer checks it against the C++ rules."""
+    import sys
+
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "torch"))
+    import helpers
+    from kareus._runtime import Workload
+
+    workload = Workload(helpers.TINY_MODEL, tp=2, pp=2, mbs=2, seq=64, microbatches=2)
+    block = json.loads(workload.to_json())
+    block["gpu"] = "a100-40gb"
+    configs = {"forward": {"fwd_attn": {"slot": "rope_0", "ctas": 12}, "fwd_mlp": {"slot": "none", "ctas": 6}},
+               "backward": {"bwd_attn": {"slot": "attn_0", "ctas": 3}, "bwd_mlp": {"slot": "norm_0", "ctas": 30}}}
+    path = helpers.write_plan(tmp_path / name, 2, 2, configs, recompute=True, workload=block)
+    document = json.loads(open(path).read())
+    edit(document["stages"][0]["instructions"][1])  # stage 0: F0 F1 B0 B1
+    open(path, "w").write(json.dumps(document))
+    return path
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda i: i.update(freq_mhz=1411), "freq_mhz 1411 is not a clock of the GPU behind recorder"),
+        (lambda i: i.update(freq_mhz=10**9), "freq_mhz 1000000000 is not a clock of the GPU behind recorder"),
+        (lambda i: i["partitions"]["fwd_attn"].update(ctas=10**9),
+         r"partition 'fwd_attn': ctas 1000000000 is outside 1\.\.65536 \(kareus's CTA limit\)"),
+        (lambda i: i["partitions"]["fwd_mlp"].update(slot="evil_0"), r"partition 'fwd_mlp': no launch slot 'evil_0'"),
+        (lambda i: i["partitions"].update(evil_key={"slot": "none", "ctas": 4}), r"unknown partition key 'evil_key'"),
+    ],
+)
+def test_the_bare_optimizer_refuses_what_the_plan_check_refuses(tmp_path, edit, message):
+    good = _recorded_plan(tmp_path, lambda instruction: None, "good.json")
+    make_optimizer(good, rank=0, tp=2, pp=2).close()  # the unedited plan runs
+    path = _recorded_plan(tmp_path, edit)
+    with pytest.raises(kareus.InputError, match=r"plan\.json: stage 0 instruction 1 \(forward microbatch 1\): " + message):
+        make_optimizer(path, rank=0, tp=2, pp=2)
+    # ... and so does a switch to it.
+    optimizer = make_optimizer(good, rank=0, tp=2, pp=2)
+    with pytest.raises(kareus.InputError, match=message):
+        optimizer.switch_plan(path)
+    optimizer.close()

@@ -135,6 +135,12 @@ void check_json_depth(std::string_view text, std::string_view origin) {
 }
 
 nlohmann::json parse_json(std::string_view text, std::string_view origin) {
+  if (text.size() > kMaxJsonDocumentBytes) {
+    throw InputError(fmt::format(
+        "{}: a JSON document of {} bytes is larger than the {} MiB kareus parses at once (it would take about 20 "
+        "times that in memory; docs/limits.md)",
+        origin, text.size(), kMaxJsonDocumentBytes >> 20));
+  }
   check_json_depth(text, origin);
   try {
     return nlohmann::json::parse(text);

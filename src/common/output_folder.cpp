@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -47,6 +48,24 @@ void rename_into_place(const std::filesystem::path& from, const std::filesystem:
   }
 }
 
+// Whether `folder` (an existing directory) is the root of a mount: then no rename can put another
+// folder in its place (EBUSY), which the commit needs. statx's mount-root attribute also sees a
+// bind mount of a folder of the same file system; without it, a device that differs from the
+// parent's does.
+bool is_mount_point(const std::filesystem::path& folder) {
+#ifdef STATX_ATTR_MOUNT_ROOT
+  struct statx status {};
+  if (::statx(AT_FDCWD, folder.c_str(), AT_SYMLINK_NOFOLLOW, STATX_BASIC_STATS, &status) == 0 &&
+      (status.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT) != 0) {
+    return (status.stx_attributes & STATX_ATTR_MOUNT_ROOT) != 0;
+  }
+#endif
+  struct stat own {};
+  struct stat parent {};
+  return ::stat(folder.c_str(), &own) == 0 && ::stat(folder.parent_path().c_str(), &parent) == 0 &&
+         own.st_dev != parent.st_dev;
+}
+
 }  // namespace
 
 OutputFolder::OutputFolder(const std::filesystem::path& folder, std::string flag, std::string_view command)
@@ -70,6 +89,12 @@ OutputFolder::OutputFolder(const std::filesystem::path& folder, std::string flag
   if (std::filesystem::exists(status)) {
     if (!std::filesystem::is_directory(status)) {
       throw InputError(fmt::format("{} {}: cannot create directory (it is a file)", flag_, folder.string()));
+    }
+    if (is_mount_point(folder_)) {
+      throw InputError(
+          fmt::format("{} {}: is a mount point; the output is put in place by renaming a folder over it, which a mount "
+                      "point refuses, so give a folder inside it",
+                      flag_, folder.string()));
     }
     if (!std::filesystem::exists(folder_ / kOutputMarker) && !std::filesystem::is_empty(folder_, error)) {
       throw InputError(fmt::format(

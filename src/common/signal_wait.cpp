@@ -24,9 +24,17 @@ void SignalWait::run(const std::function<void()>& run, const std::function<void(
 void SignalWait::run_until(const std::function<void()>& run, const std::function<bool(int)>& on_signal) const {
   std::thread waiter([&] {
     int signal_number = 0;
-    do {
+    bool again = true;
+    while (again) {
       sigwait(&signals_, &signal_number);
-    } while (on_signal(signal_number));
+      // An exception leaving this thread would end the process (std::terminate, a core): one
+      // from a handler (out of memory while logging) leaves the server running and waiting.
+      try {
+        again = on_signal(signal_number);
+      } catch (...) {
+        again = true;
+      }
+    }
   });
   try {
     run();

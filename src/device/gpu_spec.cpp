@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <string_view>
+#include <utility>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -164,6 +166,16 @@ GpuSpec parse_gpu(std::string_view json_text, std::string_view origin_view) {
   if (gpu.voltage_max_v < gpu.voltage_min_v) {
     throw InputError(
         fmt::format("{}: voltage_max_v {} is below voltage_min_v {}", origin, gpu.voltage_max_v, gpu.voltage_min_v));
+  }
+  // Static and idle power are what the GPU draws doing nothing: at or above the power limit no
+  // clock could run work, and every energy the emulator predicts would be meaningless.
+  using Watts = std::pair<std::string_view, double>;
+  for (const auto& [key, watts] :
+       {Watts{"static_power_w", gpu.static_power_w}, Watts{"idle_power_w", gpu.idle_power_w}}) {
+    if (watts >= gpu.power_limit_w) {
+      throw InputError(
+          fmt::format("{}: {} {} W is not below power_limit_w {} W", origin, key, watts, gpu.power_limit_w));
+    }
   }
   if (gpu.default_comm_ctas > gpu.sm_count) {
     throw InputError(

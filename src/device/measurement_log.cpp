@@ -153,6 +153,19 @@ std::string to_json_line(const MeasurementRecord& record) {
 
 MeasurementRecord parse_measurement_line(std::string_view line, std::string_view origin) {
   const json value = parse_json(line, origin);
+  // A misspelled field ("energy_mj", "stabel") would otherwise be dropped without a word.
+  if (value.is_object() && value.value("schema", json()) == kMeasurementSchema) {
+    json_fields::reject_unknown(value,
+                                {"schema",        "backend",      "gpu",       "device_name",  "workload",
+                                 "partition",     "kernel_class", "direction", "nanobatch",    "ops",
+                                 "collective",    "slots",        "config",    "time_s",       "energy_j",
+                                 "repetitions",   "window_s",     "clock",     "clock_events", "clock_event_names",
+                                 "temperature_c", "power_mean_w", "retries",   "stable"},
+                                origin);
+    if (const auto config = value.find("config"); config != value.end() && config->is_object()) {
+      json_fields::reject_unknown(*config, {"freq_mhz", "ctas", "slot"}, fmt::format("{}: config", origin));
+    }
+  }
   try {
     if (value.at("schema").get<std::string>() != kMeasurementSchema) {
       throw InputError(

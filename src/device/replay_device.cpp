@@ -21,6 +21,7 @@ void check_physical(const MeasurementRecord& record, const GpuSpec& gpu, std::st
     throw InputError(fmt::format("{}: the record was measured on gpu {}, the plan is for {}", where(record, fallback),
                                  record.gpu, gpu.name));
   }
+  require_supported_clock(gpu, record.config.freq_mhz, fmt::format("{}: freq_mhz", where(record, fallback)));
   if (record.time_s < kMinMeasuredTimeS) {
     throw InputError(fmt::format("{}: time_s {:g} of {} is under {:g} s, shorter than anything measurable",
                                  where(record, fallback), record.time_s, record.partition.key, kMinMeasuredTimeS));

@@ -82,7 +82,7 @@ void HttpRequestParser::reset() {
   header_bytes_ = 0;
   header_count_ = 0;
   current_ = {};
-  http10_ = chunked_ = has_length_ = expect_continue_ = connection_close_ = connection_keep_alive_ = false;
+  http10_ = chunked_ = has_length_ = has_host_ = expect_continue_ = connection_close_ = connection_keep_alive_ = false;
   body_left_ = 0;
 }
 
@@ -180,15 +180,28 @@ void HttpRequestParser::on_request_line() {
   }
   const std::string_view line(line_);
   const std::string_view method = line.substr(0, first);
-  const std::string_view target = line.substr(first + 1, second - first - 1);
   const std::string_view version = line.substr(second + 1);
   if (!is_token(method) || method.size() > 32) {
     fail(400, "malformed request line: the method is not a token");
     return;
   }
+  std::string_view target = line.substr(first + 1, second - first - 1);
   const bool visible = std::all_of(target.begin(), target.end(), [](char c) { return c > 0x20 && c < 0x7f; });
+  // RFC 9112 section 3.2.2: a server accepts the absolute form (http://host:port/path?query) too;
+  // only its path and query are routed.
+  if (visible && (lower(target.substr(0, 7)) == "http://" || lower(target.substr(0, 8)) == "https://")) {
+    const std::size_t authority = target.find("//") + 2;
+    const std::size_t path = target.find_first_of("/?", authority);
+    if (path == authority) {
+      fail(400, "malformed request target: an absolute-form target without a host");
+      return;
+    }
+    absolute_path_ = path == std::string_view::npos ? std::string_view() : target.substr(path);
+    if (absolute_path_.empty() || absolute_path_.front() == '?') absolute_path_.insert(0, "/");
+    target = absolute_path_;
+  }
   if (target.empty() || target.front() != '/' || !visible) {
-    fail(400, "malformed request line: the target must be a path starting with '/'");
+    fail(400, "malformed request line: the target must be a path starting with '/' or an http:// URL");
     return;
   }
   if (version == "HTTP/1.1") {
@@ -284,6 +297,12 @@ void HttpRequestParser::on_header_line() {
       connection_close_ = connection_close_ || token == "close";
       connection_keep_alive_ = connection_keep_alive_ || token == "keep-alive";
     }
+  } else if (field == "host") {
+    if (has_host_) {
+      fail(400, "Host given twice");
+      return;
+    }
+    has_host_ = true;
   } else if (field == "expect") {
     if (lower(value) != "100-continue") {
       fail(417, fmt::format("Expect '{}' is not supported (only 100-continue)", value.substr(0, 64)));
@@ -294,6 +313,10 @@ void HttpRequestParser::on_header_line() {
 }
 
 void HttpRequestParser::on_headers_done() {
+  if (!has_host_ && !http10_) {  // RFC 9112 section 3.2
+    fail(400, "no Host header field (HTTP/1.1 requires one)");
+    return;
+  }
   if (chunked_ && has_length_) {
     fail(400, "both Content-Length and Transfer-Encoding given");
     return;

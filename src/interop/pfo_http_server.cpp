@@ -6,9 +6,9 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <vector>
 
-#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -21,6 +21,7 @@
 
 #include "kareus/common/error.h"
 #include "kareus/common/nonblocking_io.h"
+#include "kareus/common/poll_loop.h"
 
 namespace kareus::interop {
 namespace {
@@ -33,8 +34,6 @@ constexpr std::size_t kReadChunkBytes = 16 * 1024;
 /// After its last answer a closing connection reads and drops what the client still sends for at
 /// most this long, so the answer is not lost to a reset (a 413 sent while a body is still coming).
 constexpr double kMaxLingerS = 1.0;
-/// How long accepting pauses when the process is out of file descriptors.
-constexpr double kAcceptPauseS = 0.1;
 
 std::string detail_json(const std::string& message) {
   return nlohmann::json{{"detail", message}}.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
@@ -94,6 +93,7 @@ struct PfoHttpServer::Impl {
     std::string outbox;  ///< answers not yet sent
     Mode mode = Mode::kReading;
     bool continue_sent = false;
+    double request_deadline_s = 0;  ///< while a 100 Continue is out: when the request must be whole
     /// Reading: the next request must be complete by then (set when the server starts waiting
     /// for it, never moved by the bytes that trickle in). Sending: the client must take more of
     /// the answers by then. Lingering: the end of the linger.
@@ -105,26 +105,17 @@ struct PfoHttpServer::Impl {
   PfoService& service;
   HttpServerOptions options;
   int listen_fd = -1;
-  int stop_read_fd = -1;
-  int stop_write_fd = -1;
+  PollLoop loop;  ///< its wake pipe carries stop()
   std::atomic<bool> stop_requested{false};
   bool stopping = false;
   double stop_deadline_s = 0;
-  double accept_paused_until_s = 0;
   std::vector<std::unique_ptr<Connection>> connections;
 
   Impl(PfoService& service_ref, HttpServerOptions server_options)
-      : service(service_ref), options(std::move(server_options)) {
-    int pipe_fds[2];
-    if (::pipe2(pipe_fds, O_CLOEXEC | O_NONBLOCK) != 0) throw Error(fmt::format("pipe: {}", std::strerror(errno)));
-    stop_read_fd = pipe_fds[0];
-    stop_write_fd = pipe_fds[1];
-  }
+      : service(service_ref), options(std::move(server_options)) {}
   ~Impl() {
     for (auto& connection : connections) ::close(connection->fd);
     if (listen_fd >= 0) ::close(listen_fd);
-    ::close(stop_read_fd);
-    ::close(stop_write_fd);
   }
 
   void queue_answer(Connection& connection, int status, const std::string& body, bool keep_alive, bool head) {
@@ -144,6 +135,11 @@ struct PfoHttpServer::Impl {
     const std::optional<std::size_t> sent = send_pending(connection.fd, connection.outbox);
     if (!sent) return false;
     if (*sent > 0) connection.deadline_s = now_s + options.timeout_s;  // progress: the client reads its answers
+    // An interim 100 Continue is part of answering the request being read: it never extends the
+    // time that request has to arrive whole.
+    if (connection.continue_sent && connection.mode == Mode::kReading) {
+      connection.deadline_s = std::min(connection.deadline_s, connection.request_deadline_s);
+    }
     if (!connection.outbox.empty() || connection.mode != Mode::kClosing) return true;
     if (stopping) return false;
     ::shutdown(connection.fd, SHUT_WR);
@@ -172,7 +168,9 @@ struct PfoHttpServer::Impl {
     if (connection.mode != Mode::kReading) connection.inbox.clear();
     if (connection.mode == Mode::kReading && connection.parser.awaits_continue() && !connection.continue_sent) {
       // The client waits for this before sending a body the headers showed to be within bounds.
+      connection.request_deadline_s = connection.deadline_s;
       queue_bytes(connection, "HTTP/1.1 100 Continue\r\n\r\n");
+      connection.deadline_s = std::min(connection.deadline_s, connection.request_deadline_s);
       connection.continue_sent = true;
     }
   }
@@ -221,16 +219,8 @@ struct PfoHttpServer::Impl {
 
   void accept_clients(double now_s) {
     while (connections.size() < options.max_connections) {
-      const int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-      if (fd < 0) {
-        if (errno == EINTR || errno == ECONNABORTED) continue;
-        // Out of descriptors or memory: the connection stays in the backlog and poll would wake
-        // at once for it again; pause accepting instead of spinning.
-        if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
-          accept_paused_until_s = now_s + kAcceptPauseS;
-        }
-        return;
-      }
+      const int fd = loop.accept(listen_fd, now_s);  // out of descriptors: accepting pauses
+      if (fd < 0) return;
       const int yes = 1;
       ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof(yes));  // small answers: no Nagle delay
       connections.push_back(std::make_unique<Connection>(fd, options.limits, now_s + options.timeout_s));
@@ -265,35 +255,25 @@ struct PfoHttpServer::Impl {
       for (std::size_t index = connections.size(); index-- > 0;) {
         if (!expire(*connections[index], now_s)) close_connection(index);
       }
-      std::vector<pollfd> fds;
-      fds.push_back({stop_read_fd, POLLIN, 0});
-      const bool accepting =
-          !stopping && connections.size() < options.max_connections && now_s >= accept_paused_until_s;
-      fds.push_back({accepting ? listen_fd : -1, POLLIN, 0});
+      const bool accepting = !stopping && connections.size() < options.max_connections;
       double wake_s = stopping ? stop_deadline_s : INFINITY;
-      if (!stopping && !accepting && connections.size() < options.max_connections) {
-        wake_s = std::min(wake_s, accept_paused_until_s);
-      }
+      std::vector<pollfd> fds;
       for (const auto& connection : connections) {
         const short events =
             static_cast<short>((wants_input(*connection) ? POLLIN : 0) | (connection->outbox.empty() ? 0 : POLLOUT));
         fds.push_back({connection->fd, events, 0});
         wake_s = std::min(wake_s, connection->deadline_s);
       }
-      if (!poll_until(fds, wake_s)) continue;
+      const std::optional<PollLoop::Ready> ready = loop.wait(accepting ? listen_fd : -1, fds, wake_s);
+      if (!ready) continue;
       now_s = monotonic_s();
-      if (fds[0].revents != 0) {
-        char drained[64];
-        while (::read(stop_read_fd, drained, sizeof(drained)) > 0) {
-        }
-        continue;  // the loop's top begins the stop
-      }
+      if (!ready->wake_codes.empty()) continue;  // stop(): the loop's top begins the stop
       // Connections by index from the back, so closing one does not shift the rest.
       for (std::size_t index = connections.size(); index-- > 0;) {
-        const short revents = fds[index + 2].revents;
+        const short revents = ready->revents[index];
         if (revents != 0 && !serve(*connections[index], revents, now_s)) close_connection(index);
       }
-      if (fds[1].revents != 0) accept_clients(now_s);
+      if (ready->listener) accept_clients(now_s);
     }
   }
 };
@@ -349,8 +329,7 @@ void PfoHttpServer::run() {
 
 void PfoHttpServer::stop() {
   impl_->stop_requested = true;
-  const char byte = 1;
-  [[maybe_unused]] const ssize_t written = ::write(impl_->stop_write_fd, &byte, 1);
+  impl_->loop.wake(1);
 }
 
 }  // namespace kareus::interop

@@ -84,6 +84,13 @@ ResultLog::ResultLog(const std::filesystem::path& path, std::uint64_t max_bytes)
   if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) refuse("in use by another kareus serve (flock)");
   (void)::fcntl(fd_, F_SETFL, O_APPEND);  // blocking writes from here on
   size_ = static_cast<std::uint64_t>(status.st_size);
+  // Only a results log is appended to (and possibly cut): every line it holds is a JSON object,
+  // so a file that does not start with '{' is someone else's and is left alone.
+  if (size_ > 0) {
+    char first = 0;
+    if (::pread(fd_, &first, 1, 0) != 1) refuse("cannot read its first byte");
+    if (first != '{') refuse("is not a results log (its lines are JSON objects); it is left as it is");
+  }
   // A line torn by a crash of an older writer is cut off, so the next line is not glued to it.
   if (size_ > 0) {
     char last = '\n';
@@ -99,6 +106,8 @@ ResultLog::ResultLog(const std::filesystem::path& path, std::uint64_t max_bytes)
       keep = newline == std::string_view::npos ? start : start + newline + 1;
       if (newline != std::string_view::npos) break;
     }
+    // A file of one torn line and nothing else is no log this server wrote: refused, not emptied.
+    if (keep == 0) refuse("holds no complete line, so it is not a results log; it is left as it is");
     if (keep < size_) {
       if (::ftruncate(fd_, static_cast<off_t>(keep)) != 0) refuse("cannot cut off its torn last line");
       dropped_tail_bytes_ = size_ - keep;

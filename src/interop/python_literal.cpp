@@ -19,6 +19,7 @@ class Reader {
     if (text_.size() > kMaxBytes) {
       throw InputError(fmt::format("{}: file is {} bytes, more than the {} allowed", origin_, text_.size(), kMaxBytes));
     }
+    check_utf8();
     skip_blank();
     PyValue value = parse_value(0);
     skip_blank();
@@ -29,6 +30,39 @@ class Reader {
  private:
   [[noreturn]] void fail(const std::string& what) const {
     throw InputError(fmt::format("{}:{}: {}", origin_, line_, what));
+  }
+
+  // Python reads a source file as UTF-8 and refuses one that is not: so does this reader (an
+  // imported plan would otherwise carry bytes that the artifact's own loader cannot read).
+  // Overlong forms, surrogates and code points past U+10FFFF are not UTF-8 either.
+  void check_utf8() const {
+    int line = 1;
+    for (std::size_t at = 0; at < text_.size();) {
+      const auto byte = static_cast<unsigned char>(text_[at]);
+      if (byte == '\n') ++line;
+      if (byte < 0x80) {
+        ++at;
+        continue;
+      }
+      const std::size_t length = byte >= 0xC2 && byte <= 0xDF   ? 2
+                                 : byte >= 0xE0 && byte <= 0xEF ? 3
+                                 : byte >= 0xF0 && byte <= 0xF4 ? 4
+                                                                : 0;
+      bool valid = length != 0 && at + length <= text_.size();
+      for (std::size_t next = 1; valid && next < length; ++next) {
+        valid = (static_cast<unsigned char>(text_[at + next]) & 0xC0) == 0x80;
+      }
+      if (valid && length >= 3) {
+        const auto second = static_cast<unsigned char>(text_[at + 1]);
+        valid = !(byte == 0xE0 && second < 0xA0) && !(byte == 0xED && second > 0x9F) &&
+                !(byte == 0xF0 && second < 0x90) && !(byte == 0xF4 && second > 0x8F);
+      }
+      if (!valid) {
+        throw InputError(fmt::format("{}:{}: invalid UTF-8 (byte 0x{:02x} at offset {}): Python cannot read this file",
+                                     origin_, line, byte, at));
+      }
+      at += length;
+    }
   }
 
   void skip_blank() {

@@ -20,13 +20,8 @@ using plan::StagePlan;
 void check_plan_fits(const plan::Plan& plan, const workload::Workload& workload, const device::GpuSpec& gpu,
                      std::string_view origin) {
   plan::check_plan_workload(plan, plan::plan_workload_json(workload, gpu.name), origin);
-  plan::check_plan_comm_configs(plan, workload, {gpu.sm_count, gpu.default_comm_ctas}, origin);
-  for (const StagePlan& stage : plan.stages) {
-    for (const PlannedInstruction& instruction : stage.instructions) {
-      device::require_supported_clock(gpu, instruction.freq_mhz,
-                                      fmt::format("{}: stage {} freq_mhz", origin, stage.stage));
-    }
-  }
+  plan::check_plan_fits(plan, workload, {{gpu.sm_count, gpu.default_comm_ctas}, gpu.supported_clocks_mhz(), gpu.name},
+                        origin);
 }
 
 pipeline::IterationRun simulate_plan(device::Device& device, const workload::Workload& workload, const plan::Plan& plan,

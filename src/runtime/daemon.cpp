@@ -63,11 +63,11 @@ DaemonReply failure(std::string message) {
 DaemonConfig parse_daemon_config(std::string_view text, std::string_view origin_view) {
   const std::string origin(origin_view);
   const json document = parse_json(text, origin);
-  jf::reject_unknown(
-      document,
-      {"socket_path", "socket_group", "allowed_uids", "allowed_gids", "max_message_bytes", "max_requests_per_second",
-       "max_clients", "idle_timeout_s", "backend", "nvml_library", "fake_gpu_count", "fake_clocks_mhz"},
-      origin);
+  jf::reject_unknown(document,
+                     {"socket_path", "socket_group", "allowed_uids", "allowed_gids", "max_message_bytes",
+                      "max_requests_per_second", "max_clients", "max_clients_per_user", "idle_timeout_s", "backend",
+                      "nvml_library", "fake_gpu_count", "fake_clocks_mhz"},
+                     origin);
   DaemonConfig config;
   config.socket_path = jf::require_string(document, "socket_path", origin);
   if (document.contains("socket_group")) config.socket_group = jf::require_string(document, "socket_group", origin);
@@ -100,6 +100,10 @@ DaemonConfig parse_daemon_config(std::string_view text, std::string_view origin_
   }
   if (document.contains("max_clients")) {
     config.max_clients = static_cast<std::size_t>(require_integer(document, "max_clients", 1, 65536, origin));
+  }
+  if (document.contains("max_clients_per_user")) {
+    config.max_clients_per_user =
+        static_cast<std::size_t>(require_integer(document, "max_clients_per_user", 1, 65536, origin));
   }
   if (document.contains("backend")) config.backend = jf::require_string(document, "backend", origin);
   if (config.backend != "nvml" && config.backend != "fake") {

@@ -20,6 +20,7 @@
 #include "kareus/common/file_io.h"
 #include "kareus/common/file_lock.h"
 #include "kareus/common/nonblocking_io.h"
+#include "kareus/common/poll_loop.h"
 #include "kareus/runtime/daemon.h"
 #include "kareus/runtime/daemon_protocol.h"
 
@@ -43,9 +44,10 @@ namespace {
 // misbehaving and is dropped.
 constexpr std::size_t kPauseReadingBytes = 64 * 1024;
 constexpr std::size_t kMaxOutboxBytes = 1024 * 1024;
-/// How long accepting pauses when the daemon is out of file descriptors (or memory): the pending
-/// connection stays in the backlog, and polling it at once again would spin.
-constexpr double kAcceptPauseS = 0.1;
+
+// What the wake pipe carries: stop() and reload().
+constexpr char kWakeStop = 1;
+constexpr char kWakeReload = 2;
 
 // The first line of SOCKET_PATH.leases; one locked GPU index per line follows.
 constexpr std::string_view kLeaseRecordSchema = "kareusd.leases/1";
@@ -79,6 +81,7 @@ DaemonServer::DaemonServer(DaemonConfig config, std::vector<std::unique_ptr<Cloc
     group = found->gr_gid;
   }
   std::memcpy(address.sun_path, config_.socket_path.c_str(), config_.socket_path.size() + 1);
+  check_socket_folder();
   // One daemon per socket path: a second one starting at the same moment is refused here.
   lock_.emplace(config_.socket_path + ".lock", "socket_path " + config_.socket_path);
   // A socket left by a daemon that died is replaced; a live daemon's socket and any other file
@@ -100,10 +103,6 @@ DaemonServer::DaemonServer(DaemonConfig config, std::vector<std::unique_ptr<Cloc
     ::unlink(config_.socket_path.c_str());
   }
   reset_left_locked();
-  int pipe_fds[2];
-  if (::pipe2(pipe_fds, O_CLOEXEC | O_NONBLOCK) != 0) throw Error(fmt::format("pipe: {}", std::strerror(errno)));
-  stop_read_fd_ = pipe_fds[0];
-  stop_write_fd_ = pipe_fds[1];
   listen_fd_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   const mode_t previous_umask = ::umask(0117);  // the socket is born 0660, never wider
   const bool bound =
@@ -112,14 +111,31 @@ DaemonServer::DaemonServer(DaemonConfig config, std::vector<std::unique_ptr<Cloc
   ::umask(previous_umask);
   const auto fail = [&](const std::string& what, int code) {
     if (listen_fd_ >= 0) ::close(listen_fd_);
-    ::close(stop_read_fd_);
-    ::close(stop_write_fd_);
     throw Error(fmt::format("{} {}: {}", what, config_.socket_path, std::strerror(code)));
   };
   if (!bound) fail("cannot bind", bind_errno);
   if (::chmod(config_.socket_path.c_str(), 0660) != 0) fail("cannot chmod", errno);
   if (group && ::chown(config_.socket_path.c_str(), static_cast<uid_t>(-1), *group) != 0) fail("cannot chown", errno);
   if (::listen(listen_fd_, 64) != 0) fail("cannot listen on", errno);
+}
+
+void DaemonServer::check_socket_folder() const {
+  // In a folder anyone may write, another user can put their own socket at the path (clients
+  // would then talk to it) or, without the sticky bit, replace the daemon's.
+  std::filesystem::path folder = std::filesystem::path(config_.socket_path).parent_path();
+  if (folder.empty()) folder = ".";
+  struct stat status {};
+  if (::stat(folder.c_str(), &status) != 0 || (status.st_mode & S_IWOTH) == 0) return;
+  if ((status.st_mode & S_ISVTX) == 0) {
+    throw InputError(
+        fmt::format("socket_path {}: its folder {} is writable by every user and not sticky, so anyone could "
+                    "replace the socket; use a folder only root writes (/run/kareusd)",
+                    config_.socket_path, folder.string()));
+  }
+  log(
+      fmt::format("WARNING: socket_path {} lies in {}, which every user may write: another user could have "
+                  "created the path before kareusd started; use a folder only root writes (/run/kareusd)",
+                  config_.socket_path, folder.string()));
 }
 
 void DaemonServer::reset_left_locked() {
@@ -155,22 +171,16 @@ DaemonServer::~DaemonServer() {
   for (auto& connection : connections_) ::close(connection->fd);
   ::close(listen_fd_);
   ::unlink(config_.socket_path.c_str());
-  ::close(stop_read_fd_);
-  ::close(stop_write_fd_);
 }
 
-void DaemonServer::stop() noexcept {
-  const char byte = 1;
-  [[maybe_unused]] const ssize_t written = ::write(stop_write_fd_, &byte, 1);
-}
+void DaemonServer::stop() noexcept { loop_.wake(kWakeStop); }
 
 void DaemonServer::reload(DaemonConfig config) {
   {
     const std::lock_guard lock(reload_mutex_);
     pending_reload_ = std::move(config);
   }
-  const char byte = 2;
-  [[maybe_unused]] const ssize_t written = ::write(stop_write_fd_, &byte, 1);
+  loop_.wake(kWakeReload);
 }
 
 void DaemonServer::apply_reload() {
@@ -194,6 +204,7 @@ void DaemonServer::apply_reload() {
   config_.max_message_bytes = next->max_message_bytes;
   config_.max_requests_per_second = next->max_requests_per_second;
   config_.max_clients = next->max_clients;
+  config_.max_clients_per_user = next->max_clients_per_user;
   config_.idle_timeout_s = next->idle_timeout_s;
   core_.set_max_requests_per_second(config_.max_requests_per_second);
   for (std::size_t index = connections_.size(); index-- > 0;) {
@@ -232,34 +243,25 @@ void DaemonServer::run() {
         wake_s = std::min(wake_s, idle_until_s);
       }
     }
-    const bool accepting = now_s >= accept_paused_until_s_;
-    if (!accepting) wake_s = std::min(wake_s, accept_paused_until_s_);
     std::vector<pollfd> fds;
-    fds.push_back({stop_read_fd_, POLLIN, 0});
-    fds.push_back({accepting ? listen_fd_ : -1, POLLIN, 0});
     for (const auto& connection : connections_) {
       const bool reading = connection->outbox.size() < kPauseReadingBytes;
       fds.push_back(
           {connection->fd, static_cast<short>((reading ? POLLIN : 0) | (connection->outbox.empty() ? 0 : POLLOUT)), 0});
     }
-    if (!poll_until(fds, wake_s)) continue;
+    const std::optional<PollLoop::Ready> ready = loop_.wait(listen_fd_, fds, wake_s);
+    if (!ready) continue;
     now_s = monotonic_s();
-    if (fds[0].revents != 0) {
-      char bytes[64];
-      bool stop_now = false;
-      ssize_t count = 0;
-      while ((count = ::read(stop_read_fd_, bytes, sizeof(bytes))) > 0) {
-        stop_now = stop_now || std::memchr(bytes, 1, static_cast<std::size_t>(count)) != nullptr;
-      }
-      if (stop_now) return;
+    if (!ready->wake_codes.empty()) {
+      if (ready->wake_codes.find(kWakeStop) != std::string::npos) return;
       apply_reload();
       continue;  // the connections may have changed
     }
     // Connections first, by index from the back, so closing one does not shift the rest.
-    for (std::size_t index = fds.size() - 1; index >= 2; --index) {
-      const short revents = fds[index].revents;
+    for (std::size_t index = fds.size(); index-- > 0;) {
+      const short revents = ready->revents[index];
       if (revents == 0) continue;
-      Connection& connection = *connections_[index - 2];
+      Connection& connection = *connections_[index];
       bool keep = true;
       if (revents & POLLOUT) keep = flush(connection);
       if (keep && (fds[index].events & POLLIN) != 0 && (revents & (POLLIN | POLLHUP | POLLERR)) != 0) {
@@ -267,23 +269,22 @@ void DaemonServer::run() {
       } else if (keep && (revents & (POLLHUP | POLLERR)) != 0) {
         keep = false;  // gone while its replies waited
       }
-      if (!keep) close_client(index - 2);
+      if (!keep) close_client(index);
     }
-    if (fds[1].revents & POLLIN) accept_client(now_s);
+    if (ready->listener) accept_client(now_s);
   }
 }
 
 void DaemonServer::accept_client(double now_s) {
   while (true) {
-    const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    int error = 0;
+    const int fd = loop_.accept(listen_fd_, now_s, &error);
     if (fd < 0) {
-      if (errno == EINTR || errno == ECONNABORTED) continue;
-      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+      if (error == EMFILE || error == ENFILE || error == ENOBUFS || error == ENOMEM) {
         log(fmt::format("cannot accept a client: {}; pausing accepts for {} s ({} clients connected)",
-                        std::strerror(errno), kAcceptPauseS, connections_.size()));
-        accept_paused_until_s_ = now_s + kAcceptPauseS;
+                        std::strerror(error), PollLoop::kAcceptPauseS, connections_.size()));
       }
-      return;  // EAGAIN: no more pending
+      return;  // 0: no more pending
     }
     ucred credentials{};
     socklen_t length = sizeof(credentials);
@@ -298,6 +299,16 @@ void DaemonServer::accept_client(double now_s) {
     std::optional<std::string> refusal = check_peer(connection->peer, config_);
     if (!refusal && connections_.size() >= config_.max_clients) {
       refusal = fmt::format("too many clients (max_clients {})", config_.max_clients);
+    }
+    if (!refusal) {
+      const auto own =
+          static_cast<std::size_t>(std::count_if(connections_.begin(), connections_.end(), [&](const auto& other) {
+            return other->peer.uid == credentials.uid;
+          }));
+      if (own >= config_.max_clients_per_user) {
+        refusal = fmt::format("uid {} already has {} connections (max_clients_per_user {})", credentials.uid, own,
+                              config_.max_clients_per_user);
+      }
     }
     if (refusal) {
       log(fmt::format("refused pid {} uid {}: {}", credentials.pid, credentials.uid, *refusal));

@@ -31,6 +31,21 @@ std::function<void(const std::string&)> stderr_reporter() {
   };
 }
 
+// The GPU's part of the plan check: the clocks the backend's GPU supports (NVML's list, kareusd's,
+// the recorder's). The SM count is not known here, so CTAs are bounded by kMaxCtas.
+plan::PlanLimits backend_limits(ClockBackend& backend) {
+  plan::PlanLimits limits;
+  limits.clocks_mhz = backend.supported_clocks_mhz();
+  limits.gpu = fmt::format("the GPU behind {}", backend.describe());
+  return limits;
+}
+
+std::shared_ptr<const plan::Plan> checked(std::shared_ptr<const plan::Plan> plan, const plan::PlanLimits& limits,
+                                          std::string_view origin) {
+  if (plan) plan::check_plan_fits(*plan, limits, origin);
+  return plan;
+}
+
 ClockFailurePolicy clock_policy(const RuntimeOptions& options) {
   return {options.strict_clocks, options.on_clock_failure ? options.on_clock_failure : stderr_reporter()};
 }
@@ -40,11 +55,16 @@ ClockFailurePolicy clock_policy(const RuntimeOptions& options) {
 Runtime::Runtime(const RuntimeOptions& options)
     : Runtime(load_plan(options), map_rank(options.rank, options.degrees).stage,
               make_clock_backend(options.clock_backend, options.gpu_index), options.install_signal_handlers,
-              clock_policy(options)) {}
+              clock_policy(options), options.plan_path.string()) {}
 
 Runtime::Runtime(std::shared_ptr<const plan::Plan> plan, int stage, std::unique_ptr<ClockBackend> backend,
                  bool install_signal_handlers, ClockFailurePolicy clock_policy)
-    : cursor_(std::move(plan), stage),
+    : Runtime(std::move(plan), stage, std::move(backend), install_signal_handlers, std::move(clock_policy), "plan") {}
+
+Runtime::Runtime(std::shared_ptr<const plan::Plan> plan, int stage, std::unique_ptr<ClockBackend> backend,
+                 bool install_signal_handlers, ClockFailurePolicy clock_policy, std::string_view origin)
+    : limits_(backend ? backend_limits(*backend) : plan::PlanLimits{}),
+      cursor_(checked(std::move(plan), limits_, origin), stage),
       controller_(std::move(backend), FrequencyController::kDefaultTimelineCapacity, std::move(clock_policy)) {
   if (install_signal_handlers) {
     signal_guard_ = std::make_unique<SignalResetGuard>([this] { controller_.reset_now(); });
@@ -82,6 +102,7 @@ void Runtime::switch_plan(std::shared_ptr<const plan::Plan> plan, std::string_vi
     nlohmann::json running = nlohmann::json::parse(cursor_.plan().workload_json);
     running["microbatches"] = plan::microbatch_count(cursor_.plan());
     plan::check_plan_workload(*plan, running.dump(), origin);
+    plan::check_plan_fits(*plan, limits_, origin);
   }
   cursor_.switch_plan(std::move(plan));
 }

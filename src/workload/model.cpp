@@ -64,6 +64,13 @@ void parse_position_embedding(const nlohmann::json& document, std::string_view o
   const auto max_positions = document.find("max_positions");
   const bool has_max_positions = max_positions != document.end() && !max_positions->is_null();
   if (kind == "rope") {
+    // RoPE rotates each head's channels in pairs: an odd head_dim has no rotation to give its last one.
+    if (model.head_dim % 2 != 0) {
+      throw InputError(fmt::format(
+          "{}: head_dim {} is odd, but RoPE rotates channel pairs: give an even head_dim or \"position_embedding\": "
+          "\"learned\"",
+          origin, model.head_dim));
+    }
     if (has_max_positions) {
       throw InputError(
           fmt::format("{}: field 'max_positions' is the learned position table's length: set "

@@ -43,6 +43,17 @@ TEST(JsonParse, ANumberPastDoubleRangeIsAnInputError) {
             "p.json: invalid JSON ([json.exception.out_of_range.406] number overflow parsing '1e999')");
 }
 
+TEST(JsonParse, ADocumentPastTheSizeBoundIsRefusedBeforeParsing) {
+  // A document at the bound parses; one byte more is refused before the parser allocates anything.
+  std::string text = "[" + std::string(kMaxJsonDocumentBytes - 2, ' ') + "]";
+  EXPECT_TRUE(parse_json(text, "big.json").empty());
+  text.insert(1, " ");
+  EXPECT_EQ(
+      error_of([&] { (void)parse_json(text, "big.json"); }),
+      "big.json: a JSON document of 67108865 bytes is larger than the 64 MiB kareus parses at once (it would take "
+      "about 20 times that in memory; docs/limits.md)");
+}
+
 TEST(JsonExcerpt, CutsLongAndDeepValues) {
   EXPECT_EQ(json_fields::excerpt(nlohmann::json(42)), "42");
   EXPECT_EQ(json_fields::excerpt(nlohmann::json::parse(R"({"a": [1, 2]})")), R"({"a": [1, 2]})");

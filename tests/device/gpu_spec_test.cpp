@@ -166,6 +166,10 @@ TEST(ParseGpu, MalformedPresetNamesTheField) {
        "clock_default_mhz 1400"},
       {"inverted voltages", [](auto& d) { d["parameters"]["voltage_max_v"]["value"] = 0.6; },
        "voltage_max_v 0.6 is below voltage_min_v 0.66"},
+      {"static power over the limit", [](auto& d) { d["parameters"]["static_power_w"]["value"] = 450; },
+       "g.json: static_power_w 450 W is not below power_limit_w 400 W"},
+      {"idle power at the limit", [](auto& d) { d["parameters"]["idle_power_w"]["value"] = 400; },
+       "g.json: idle_power_w 400 W is not below power_limit_w 400 W"},
       {"too many comm CTAs", [](auto& d) { d["parameters"]["default_comm_ctas"]["value"] = 200; },
        "default_comm_ctas 200 exceeds sm_count 108"},
   };

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "common/input_error.h"
 #include "common/workloads.h"
 #include "kareus/common/error.h"
 #include "kareus/device/profile.h"
@@ -18,6 +19,7 @@
 namespace kareus::device {
 namespace {
 
+using test_common::error_of;
 using test_common::llama_3b_15_13;
 
 void expect_same_op(const workload::Op& a, const workload::Op& b) {
@@ -137,6 +139,23 @@ TEST(MeasurementLog, BadLinesNameFileAndLine) {
   }
   EXPECT_THROW((void)read_measurements(path), InputError);
   std::filesystem::remove(path);
+}
+
+TEST(MeasurementLog, UnknownFieldsAreRefusedNotDropped) {
+  nlohmann::json record = nlohmann::json::parse(to_json_line(sample_record()));
+  record["energy_mj"] = 5;  // a misspelling of energy_j beside the real one
+  EXPECT_NE(error_of([&] {
+              (void)parse_measurement_line(record.dump(), "m.jsonl:4");
+            }).find("m.jsonl:4: unknown field 'energy_mj' (allowed: schema, backend,"),
+            std::string::npos);
+  record.erase("energy_mj");
+  record["config"]["ctass"] = 3;
+  EXPECT_NE(error_of([&] {
+              (void)parse_measurement_line(record.dump(), "m.jsonl:4");
+            }).find("m.jsonl:4: config: unknown field 'ctass' (allowed: freq_mhz, ctas, slot)"),
+            std::string::npos);
+  record["config"].erase("ctass");
+  EXPECT_EQ(parse_measurement_line(record.dump(), "m.jsonl:4").config.ctas, sample_record().config.ctas);
 }
 
 TEST(MeasurementLog, OutOfRangeNumbersNameTheLine) {

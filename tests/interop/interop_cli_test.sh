@@ -135,4 +135,50 @@ PY
   grep -q 'kareus serve: stopped' "$log"
 done
 [[ $(wc -l <"$tmp/results.jsonl") -eq 2 ]] || { echo "expected 2 result lines"; cat "$tmp/results.jsonl"; exit 1; }
+
+# --results at a file that is not a results log (notes without a final newline) is refused,
+# and the file is left as it was (it used to be cut to 0 bytes as "a torn last line").
+printf 'my notes, no final newline' >"$tmp/notes.txt"
+set +e
+message=$("$KAREUS" serve --frontier "$tmp/out/plans/kareus" --port 0 --results "$tmp/notes.txt" 2>&1)
+status=$?
+set -e
+[[ $status -eq 2 ]] || { echo "serve --results notes.txt exited $status: $message"; exit 1; }
+grep -q -- "--results $tmp/notes.txt: is not a results log" <<<"$message" || { echo "unexpected: $message"; exit 1; }
+[[ $(cat "$tmp/notes.txt") == "my notes, no final newline" ]] || { echo "notes.txt changed"; exit 1; }
+
+# --max-body-bytes above 1 MiB takes effect: a /result of 2 x 65,536 values (about 2.4 MB, the
+# documented most per list) is accepted; SIGHUP does not stop the server.
+log=$tmp/serve-big.log
+"$KAREUS" serve --frontier "$tmp/out/plans/kareus" --port 0 --max-body-bytes 4194304 >"$log" 2>&1 &
+server_pid=$!
+port=$(serve_port "$log") || { echo "kareus serve did not start:"; cat "$log"; exit 1; }
+kill -HUP "$server_pid"
+python3 - "$port" <<'PY'
+import json, sys, time, urllib.request, urllib.error
+base = f"http://127.0.0.1:{sys.argv[1]}"
+def call(path, body):
+    request = urllib.request.Request(base + path, data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read())
+time.sleep(0.3)  # the SIGHUP has arrived
+status, job = call("/register_job", {"job_id": "", "pp_degree": 2, "dp_degree": 1, "tp_degree": 8, "world_size": 16})
+assert status == 200, (status, job)
+assert call("/register_rank/" + job, {"rank": 0, "dp_rank": 0, "pp_rank": 0, "tp_rank": 0,
+                                      "available_frequencies": []})[0] == 200
+body = {"rank": 0, "iter_time": [4.654321098765432] * 65536, "iter_energy": [21000.123456789012] * 65536}
+size = len(json.dumps(body))
+assert 2_000_000 < size < 4_194_304, size
+status, answer = call("/result/" + job, body)
+assert status == 200, (status, answer)
+PY
+kill -0 "$server_pid" || { echo "kareus serve died on SIGHUP:"; cat "$log"; exit 1; }
+grep -q 'SIGHUP: nothing to reload, still serving' "$log" || { echo "no SIGHUP line:"; cat "$log"; exit 1; }
+kill -TERM "$server_pid"
+wait "$server_pid"
+server_pid=
 echo "interop cli: ok"

@@ -201,21 +201,21 @@ TEST_F(PfoHttpServerTest, AnEndlessChunkedBodyIsAnswered413AsSoonAsItPassesTheLi
 
 TEST_F(PfoHttpServerTest, AHeaderFloodIsAnswered431) {
   RawClient many(port_);
-  std::string fields = "GET /info HTTP/1.1\r\n";
+  std::string fields = "GET /info HTTP/1.1\r\nHost: h\r\n";
   for (int field = 0; field < 17; ++field) fields += fmt::format("X-{}: y\r\n", field);
   ASSERT_TRUE(many.send(fields + "\r\n"));
   const auto [status, body] = many.response();
   EXPECT_EQ(status, 431);
   EXPECT_EQ(json::parse(body)["detail"], "more than 16 header fields");
   RawClient endless(port_);
-  (void)endless.send("GET /info HTTP/1.1\r\nX: " + std::string(1 << 20, 'y'));  // one megabyte, no line end
+  (void)endless.send("GET /info HTTP/1.1\r\nHost: h\r\nX: " + std::string(1 << 20, 'y'));  // one megabyte, no line end
   EXPECT_EQ(endless.response().first, 431);
 }
 
 TEST_F(PfoHttpServerTest, PipelinedRequestsAreAnsweredInOrder) {
   RawClient client(port_);
-  ASSERT_TRUE(client.send(post_request("/register_job", kJobBody) + "GET /nope HTTP/1.1\r\n\r\n" +
-                          "GET /info HTTP/1.1\r\n\r\n" + post_request("/register_job", kJobBody)));
+  ASSERT_TRUE(client.send(post_request("/register_job", kJobBody) + "GET /nope HTTP/1.1\r\nHost: h\r\n\r\n" +
+                          "GET /info HTTP/1.1\r\nHost: h\r\n\r\n" + post_request("/register_job", kJobBody)));
   const auto first = client.response();
   EXPECT_EQ(first.first, 200);
   EXPECT_EQ(json::parse(first.second), "kareus-0-dp1-pp2-tp1");
@@ -226,8 +226,9 @@ TEST_F(PfoHttpServerTest, PipelinedRequestsAreAnsweredInOrder) {
 
 TEST_F(PfoHttpServerTest, ExpectContinueGetsAnInterimAnswerBeforeTheBody) {
   RawClient client(port_);
-  ASSERT_TRUE(client.send(fmt::format(
-      "POST /register_job HTTP/1.1\r\nContent-Length: {}\r\nExpect: 100-continue\r\n\r\n", kJobBody.size())));
+  ASSERT_TRUE(client.send(
+      fmt::format("POST /register_job HTTP/1.1\r\nHost: h\r\nContent-Length: {}\r\nExpect: 100-continue\r\n\r\n",
+                  kJobBody.size())));
   ASSERT_TRUE(client.readable(2000));
   char interim[64] = {};
   ASSERT_EQ(::recv(client.fd(), interim, 25, 0), 25);
@@ -238,10 +239,35 @@ TEST_F(PfoHttpServerTest, ExpectContinueGetsAnInterimAnswerBeforeTheBody) {
   EXPECT_EQ(json::parse(body), "kareus-0-dp1-pp2-tp1");
 }
 
+TEST_F(PfoHttpServerTest, ExpectContinueDoesNotStretchTheRequestTimeout) {
+  // Headers trickled for ~0.8 s end with Expect: 100-continue; the interim answer used to restart
+  // the 1 s clock, so the body could trickle on until ~1.8 s.
+  RawClient client(port_);
+  const auto start = Clock::now();
+  const std::string headers = fmt::format(
+      "POST /register_job HTTP/1.1\r\nHost: h\r\nContent-Length: {}\r\nExpect: 100-continue\r\n\r\n", kJobBody.size());
+  const double pause_s = 0.8 / static_cast<double>(headers.size());
+  for (const char byte : headers) {
+    ASSERT_TRUE(client.send(std::string_view(&byte, 1)));
+    std::this_thread::sleep_for(std::chrono::duration<double>(pause_s));
+  }
+  ASSERT_TRUE(client.readable(2000));
+  char interim[32] = {};
+  ASSERT_EQ(::recv(client.fd(), interim, 25, 0), 25);
+  EXPECT_STREQ(interim, "HTTP/1.1 100 Continue\r\n\r\n");
+  // The body, a byte every 50 ms, until the server answers.
+  for (const char byte : kJobBody) {
+    if (!client.send(std::string_view(&byte, 1)) || client.readable(50)) break;
+  }
+  EXPECT_EQ(client.response().first, 408);
+  EXPECT_GE(seconds_since(start), 0.9);
+  EXPECT_LT(seconds_since(start), 1.5);
+}
+
 TEST_F(PfoHttpServerTest, ATricklingClientIsCutOffByTheTimeoutHeadersIncluded) {
   RawClient client(port_);
   const auto start = Clock::now();
-  const std::string request = "GET /info HTTP/1.1\r\nX-Slow: " + std::string(200, 'a');
+  const std::string request = "GET /info HTTP/1.1\r\nHost: h\r\nX-Slow: " + std::string(200, 'a');
   int status = 0;
   // One byte every 50 ms: every read succeeds, but the request is not whole within 1 s.
   for (const char byte : request) {
@@ -257,7 +283,7 @@ TEST_F(PfoHttpServerTest, SixtyFourTricklersDoNotDenyOtherClients) {
   std::vector<std::unique_ptr<RawClient>> tricklers;
   for (int index = 0; index < 64; ++index) {
     tricklers.push_back(std::make_unique<RawClient>(port_));
-    ASSERT_TRUE(tricklers.back()->send("GET /info HTTP/1.1\r\nX: "));
+    ASSERT_TRUE(tricklers.back()->send("GET /info HTTP/1.1\r\nHost: h\r\nX: "));
   }
   const auto start = Clock::now();
   httplib::Client client("127.0.0.1", port_);
@@ -271,12 +297,12 @@ TEST_F(PfoHttpServerTest, StopEndsTheServerWithinTheTimeoutWhateverClientsDo) {
   std::vector<std::unique_ptr<RawClient>> clients;
   for (int index = 0; index < 8; ++index) {
     clients.push_back(std::make_unique<RawClient>(port_));
-    ASSERT_TRUE(clients.back()->send("GET /info HTTP/1.1\r\nX: "));  // trickling
+    ASSERT_TRUE(clients.back()->send("GET /info HTTP/1.1\r\nHost: h\r\nX: "));  // trickling
   }
   // A client that pipelines requests and never reads its answers.
   auto deaf = std::make_unique<RawClient>(port_, 4096);
   std::string requests;
-  for (int index = 0; index < 2000; ++index) requests += "GET /info HTTP/1.1\r\n\r\n";
+  for (int index = 0; index < 2000; ++index) requests += "GET /info HTTP/1.1\r\nHost: h\r\n\r\n";
   ASSERT_TRUE(deaf->send(requests));
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   const double stop_s = stop();

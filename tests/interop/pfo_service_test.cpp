@@ -400,6 +400,23 @@ TEST(ResultLog, RefusesWhatIsNotARegularFileAndASecondWriter) {
   std::filesystem::remove(path);
 }
 
+TEST(ResultLog, AFileThatIsNotAResultsLogIsRefusedAndLeftAsItIs) {
+  // A notes file without a final newline used to be "a torn last line" and cut to 0 bytes.
+  const std::filesystem::path path = std::filesystem::temp_directory_path() / "kareus_results_not_a_log.txt";
+  for (const std::string& content : {std::string("my notes, no final newline"), std::string("line 1\nline 2\n"),
+                                     std::string("{\"a torn line alone")}) {
+    {
+      std::ofstream other(path, std::ios::binary);
+      other << content;
+    }
+    const std::string message = test_common::error_of([&] { ResultLog log(path); });
+    EXPECT_THAT(message, HasSubstr("--results " + path.string() + ": ")) << content;
+    EXPECT_THAT(message, HasSubstr("it is left as it is")) << content;
+    EXPECT_EQ(read_all(path), content);
+  }
+  std::filesystem::remove(path);
+}
+
 TEST(PfoService, InvalidUtf8IsAnsweredNotThrown) {
   PfoService service(three_points(), nullptr);
   const HttpResponse response = service.handle({"GET", "/schedule/\xff\xfe", {{"rank", "0"}}, ""});

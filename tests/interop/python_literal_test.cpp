@@ -30,6 +30,13 @@ TEST(PythonLiteral, ReadsWhatTheScheduleFilesHold) {
   EXPECT_EQ(value.items[2].items.size(), 0u);
 }
 
+TEST(PythonLiteral, ValidUtf8IsRead) {
+  EXPECT_EQ(parse_python_literal("['caf\xc3\xa9', '\xe2\x82\xac', '\xf0\x9f\x98\x80']  # \xc3\xa9", "t.py")
+                .items[1]
+                .string_value,
+            "\xe2\x82\xac");
+}
+
 TEST(PythonLiteral, ZerosAndFloatsWithLeadingZerosReadAsPythonDoes) {
   // "0", "00" and "-0" are Python integers, and a float may start with zeros ("01.5" is 1.5).
   const PyValue list = parse_python_literal("[0, 00, -0, 01.5, 1410]", "t.py");
@@ -60,6 +67,13 @@ TEST(PythonLiteral, RejectsWhatPythonWouldNotReadTheSameWay) {
            {"-007", "t.py:1: leading zeros in the integer '-007' (Python refuses them)"},
            {"", "t.py:1: unexpected end of file, expected a value"},
            {"[] []", "t.py:1: unexpected '[' after the literal"},
+           // Python reads source as UTF-8: a stray Latin-1 byte, an overlong '/', a surrogate.
+           {"[('forward', 1410),\n 'caf\xe9']",
+            "t.py:2: invalid UTF-8 (byte 0xe9 at offset 25): Python cannot read "
+            "this file"},
+           {"['\xc0\xaf']", "t.py:1: invalid UTF-8 (byte 0xc0 at offset 2): Python cannot read this file"},
+           {"# \xed\xa0\x80\n[]", "t.py:1: invalid UTF-8 (byte 0xed at offset 2): Python cannot read this file"},
+           {"['\xe2\x82']", "t.py:1: invalid UTF-8 (byte 0xe2 at offset 2): Python cannot read this file"},
        }) {
     SCOPED_TRACE(row.text);
     EXPECT_EQ(error_of([&] { (void)parse_python_literal(row.text, "t.py"); }), row.expected);

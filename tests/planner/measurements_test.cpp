@@ -170,6 +170,11 @@ TEST(ReplayDevice, RefusesRepeatsThatDisagreeAndRecordsNoGpuCouldMake) {
   h100.gpu = "h100-sxm";
   EXPECT_EQ(error_of([&] { device::ReplayDevice replay(gpu, {h100}, "m.jsonl"); }),
             "m.jsonl:2: the record was measured on gpu h100-sxm, the plan is for a100-40gb");
+  // A clock the A100 does not have (its grid is 15 MHz steps) was replayed as if measured.
+  device::MeasurementRecord off_grid = record;
+  off_grid.config.freq_mhz = 1141;
+  EXPECT_EQ(error_of([&] { device::ReplayDevice replay(gpu, {off_grid}, "m.jsonl"); }),
+            "m.jsonl:2: freq_mhz 1141: a100-40gb supports 210..1410 MHz in 15 MHz steps");
   // Within the bound both count, averaged.
   device::ReplayDevice replay(gpu, {record, changed(0.006, 1.0, "m.jsonl:9")}, "m.jsonl");
   EXPECT_DOUBLE_EQ(replay.measure(attn, {1410, 12, "norm_0"}).time_s, 0.005);

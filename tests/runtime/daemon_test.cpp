@@ -113,6 +113,8 @@ TEST(DaemonConfig, ParsesAndRejectsBadFields) {
       {R"({"socket_path": "/s", "allowed_uids": [0], "max_requests_per_second": 0.5})",
        "k.json: field 'max_requests_per_second' must be in [1, 1000000] (below one request per second no request "
        "would ever be allowed), found 0.5"},
+      {R"({"socket_path": "/s", "allowed_uids": [0], "max_clients_per_user": 0})",
+       "k.json: field 'max_clients_per_user' must be an integer in [1, 65536], found 0"},
       {R"({"socket_path": "/s", "allowed_uids": [0], "idle_timeout_s": 0})",
        "k.json: field 'idle_timeout_s' must be in [0.1, 86400] s, found 0"},
   };
@@ -486,7 +488,10 @@ TEST_F(DaemonServerTest, TrainingLoopDrivesClocksThroughTheDaemon) {
   plan::Plan two_stage = testing::make_plan(2, 3);
   // Stage 1 of 2, 3 microbatches: F0 B0 F1 B1 F2 B2, on clocks the daemon's GPUs support.
   const int clocks[] = {1410, 1005, 1410, 810, 1200, 810};
-  for (std::size_t index = 0; index < 6; ++index) two_stage.stages[1].instructions[index].freq_mhz = clocks[index];
+  for (std::size_t index = 0; index < 6; ++index) {
+    two_stage.stages[1].instructions[index].freq_mhz = clocks[index];
+    two_stage.stages[0].instructions[index].freq_mhz = 1980;  // every stage's clocks are checked at start
+  }
   {
     Runtime runtime(std::make_shared<const plan::Plan>(two_stage), 1,
                     make_clock_backend("kareusd:" + config_.socket_path, 1));
@@ -724,6 +729,58 @@ TEST(DaemonServer, RefusesALiveSocketAndReplacesAStaleOne) {
 
 namespace kareus::runtime {
 namespace {
+
+TEST_F(DaemonServerTest, OneUserCannotHoldEveryClientSlot) {
+  stop();
+  config_.max_clients_per_user = 2;
+  start();
+  RawClient first(config_.socket_path);
+  RawClient second(config_.socket_path);
+  for (RawClient* client : {&first, &second}) {
+    client->write(R"({"op": "get", "gpu": 0})"
+                  "\n");
+    EXPECT_EQ(client->read_line(), R"({"freq_mhz":1980,"ok":true})");
+  }
+  RawClient third(config_.socket_path);
+  EXPECT_EQ(third.read_line(),
+            fmt::format(R"j({{"error":"uid {} already has 2 connections (max_clients_per_user 2)","ok":false}})j",
+                        ::getuid()));
+  EXPECT_EQ(third.read_line(), "(closed)");
+  EXPECT_EQ(log_lines_with("max_clients_per_user 2"), 1u);
+}
+
+TEST(DaemonServerSetup, ASocketFolderEveryUserMayWriteIsRefusedOrWarnedAbout) {
+  const std::filesystem::path open_folder =
+      std::filesystem::temp_directory_path() / ("kareusd_open_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(open_folder);
+  ASSERT_EQ(::chmod(open_folder.c_str(), 0777), 0);  // world-writable, not sticky
+  DaemonConfig config;
+  config.socket_path = (open_folder / "k.sock").string();
+  config.allowed_uids = {::getuid()};
+  FakeGpus fake;
+  EXPECT_EQ(error_of([&] { DaemonServer server(config, fake.make(1)); }),
+            fmt::format("socket_path {}: its folder {} is writable by every user and not sticky, so anyone could "
+                        "replace the socket; use a folder only root writes (/run/kareusd)",
+                        config.socket_path, open_folder.string()));
+  EXPECT_FALSE(std::filesystem::exists(config.socket_path));
+  ASSERT_EQ(::chmod(open_folder.c_str(), 01777), 0);  // sticky, as /tmp: served, with a warning
+  std::vector<std::string> log;
+  {
+    DaemonServer server(config, fake.make(1), [&](std::string_view line) { log.emplace_back(line); });
+  }
+  ASSERT_FALSE(log.empty());
+  EXPECT_EQ(log.front().rfind("WARNING: socket_path " + config.socket_path + " lies in " + open_folder.string() +
+                                  ", which every user may write",
+                              0),
+            0u);
+  ASSERT_EQ(::chmod(open_folder.c_str(), 0755), 0);  // only its owner writes: no warning
+  log.clear();
+  {
+    DaemonServer server(config, fake.make(1), [&](std::string_view line) { log.emplace_back(line); });
+  }
+  for (const std::string& line : log) EXPECT_EQ(line.find("WARNING"), std::string::npos) << line;
+  std::filesystem::remove_all(open_folder);
+}
 
 TEST_F(DaemonServerTest, AnIdleClientWithoutALeaseIsDisconnectedAndALeaseHolderIsNot) {
   stop();

@@ -1,5 +1,7 @@
 #include "kareus/runtime/kareus_runtime.h"
 
+#include <string>
+
 #include <gtest/gtest.h>
 
 #include "kareus/common/error.h"
@@ -133,6 +135,45 @@ TEST(Runtime, AppliesEachInstructionsClockInOrder) {
     EXPECT_EQ(requested, expected);
   }
   EXPECT_EQ(recorder->locked_clock_mhz(), std::nullopt);  // reset when the runtime went away
+}
+
+TEST(CApi, RefusesAPlanWhoseClocksOrCtasTheGpuLacks) {
+  // The recorder stands for a GPU of 210..1980 MHz in 15 MHz steps; NVML and kareusd report the real list.
+  struct Case {
+    int freq_mhz;
+    int ctas;
+    std::string message;
+  };
+  const std::string where = ": stage 0 instruction 1 (forward microbatch 1): ";
+  for (const Case& bad : {Case{1411, 5,
+                               where + "freq_mhz 1411 is not a clock of the GPU behind recorder (210..1980 "
+                                       "MHz in 15 MHz steps)"},
+                          Case{1000000000, 5,
+                               where + "freq_mhz 1000000000 is not a clock of the GPU behind recorder "
+                                       "(210..1980 MHz in 15 MHz steps)"},
+                          Case{1410, 1000000000,
+                               where + "partition 'fwd_attn': ctas 1000000000 is outside 1..65536 "
+                                       "(kareus's CTA limit)"}}) {
+    plan::Plan bad_plan = testing::make_plan(2, 2);
+    bad_plan.stages[0].instructions[1].freq_mhz = bad.freq_mhz;
+    bad_plan.stages[0].instructions[1].partitions["fwd_attn"].ctas = bad.ctas;
+    const auto path = testing::write_plan_file("c_api_bad_clock.json", bad_plan);
+    kareus_runtime_options options = kareus_runtime_default_options();
+    options.plan_path = path.c_str();
+    options.pp = 2;
+    kareus_runtime* runtime = nullptr;
+    EXPECT_EQ(kareus_runtime_init(&options, &runtime), KAREUS_INPUT_ERROR);
+    EXPECT_EQ(runtime, nullptr);
+    EXPECT_EQ(std::string(kareus_last_error()), path.string() + bad.message);
+
+    // Switching to it is refused too, and the running plan stays.
+    const auto good = testing::write_plan_file("c_api_good_clock.json", testing::make_plan(2, 2));
+    options.plan_path = good.c_str();
+    ASSERT_EQ(kareus_runtime_init(&options, &runtime), KAREUS_OK) << kareus_last_error();
+    EXPECT_EQ(kareus_runtime_switch_plan(runtime, path.c_str()), KAREUS_INPUT_ERROR);
+    EXPECT_EQ(std::string(kareus_last_error()), path.string() + bad.message);
+    kareus_runtime_free(runtime);
+  }
 }
 
 TEST(Runtime, SwitchRefusesAnotherWorkloadsPlan) {

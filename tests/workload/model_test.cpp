@@ -180,6 +180,16 @@ TEST(ParseModel, BadRotaryScalingNamesTheField) {
 const std::string kSmallModel = R"({"name": "m", "hidden": 256, "heads": 4, "kv_groups": 2, "head_dim": 64,
  "ffn": 512, "layers": 2, "vocab": 1000)";
 
+TEST(ParseModel, AnOddHeadDimIsRefusedForRopeOnly) {
+  std::string odd = kSmallModel + "}";
+  odd.replace(odd.find("\"head_dim\": 64"), 14, "\"head_dim\": 7");
+  EXPECT_EQ(test_common::error_of([&] { (void)parse_model(odd, "m.json"); }),
+            "m.json: head_dim 7 is odd, but RoPE rotates channel pairs: give an even head_dim or "
+            "\"position_embedding\": \"learned\"");
+  odd.pop_back();  // a learned table has no pairs to rotate: 7 is a shape it can have
+  EXPECT_EQ(parse_model(odd + R"(, "position_embedding": "learned", "max_positions": 64})", "m.json").head_dim, 7);
+}
+
 TEST(ParseModel, LearnedPositionEmbeddingRoundTripsAndBadOnesNameTheField) {
   const std::string good = kSmallModel + R"(, "position_embedding": "learned", "max_positions": 2048})";
   const ModelSpec learned = parse_model(good, "m.json");

@@ -1,15 +1,18 @@
 // kareus: energy-optimal execution plans for large-model training.
 #include <cstdio>
 #include <exception>
+#include <new>
 
 #include <fmt/core.h>
 #include <CLI/CLI.hpp>
 
 #include "commands.h"
 #include "kareus/common/error.h"
+#include "kareus/common/memory_reserve.h"
 #include "kareus/common/version.h"
 
 int main(int argc, char** argv) {
+  kareus::reserve_memory_for_unwinding();  // out of memory: a message and exit 1, never a core
   CLI::App app{"kareus: cut the energy of large-model training (clocks x overlap), on the emulator or real GPUs"};
   app.require_subcommand(1);
   app.set_version_flag("--version", fmt::format("kareus {}", kareus::kKareusVersion));
@@ -33,6 +36,13 @@ int main(int argc, char** argv) {
   } catch (const kareus::InputError& error) {
     fmt::print(stderr, "kareus {}: error: {}\n", command, error.what());
     return 2;
+  } catch (const std::bad_alloc&) {
+    // Printed without allocating: the memory is still short.
+    std::fputs(
+        "kareus: error: out of memory (the input needs more memory than this process may use: see "
+        "ulimit -v and docs/limits.md)\n",
+        stderr);
+    return 1;
   } catch (const std::exception& error) {
     fmt::print(stderr, "kareus {}: error: {}\n", command, error.what());
     return 1;

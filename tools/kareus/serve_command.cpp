@@ -13,6 +13,7 @@
 #include "kareus/common/error.h"
 #include "kareus/common/signal_wait.h"
 #include "kareus/interop/pfo_http_server.h"
+#include "kareus/interop/pfo_protocol.h"
 #include "kareus/interop/pfo_service.h"
 
 namespace kareus::cli {
@@ -54,7 +55,9 @@ void run_serve(const ServeOptions& options) {
 
   // A --results write past the file size limit must fail (EFBIG, answered 507), not kill the server.
   std::signal(SIGXFSZ, SIG_IGN);
-  const SignalWait signals({SIGINT});  // before the server starts its threads
+  // SIGHUP (the terminal closed, or a supervisor's reload) must not kill the server: it has
+  // nothing to reload, so it says so and goes on.
+  const SignalWait signals({SIGINT, SIGHUP});  // before the server starts its threads
   interop::PfoHttpServer server(service, options.http);
   const int port = server.bind();
   make_room_for_connections(options.http.max_connections);
@@ -66,7 +69,15 @@ void run_serve(const ServeOptions& options) {
   }
   fmt::print("kareus serve: listening on http://{}:{} ({} plans, {} stages)\n", options.http.host, port, plans, stages);
   std::fflush(stdout);
-  signals.run([&] { server.run(); }, [&](int) { server.stop(); });
+  signals.run_until([&] { server.run(); },
+                    [&](int signal_number) {
+                      if (signal_number == SIGHUP) {
+                        fmt::print(stderr, "kareus serve: SIGHUP: nothing to reload, still serving\n");
+                        return true;
+                      }
+                      server.stop();
+                      return false;
+                    });
   fmt::print("kareus serve: stopped\n");
 }
 
@@ -94,7 +105,7 @@ void add_serve_command(CLI::App& app) {
       ->check(CLI::Range(std::uint64_t{1024}, std::uint64_t{1} << 40))
       ->capture_default_str();
   command->add_option("--max-body-bytes", options->http.limits.max_body_bytes, "largest request body (413 beyond)")
-      ->check(CLI::Range(std::size_t{64}, std::size_t{1} << 24))
+      ->check(CLI::Range(std::size_t{64}, interop::kMaxRequestBodyBytes))
       ->capture_default_str();
   command
       ->add_option("--timeout-s", options->http.timeout_s,

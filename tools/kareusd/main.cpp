@@ -4,12 +4,14 @@
 #include <csignal>
 #include <cstdio>
 #include <exception>
+#include <new>
 #include <vector>
 
 #include <fmt/core.h>
 #include <CLI/CLI.hpp>
 
 #include "kareus/common/error.h"
+#include "kareus/common/memory_reserve.h"
 #include "kareus/common/signal_wait.h"
 #include "kareus/runtime/daemon.h"
 #include "kareus/runtime/daemon_protocol.h"
@@ -59,6 +61,7 @@ int send(const std::string& socket_path, const std::vector<std::string>& lines) 
 }  // namespace
 
 int main(int argc, char** argv) {
+  kareus::reserve_memory_for_unwinding();  // out of memory: a message and exit 1, never a core
   CLI::App app{"kareusd: lets allowed users lock GPU clocks over a Unix socket (run as root)"};
   std::string config_path;
   std::string socket_path;
@@ -81,6 +84,10 @@ int main(int argc, char** argv) {
   } catch (const kareus::InputError& error) {
     fmt::print(stderr, "kareusd: error: {}\n", error.what());
     return 2;
+  } catch (const std::bad_alloc&) {
+    // Printed without allocating: the memory is still short. Clocks were reset on the way out.
+    std::fputs("kareusd: error: out of memory (see ulimit -v)\n", stderr);
+    return 1;
   } catch (const std::exception& error) {
     fmt::print(stderr, "kareusd: error: {}\n", error.what());
     return 1;

@@ -34,11 +34,18 @@ std::size_t json_nesting_past(std::string_view text, int max_depth);
 /// than kMaxJsonDepth arrays or objects inside one another (brackets inside strings do not count).
 void check_json_depth(std::string_view text, std::string_view origin);
 
+/// The largest JSON document parse_json parses (docs/limits.md): 64 MiB. A parsed document takes
+/// about 20 times its text in memory (nlohmann::json: a 200 MB plan took 4.0 GB), so this keeps
+/// any one document near 1.3 GB; the largest file kareus writes as one document is far smaller
+/// (a plan of 64 stages x 512 microbatches with 4 comm configs each is about 25 MB). Line-by-line
+/// logs (measurement and evaluation logs) are bounded by kMaxInputFileBytes, one line at a time.
+inline constexpr std::size_t kMaxJsonDocumentBytes = std::size_t{64} << 20;
+
 /// Parses a JSON file. Throws InputError naming the path, line and column on bad JSON.
 nlohmann::json read_json_file(const std::filesystem::path& path);
 
 /// Parses JSON text; `origin` names where it came from in error messages. Throws InputError on
-/// bad JSON and on nesting deeper than kMaxJsonDepth.
+/// bad JSON, on nesting deeper than kMaxJsonDepth and on text longer than kMaxJsonDocumentBytes.
 nlohmann::json parse_json(std::string_view text, std::string_view origin);
 
 /// A fresh temporary name beside `path`: PATH.<pid>-<n>.tmp, unique to this process and call.

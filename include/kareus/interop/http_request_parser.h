@@ -6,7 +6,8 @@
 // trailers) over `max_header_bytes` or `max_headers` (431), a body over `max_body_bytes` (413)
 // whether announced by Content-Length or decoded chunk by chunk, so nothing past a bound is ever
 // buffered. It also refuses what could let two parsers disagree about where a request ends
-// (Content-Length with Transfer-Encoding, repeated lengths, folded header lines: 400) and
+// (Content-Length with Transfer-Encoding, repeated lengths, folded header lines: 400), an
+// HTTP/1.1 request without Host or any with two (400, RFC 9112 section 3.2), and
 // transfer codings other than chunked (501). Transport-free, so it is unit-tested and fuzzed
 // directly. Sizes in bytes.
 #pragma once
@@ -84,6 +85,8 @@ class HttpRequestParser {
   bool http10_ = false;
   bool chunked_ = false;
   bool has_length_ = false;
+  bool has_host_ = false;
+  std::string absolute_path_;  ///< the path and query of an absolute-form target
   bool expect_continue_ = false;
   bool connection_close_ = false;
   bool connection_keep_alive_ = false;

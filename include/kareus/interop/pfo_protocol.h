@@ -19,7 +19,9 @@
 
 namespace kareus::interop {
 
-inline constexpr std::size_t kMaxRequestBodyBytes = 1u << 20;  ///< 1 MiB
+/// The largest body the protocol parses: the top of `serve --max-body-bytes` (16 MiB), which
+/// bounds what the HTTP layer hands over (default 1 MiB).
+inline constexpr std::size_t kMaxRequestBodyBytes = std::size_t{1} << 24;
 inline constexpr int kMaxRequestJsonDepth = 16;
 /// Parallel degrees, world size and ranks: the workload's GPU bound.
 inline constexpr int kMaxDegree = static_cast<int>(workload::kMaxGpus);

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "kareus/common/file_lock.h"
+#include "kareus/common/poll_loop.h"
 #include "kareus/runtime/clock_backend.h"
 #include "kareus/runtime/daemon_protocol.h"
 
@@ -37,6 +38,9 @@ struct DaemonConfig {
   std::size_t max_message_bytes = 4096;
   double max_requests_per_second = 500;  ///< per client, >= 1; bursts of the same size are allowed
   std::size_t max_clients = 256;
+  /// Connections one uid may hold at once, so that one allowed user cannot take every slot
+  /// (a job opens one per rank on the machine: 8 on an 8-GPU node).
+  std::size_t max_clients_per_user = 64;
   /// A client holding no GPU that sends no whole request for this long is disconnected (its
   /// slot freed); a client holding a GPU is never timed out (its connection is its lease).
   double idle_timeout_s = 60;
@@ -137,7 +141,9 @@ class DaemonServer {
   /// holds SOCKET_PATH.lock while serving. The GPUs clients hold are recorded in
   /// SOCKET_PATH.leases; a daemon starting where a previous one died (SIGKILL, a crash) resets
   /// the GPUs that record names and logs each one, and one it cannot reset is logged as left
-  /// locked and stays in the record. Throws InputError for a bad path, an unknown group, or
+  /// locked and stays in the record. A socket folder any user may write is refused unless it is
+  /// sticky (/tmp: then only a loud warning is logged, since another user could have taken the
+  /// path first). Throws InputError for a bad path, an unknown group, or
   /// a path where a live daemon answers or that another daemon holds, and Error when the socket
   /// cannot be created. Replies a client does not read wait in memory (the daemon stops reading
   /// that client's requests while 64 KiB wait), so pipelined requests are all answered.
@@ -159,7 +165,8 @@ class DaemonServer {
 
  private:
   struct Connection;
-  void reset_left_locked();  ///< from SOCKET_PATH.leases, and installs the record's writer
+  void check_socket_folder() const;  ///< refuses (or warns about) a folder every user may write
+  void reset_left_locked();          ///< from SOCKET_PATH.leases, and installs the record's writer
   void accept_client(double now_s);
   void apply_reload();
   bool read_client(Connection& connection);                         ///< false: close it
@@ -173,9 +180,7 @@ class DaemonServer {
   DaemonCore core_;
   Log log_;
   int listen_fd_ = -1;
-  int stop_read_fd_ = -1;  ///< a byte 1: stop; 2: a reload waits in pending_reload_
-  int stop_write_fd_ = -1;
-  double accept_paused_until_s_ = 0;  ///< out of file descriptors: accepting waits until then
+  PollLoop loop_;  ///< its wake pipe carries stop() and reload()
   std::mutex reload_mutex_;
   std::optional<DaemonConfig> pending_reload_;
   std::vector<std::unique_ptr<Connection>> connections_;

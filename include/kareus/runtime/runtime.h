@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "kareus/plan/plan.h"
+#include "kareus/plan/plan_fit.h"
 #include "kareus/runtime/deadline.h"
 #include "kareus/runtime/frequency_controller.h"
 #include "kareus/runtime/plan_cursor.h"
@@ -43,7 +44,10 @@ class Runtime {
  public:
   /// Reads the plan, maps the rank to its stage and starts the clock backend. Throws InputError
   /// for a bad plan, rank, degrees (pp must equal the plan's stage count) or backend spec, and
-  /// Error when the backend cannot start.
+  /// Error when the backend cannot start. Every plan, here and in switch_plan, must fit
+  /// (plan::check_plan_fits): its clocks are clocks the backend's GPU supports; its comm configs
+  /// fit the workload its block records (keys, slots, CTAs in 1..partition::kMaxCtas: the
+  /// runtime does not know the GPU's SM count; kareus.plan.ExecutionPlan checks against it).
   explicit Runtime(const RuntimeOptions& options);
   /// For tests and embedders: an already-loaded plan and backend.
   Runtime(std::shared_ptr<const plan::Plan> plan, int stage, std::unique_ptr<ClockBackend> backend,
@@ -83,8 +87,11 @@ class Runtime {
   [[nodiscard]] int stage() const { return cursor_.stage(); }
 
  private:
+  Runtime(std::shared_ptr<const plan::Plan> plan, int stage, std::unique_ptr<ClockBackend> backend,
+          bool install_signal_handlers, ClockFailurePolicy clock_policy, std::string_view origin);
   void switch_plan(std::shared_ptr<const plan::Plan> plan, std::string_view origin);
 
+  plan::PlanLimits limits_;  ///< the backend's clocks; set before cursor_ checks the first plan
   PlanCursor cursor_;
   FrequencyController controller_;
   std::unique_ptr<SignalResetGuard> signal_guard_;

@@ -181,3 +181,20 @@ def test_forward_only_runs_with_the_timers_megatron_has(plan):
     with pytest.raises(InputError, match="interleaved 1F1B schedule"):
         job.forward_backward(forward_backward_pipelining_with_interleaving)
     job.close()
+
+
+@pytest.mark.parametrize("freq_mhz", [1411, 10**9])
+def test_a_clock_the_gpu_lacks_is_refused(plan, freq_mhz):
+    mhelpers.require_megatron()
+    from kareus.megatron import MegatronJob, workload
+
+    config = mhelpers.tiny_config(pp=STAGES)
+    job_workload = workload(config, vocab_size=256, seq_length=16, micro_batch_size=2, num_microbatches=MICROBATCHES)
+    document = helpers.write_plan(plan, STAGES, MICROBATCHES, {}, recompute=False,
+                                  workload=json.loads(job_workload.runtime_workload().to_json()))
+    edited = json.loads(open(document).read())
+    edited["stages"][1]["instructions"][0]["freq_mhz"] = freq_mhz
+    open(document, "w").write(json.dumps(edited))
+    with pytest.raises(InputError, match=rf"stage 1 instruction 0 \(forward microbatch 0\): freq_mhz {freq_mhz} is not "
+                                         r"a clock of a100-40gb \(210\.\.1410 MHz in 15 MHz steps\)"):
+        MegatronJob(document, config, job_workload, rank=1)

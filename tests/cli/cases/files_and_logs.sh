@@ -42,6 +42,42 @@ mkdir -p "$files/home" && echo notes >"$files/home/notes.txt"
 expect 2 "--out $files/home: exists and is not a kareus output folder" -- \
   solve --profile "$csv" --stages 2 --microbatches 4 --out "$files/home"
 
+# --out at a mount point is refused before any work (the commit's rename would fail with EBUSY
+# after all of it); a private mount namespace gives a mount point without privileges.
+if unshare -rm true 2>/dev/null; then
+  mkdir -p "$files/mounted"
+  check "--out at a mount point is refused up front" unshare -rm bash -c "
+    mount -t tmpfs none '$files/mounted' || exit 0
+    output=\$('$KAREUS' solve --profile '$csv' --stages 2 --microbatches 4 --out '$files/mounted' 2>&1)
+    status=\$?
+    echo \"\$output\"
+    [[ \$status -eq 2 ]] && grep -q -- '--out $files/mounted: is a mount point' <<<\"\$output\""
+else
+  echo "note: no private mount namespace here; the --out mount point case is skipped"
+fi
+
+# Out of memory (ulimit -v) in the middle of a parse is exit 1 with a message, not a core: a
+# 65 MB plan (under the 64 MiB document bound) needs about 1.3 GB parsed. Skipped where the binary
+# cannot even start under the limit (a sanitizer build reserves terabytes of address space).
+if (ulimit -v 1000000 && "$KAREUS" --version >/dev/null 2>&1); then
+  python3 - "$files/huge_plan.json" <<'PY'
+import json, sys
+partitions = {f"k{i}": {"slot": "none", "ctas": 4} for i in range(40)}
+instructions = [{"type": kind, "microbatch": mb, "freq_mhz": 1410, "overlap": "none", "partitions": partitions}
+                for mb in range(21500) for kind in ("forward", "backward")]
+json.dump({"schema": "kareus.plan/1", "workload": {}, "predicted": {"time_s": 1, "energy_j": 1},
+           "stages": [{"stage": 0, "instructions": instructions}]}, open(sys.argv[1], "w"))
+PY
+  check "out of memory in a parse is exit 1 with a message" bash -c "
+    output=\$(ulimit -v 1000000; '$KAREUS' simulate --plan '$files/huge_plan.json' --pp 1 --microbatches 1 2>&1)
+    status=\$?
+    echo \"exit \$status: \$output\"
+    [[ \$status -eq 1 ]] && grep -q 'error: out of memory' <<<\"\$output\""
+  rm -f "$files/huge_plan.json"
+else
+  echo "note: the binary does not start under ulimit -v; the out-of-memory case is skipped"
+fi
+
 # solve, import and export lock --out as plan does (two solves into one folder used to both
 # exit 0 with their plans mixed).
 echo 4545 >"$files/solved.lock"
