@@ -87,12 +87,17 @@ MethodOptions clock_options(device::Device& device, const workload::Workload& wo
     StageKnobs knobs;
     for (int clock : clocks) {
       for (Direction direction : {Direction::kForward, Direction::kBackward}) {
-        const device::InstructionRun run = device::run_instruction(device, chunks, stage, direction, clock, overlap);
+        // A nanobatched plan names a config for every key it runs (plan_fit.h): the defaults.
+        const partition::CommConfigs choices = overlap == device::OverlapMode::kNanobatch
+                                                   ? default_choices(gpu, chunks, stage, direction)
+                                                   : partition::CommConfigs{};
+        const device::InstructionRun run =
+            device::run_instruction(device, chunks, stage, direction, clock, overlap, choices);
         auto& list = direction == Direction::kForward ? options.forward : options.backward;
         auto& knob_list = direction == Direction::kForward ? knobs.forward : knobs.backward;
         list.push_back(pipeline::make_execution_option(run.time_s, run.energy_j, static_cast<int>(knob_list.size()),
                                                        gpu.static_power_w));
-        knob_list.push_back({clock, overlap, {}});
+        knob_list.push_back({clock, overlap, choices});
       }
     }
     method.stages.push_back(std::move(options));
