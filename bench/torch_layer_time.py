@@ -9,7 +9,8 @@ One stage (pp 1) of --layers layers, every rank a TP rank; NCCL with one CTA-bou
 count on GPUs (gloo on CPU, where the counts change nothing). Per CTA count: forward + backward
 (full recompute) of the nanobatched stage with every key at --slot and that count, the plain
 stage, and one all-reduce of a nanobatch's activations on that count's group; median of
---repeats after --warmup, seconds. Rank 0 prints and writes the JSON. For data/measurements/.
+--repeats after --warmup, seconds. Rank 0 prints them and writes them to --json (a check of the
+overlap on a real GPU beside the emulator's; kareus plans from `kareus profile` logs, docs/gpu.md).
 """
 
 from __future__ import annotations

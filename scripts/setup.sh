@@ -4,7 +4,8 @@
 #                            a compiler, CMake, Ninja and five header libraries from Debian)
 #   scripts/setup.sh --all   everything the tests need too: GoogleTest, Google Benchmark, pybind11,
 #                            clang's sanitizer runtime, Chromium (the report test), pytest, and a
-#                            .venv/ with torch, zeus and megatron-core from PyPI (several GB)
+#                            .venv/ with torch, zeus and megatron-core from PyPI (several GB), and
+#                            `pip install .`'s build requirements in the wheelhouse (its offline test)
 set -euo pipefail
 all=0
 case ${1:-} in
@@ -107,6 +108,27 @@ if [[ -z ${KAREUS_NO_TORCH:-} ]]; then
     echo "setup.sh: WARNING: torch is not installed; the kareus.torch tests will be skipped" >&2
   fi
 fi
+
+# --- `pip install .`'s build requirements (pyproject.toml) into the wheelhouse ---------------------
+# so tests/install/pip_install_test.sh installs kareus into a fresh venv offline (pip's build
+# isolation takes them from there: pip install --no-index --find-links WHEELHOUSE .).
+build_requirements=(scikit-build-core==1.1.2 pybind11==3.1.0 pathspec==1.1.1 packaging==26.4)
+fetch_build_requirements() {
+  local wheelhouse=${KAREUS_WHEELHOUSE:-$HOME/.cache/kareus/wheels} attempt
+  { [[ -x $venv/bin/python ]] || python3 -m venv "$venv"; } || return 1
+  mkdir -p "$wheelhouse" || return 1
+  for attempt in 1 2 3; do
+    "$venv/bin/python" -m pip download --quiet --no-index --find-links "$wheelhouse" --dest "$wheelhouse" \
+      "${build_requirements[@]}" 2>/dev/null && return 0
+    "$venv/bin/python" -m pip download --quiet --timeout 60 --retries 5 --dest "$wheelhouse" \
+      "${build_requirements[@]}" && return 0
+    echo "setup.sh: downloading ${build_requirements[*]} failed (attempt $attempt of 3)" >&2
+    ((attempt < 3)) && sleep $((attempt * 15))
+  done
+  return 1
+}
+fetch_build_requirements || echo "setup.sh: WARNING: ${build_requirements[*]} are not in the wheelhouse; the" \
+  "pip_install test will be skipped" >&2
 
 # --- kareus.megatron: megatron-core into .venv/ beside torch (python/tests/megatron) ----------------
 # 0.16.1 is the newest release that installs on Python 3.11. Its wheel goes into the wheelhouse

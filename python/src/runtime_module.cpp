@@ -317,7 +317,7 @@ void bind_presets(py::module_& module) {
       "read_frontier",
       [](const std::filesystem::path& path) {
         std::vector<std::tuple<double, double, std::string>> points;
-        for (const FrontierPoint& point : read_frontier(path))
+        for (const FrontierPoint& point : kareus::plan::read_frontier(path))
           points.emplace_back(point.time_s, point.energy_j, point.plan);
         return points;
       },

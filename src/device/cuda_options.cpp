@@ -4,7 +4,7 @@
 
 #include "kareus/common/error.h"
 #include "kareus/device/cuda_device.h"
-#include "kareus/device/nvml.h"
+#include "kareus/nvml/nvml.h"
 
 namespace kareus::device {
 
@@ -16,7 +16,7 @@ CollectiveBackend parse_collective_backend(const std::string& text) {
 }
 
 bool window_is_stable(const MeasurementDetails& details, int locked_mhz, double tolerance_mhz, bool energy_moved) {
-  return energy_moved && (details.clock_events & clock_event::kThrottling) == 0 &&
+  return energy_moved && (details.clock_events & nvml::clock_event::kThrottling) == 0 &&
          details.clock_min_mhz >= locked_mhz - tolerance_mhz && details.clock_max_mhz <= locked_mhz + tolerance_mhz;
 }
 

@@ -12,7 +12,7 @@
 #include "kareus/common/file_io.h"
 #include "kareus/common/json_fields.h"
 #include "kareus/common/jsonl_log.h"
-#include "kareus/device/nvml.h"
+#include "kareus/nvml/nvml.h"
 
 namespace kareus::device {
 namespace {
@@ -141,7 +141,7 @@ std::string to_json_line(const MeasurementRecord& record) {
       {"clock",
        {{"min_mhz", details.clock_min_mhz}, {"max_mhz", details.clock_max_mhz}, {"mean_mhz", details.clock_mean_mhz}}},
       {"clock_events", details.clock_events},
-      {"clock_event_names", clock_event_names(details.clock_events)},
+      {"clock_event_names", nvml::clock_event_names(details.clock_events)},
       {"temperature_c", {{"start", details.temperature_start_c}, {"end", details.temperature_end_c}}},
       {"power_mean_w", details.power_mean_w},
       {"retries", details.retries},

@@ -11,6 +11,7 @@
 
 #include "kareus/common/error.h"
 #include "kareus/common/file_io.h"
+#include "kareus/common/pareto.h"
 #include "kareus/partition/partition.h"
 #include "kareus/plan/frontier.h"
 #include "kareus/plan/plan_fit.h"
@@ -499,12 +500,7 @@ std::vector<std::filesystem::path> import_artifact_files(const std::filesystem::
   ensure_writable_directory(out_dir, "--out");
   std::filesystem::remove(out_dir / "frontier.json", error);
 
-  struct Imported {
-    double time_s;
-    double energy_j;
-    std::string name;
-  };
-  std::vector<Imported> imported;
+  std::vector<plan::FrontierPoint> imported;  // plan paths relative to out_dir
   std::vector<std::filesystem::path> written;
   bool all_predicted = true;
   for (const auto& [number, freqs_path] : freqs_files) {
@@ -523,20 +519,10 @@ std::vector<std::filesystem::path> import_artifact_files(const std::filesystem::
     imported.push_back({plan.predicted_time_s, plan.predicted_energy_j, name});
   }
   if (all_predicted) {
-    std::sort(imported.begin(), imported.end(), [](const Imported& a, const Imported& b) {
-      return a.time_s != b.time_s ? a.time_s < b.time_s : a.energy_j < b.energy_j;
-    });
-    nlohmann::json points = nlohmann::json::array();
-    double best_energy_j = INFINITY;
-    for (const Imported& point : imported) {
-      if (point.energy_j >= best_energy_j) continue;  // dominated: slower and not cheaper
-      best_energy_j = point.energy_j;
-      points.push_back({{"time_s", point.time_s}, {"energy_j", point.energy_j}, {"plan", point.name}});
-    }
-    nlohmann::ordered_json document;
-    document["schema"] = plan::kFrontierSchema;
-    document["points"] = std::move(points);
-    write_file_atomic(out_dir / "frontier.json", document.dump(1) + "\n");
+    const std::vector<plan::FrontierPoint> frontier = pareto_filter(
+        std::move(imported), [](const plan::FrontierPoint& point) { return point.time_s; },
+        [](const plan::FrontierPoint& point) { return point.energy_j; });
+    write_file_atomic(out_dir / "frontier.json", plan::frontier_to_json(frontier));
   }
   return written;
 }

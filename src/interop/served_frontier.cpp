@@ -1,6 +1,5 @@
 // load_served_frontier (pfo_service.h): kept apart from the service so that the request fuzzer
 // links the service without the plan reader.
-#include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -9,9 +8,10 @@
 #include "kareus/common/error.h"
 #include "kareus/common/file_io.h"
 #include "kareus/common/json_fields.h"
+#include "kareus/common/pareto.h"
 #include "kareus/interop/artifact_schedule.h"
 #include "kareus/interop/pfo_service.h"
-#include "kareus/runtime/deadline.h"
+#include "kareus/plan/frontier.h"
 
 namespace kareus::interop {
 namespace {
@@ -21,8 +21,9 @@ std::vector<ServedPlan> summary_frontier(const std::filesystem::path& path, cons
   namespace jf = json_fields;
   const std::string origin = path.string();
   const nlohmann::json document = read_json_file(path);
-  if (const std::string schema = jf::require_string(document, "schema", origin); schema != "kareus.summary/1") {
-    throw InputError(fmt::format("{}: schema must be \"kareus.summary/1\", found \"{}\"", origin, schema));
+  if (const std::string schema = jf::require_string(document, "schema", origin); schema != plan::kSummarySchema) {
+    throw InputError(fmt::format("{}: schema must be \"{}\", found \"{}\"", origin, plan::kSummarySchema,
+                                 json_fields::short_text(schema)));
   }
   const nlohmann::json& methods = jf::require(document, "methods", origin);
   if (!methods.is_object() || !methods.contains(method)) {
@@ -71,7 +72,7 @@ std::vector<ServedPlan> load_served_frontier(const std::filesystem::path& path, 
              std::filesystem::exists(plans_of_summary, error)) {
     frontier = summary_frontier(plans_of_summary, absolute.filename().string());
   } else if (!folder || std::filesystem::exists(frontier_file, error)) {
-    for (const runtime::FrontierPoint& point : runtime::read_frontier(frontier_file)) {
+    for (const plan::FrontierPoint& point : plan::read_frontier(frontier_file)) {
       frontier.push_back({point.time_s, point.energy_j, point.plan, plan::read_plan(point.plan)});
     }
   } else {
@@ -86,15 +87,10 @@ std::vector<ServedPlan> load_served_frontier(const std::filesystem::path& path, 
       frontier.push_back({plan.predicted_time_s, plan.predicted_energy_j, entry.plan.string(), std::move(plan)});
     }
   }
-  std::stable_sort(frontier.begin(), frontier.end(), [](const ServedPlan& a, const ServedPlan& b) {
-    return a.time_s != b.time_s ? a.time_s < b.time_s : a.energy_j < b.energy_j;
-  });
   // Keep the Pareto points: each slower point must use less energy.
-  std::vector<ServedPlan> pareto;
-  for (ServedPlan& point : frontier) {
-    if (pareto.empty() || point.energy_j < pareto.back().energy_j) pareto.push_back(std::move(point));
-  }
-  frontier = std::move(pareto);
+  frontier = pareto_filter(
+      std::move(frontier), [](const ServedPlan& point) { return point.time_s; },
+      [](const ServedPlan& point) { return point.energy_j; });
   const plan::Plan& first = frontier.front().plan;
   for (const ServedPlan& point : frontier) {
     // Zeus's PFO protocol names an instruction by stage and microbatch only: no model chunk.

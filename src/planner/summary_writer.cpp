@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kareus/common/file_io.h"
+#include "kareus/plan/frontier.h"
 #include "kareus/plan/plan.h"
 
 namespace kareus::planner {
@@ -66,7 +67,7 @@ void write_plan_job(const std::filesystem::path& dir, const workload::Workload& 
                         {"front_remeasurements", search.front_remeasurements}});
   }
   nlohmann::ordered_json summary;
-  summary["schema"] = kSummarySchema;
+  summary["schema"] = plan::kSummarySchema;
   summary["workload"] = nlohmann::ordered_json::parse(workload::workload_to_json(workload));
   summary["methods"] = std::move(methods);
   summary["comparison"] = std::move(comparison);

@@ -77,8 +77,8 @@ std::unique_ptr<ClockBackend> make_clock_backend(std::string_view spec, int gpu_
   if (gpu_index < 0) throw InputError(fmt::format("clock backend: gpu index must be >= 0, found {}", gpu_index));
   if (spec == "recorder") return std::make_unique<RecorderClockBackend>();
   if (spec == "nvml" || spec.starts_with("nvml:")) {
-    const std::string path = spec == "nvml" ? std::string(device::kNvmlLibraryName) : std::string(spec.substr(5));
-    return std::make_unique<NvmlClockBackend>(std::make_shared<device::NvmlLibrary>(path), gpu_index);
+    const std::string path = spec == "nvml" ? std::string(nvml::kNvmlLibraryName) : std::string(spec.substr(5));
+    return std::make_unique<NvmlClockBackend>(std::make_shared<nvml::NvmlLibrary>(path), gpu_index);
   }
   if (spec.starts_with("kareusd:") && spec.size() > 8) {
     return std::make_unique<KareusdClockBackend>(std::string(spec.substr(8)), gpu_index);

@@ -138,7 +138,7 @@ std::vector<std::unique_ptr<ClockBackend>> make_daemon_gpus(const DaemonConfig& 
     }
     return gpus;
   }
-  auto library = std::make_shared<device::NvmlLibrary>(config.nvml_library);
+  auto library = std::make_shared<nvml::NvmlLibrary>(config.nvml_library);
   const int count = library->device_count();
   for (int gpu = 0; gpu < count; ++gpu) gpus.push_back(std::make_unique<NvmlClockBackend>(library, gpu));
   return gpus;

@@ -6,7 +6,7 @@
 
 namespace kareus::runtime {
 
-NvmlClockBackend::NvmlClockBackend(std::shared_ptr<device::NvmlLibrary> library, int gpu_index)
+NvmlClockBackend::NvmlClockBackend(std::shared_ptr<nvml::NvmlLibrary> library, int gpu_index)
     : library_(std::move(library)), gpu_index_(gpu_index) {
   library_->check_device(gpu_index_);
 }

@@ -94,7 +94,7 @@ Runtime::DeadlineSwitch Runtime::switch_for_deadline(const std::filesystem::path
   if (cursor_.in_step()) {
     throw InputError(fmt::format("stage {}: switch_for_deadline called mid-step; switch between steps", stage()));
   }
-  const std::vector<FrontierPoint> frontier = read_frontier(frontier_path);
+  const std::vector<FrontierPoint> frontier = plan::read_frontier(frontier_path);
   const DeadlineChoice choice = choose_for_deadline(frontier, deadline_s);
   switch_plan(std::filesystem::path(frontier[choice.index].plan));  // checked against the running workload
   return {frontier[choice.index], choice.meets_deadline};

@@ -8,8 +8,8 @@
 
 #include "common/workloads.h"
 #include "kareus/common/error.h"
-#include "kareus/device/nvml.h"
 #include "kareus/device/profile.h"
+#include "kareus/nvml/nvml.h"
 #include "kareus/workload/model.h"
 
 namespace kareus::device {
@@ -36,7 +36,7 @@ GpuUnderTest open_gpu() {
   if (!cuda_backend_compiled()) return {nullptr, "the CUDA backend is not compiled in"};
   std::string name;
   try {
-    NvmlLibrary nvml;
+    nvml::NvmlLibrary nvml;
     name = nvml.name(0);
     // Locking clocks needs root or CAP_SYS_ADMIN; without it there is nothing to measure.
     nvml.set_locked_clock(0, nvml.supported_clocks_mhz(0).front());
@@ -93,11 +93,11 @@ TEST(CudaDevice, WindowIsStableOnlyWhenTheClockHeld) {
   const Row rows[] = {
       {"held", 1500, 1500, 0, true, true},
       {"within tolerance", 1485, 1515, 0, true, true},
-      {"idle between chunks is fine", 1500, 1500, clock_event::kGpuIdle, true, true},
+      {"idle between chunks is fine", 1500, 1500, nvml::clock_event::kGpuIdle, true, true},
       {"dipped below", 1470, 1500, 0, true, false},
       {"boosted above", 1500, 1530, 0, true, false},
-      {"power cap", 1500, 1500, clock_event::kSwPowerCap, true, false},
-      {"hw thermal", 1500, 1500, clock_event::kHwThermalSlowdown | clock_event::kGpuIdle, true, false},
+      {"power cap", 1500, 1500, nvml::clock_event::kSwPowerCap, true, false},
+      {"hw thermal", 1500, 1500, nvml::clock_event::kHwThermalSlowdown | nvml::clock_event::kGpuIdle, true, false},
       {"energy counter did not move", 1500, 1500, 0, false, false},
   };
   for (const Row& row : rows) {

@@ -68,9 +68,19 @@ for method in ("kareus", "perseus", "megatron"):
 print(f"interop: {checked} plans round-tripped")
 PY
 
-# An imported plan runs on the emulator.
+# An imported plan runs on the emulator to the figures the summary gives its original.
 first=$(ls "$tmp/back/kareus"/plan_*.json | head -1)
-"$KAREUS" simulate --plan "$first" | grep -q 'iteration time'
+"$KAREUS" simulate --plan "$first" --json >"$tmp/simulated.json"
+python3 - "$tmp" "$first" <<'PY'
+import json, math, pathlib, sys
+root, imported = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
+number = int(imported.stem.split("_")[1])
+summary = json.loads((root / "out/summary.json").read_text())
+point = next(p for p in summary["methods"]["kareus"]["frontier"] if p["plan"] == f"plans/kareus/plan_{number:02d}.json")
+simulated = json.loads((root / "simulated.json").read_text())
+for key in ("time_s", "energy_j"):
+    assert math.isclose(simulated[key], point[key], rel_tol=1e-9), (key, simulated[key], point)
+PY
 
 # A malformed scheds entry exits 2 naming the file and entry.
 scheds=$(ls "$tmp/artifact/kareus"/scheds_pipeline_*.py | head -1)

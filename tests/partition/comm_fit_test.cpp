@@ -6,25 +6,19 @@
 
 #include <gtest/gtest.h>
 
+#include "../common/input_error.h"
 #include "kareus/common/error.h"
 
 namespace kareus::partition {
 namespace {
+
+using test_common::error_of;
 
 // Llama 3.2 3B, TP 8, CP 1, PP 2, full recompute: forward keys fwd_attn, fwd_mlp.
 workload::Workload llama(workload::Recompute recompute = workload::Recompute::kFull) {
   workload::Parallelism parallel;
   parallel.recompute = recompute;
   return workload::make_workload(workload::load_model("llama3.2-3b"), parallel);
-}
-
-std::string error_of(const std::function<void()>& action) {
-  try {
-    action();
-  } catch (const InputError& error) {
-    return error.what();
-  }
-  return "no error";
 }
 
 const CommConfigs kForward = {{"fwd_attn", {"norm_0", 12}}, {"fwd_mlp", {"linear_1", 6}}};
@@ -58,11 +52,11 @@ TEST(InstructionCommRules, EachBrokenRuleIsNamed) {
     return configs;
   };
   const std::vector<Case> cases = {
-      {kForward, a100, "no error"},
-      {with("fwd_mlp", {"none", 108}), a100, "no error"},  // after all compute, every SM
+      {kForward, a100, "<no InputError>"},
+      {with("fwd_mlp", {"none", 108}), a100, "<no InputError>"},  // after all compute, every SM
       {with("fwd_mlp", {"none", 109}), a100, "w: partition 'fwd_mlp': ctas 109 is outside 1..108 (one CTA per SM)"},
       {with("fwd_mlp", {"none", 0}), {}, "w: partition 'fwd_mlp': ctas 0 is outside 1..65536 (kareus's CTA limit)"},
-      {with("fwd_mlp", {"none", 65536}), {}, "no error"},
+      {with("fwd_mlp", {"none", 65536}), {}, "<no InputError>"},
       {with("fwd_mlp", {"attn_0", 6}), a100,
        "w: partition 'fwd_mlp': no launch slot 'attn_0' (slots: norm_0, linear_0, activation_0, linear_1, none)"},
       {with("bwd_mlp", {"norm_0", 6}), a100,
@@ -94,7 +88,7 @@ TEST(InstructionCommRules, SlotsOfTheStagesInstancesAreValidToo) {
   EXPECT_EQ(error_of([&] {
               rules.check({{"bwd_mlp", {own_first, 6}}, {"bwd_attn", {"norm_0", 6}}}, {108, 16}, "w");
             }),
-            "no error");
+            "<no InputError>");
 }
 
 TEST(CommConfigFor, PlannedConfigOrTheFallbacks) {

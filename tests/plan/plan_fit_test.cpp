@@ -5,10 +5,13 @@
 
 #include <gtest/gtest.h>
 
+#include "../common/input_error.h"
 #include "kareus/common/error.h"
 
 namespace kareus::plan {
 namespace {
+
+using test_common::error_of;
 
 // Llama 3.2 3B, TP 8, PP 2, 2 microbatches, full recompute: a backward needs fwd_* and bwd_* configs.
 workload::Workload llama(int nanobatches = 2) {
@@ -36,19 +39,11 @@ Plan nanobatched_plan() {
   return plan;
 }
 
-std::string error_of(const std::function<void()>& action) {
-  try {
-    action();
-  } catch (const InputError& error) {
-    return error.what();
-  }
-  return "no error";
-}
-
 TEST(PlanFit, NamesTheStageInstructionAndRule) {
   const workload::Workload workload = llama();
   const partition::CommLimits a100{108, 16};
-  EXPECT_EQ(error_of([&] { check_plan_comm_configs(nanobatched_plan(), workload, a100, "p.json"); }), "no error");
+  EXPECT_EQ(error_of([&] { check_plan_comm_configs(nanobatched_plan(), workload, a100, "p.json"); }),
+            "<no InputError>");
 
   Plan too_many = nanobatched_plan();
   too_many.stages[1].instructions[3].partitions["bwd_mlp"].ctas = 109;  // stage 1: F0 B0 F1 B1
@@ -56,7 +51,7 @@ TEST(PlanFit, NamesTheStageInstructionAndRule) {
             "p.json: stage 1 instruction 3 (backward microbatch 1): partition 'bwd_mlp': ctas 109 is outside 1..108 "
             "(one CTA per SM)");
   // Without a GPU the one limit is kareus's.
-  EXPECT_EQ(error_of([&] { check_plan_comm_configs(too_many, workload, {}, "p.json"); }), "no error");
+  EXPECT_EQ(error_of([&] { check_plan_comm_configs(too_many, workload, {}, "p.json"); }), "<no InputError>");
 
   Plan missing = nanobatched_plan();
   missing.stages[0].instructions[2].partitions.erase("fwd_mlp");  // stage 0: F0 F1 B0 B1
@@ -66,7 +61,7 @@ TEST(PlanFit, NamesTheStageInstructionAndRule) {
   // The same instruction run without overlap uses no config, so none is checked.
   missing.stages[0].instructions[2].overlap = workload::OverlapMode::kNone;
   missing.stages[0].instructions[2].partitions["fwd_qkv_ag"] = {"nowhere", 0};
-  EXPECT_EQ(error_of([&] { check_plan_comm_configs(missing, workload, a100, "p.json"); }), "no error");
+  EXPECT_EQ(error_of([&] { check_plan_comm_configs(missing, workload, a100, "p.json"); }), "<no InputError>");
 
   EXPECT_EQ(error_of([&] { check_plan_comm_configs(nanobatched_plan(), llama(1), a100, "p.json"); }),
             "p.json: stage 0 instruction 0 (forward microbatch 0): a nanobatched instruction needs --nanobatches 2, "

@@ -1,6 +1,5 @@
 #include "kareus/runtime/deadline.h"
 
-#include <fstream>
 #include <limits>
 
 #include <gtest/gtest.h>
@@ -73,27 +72,6 @@ TEST(Deadline, NonFinitePointsAreRefusedNotChosen) {
     } catch (const InputError& error) {
       EXPECT_STREQ(error.what(), row.message);
     }
-  }
-}
-
-TEST(Deadline, ReadsFrontierWithPlanPathsBesideTheFile) {
-  const auto directory = std::filesystem::temp_directory_path() / "kareus_deadline_test";
-  std::filesystem::create_directories(directory);
-  const auto path = directory / "frontier.json";
-  std::ofstream(path) << R"({"schema": "kareus.frontier/1", "points": [
-      {"time_s": 1.5, "energy_j": 900, "plan": "plans/p0.json"},
-      {"time_s": 2.0, "energy_j": 800, "plan": "/abs/p1.json"}]})";
-  const auto frontier = read_frontier(path);
-  ASSERT_EQ(frontier.size(), 2u);
-  EXPECT_EQ(frontier[0], (FrontierPoint{1.5, 900, (directory / "plans/p0.json").string()}));
-  EXPECT_EQ(frontier[1].plan, "/abs/p1.json");
-  std::ofstream(path) << R"({"schema": "kareus.frontier/1", "points": [{"time_s": 0, "energy_j": 1, "plan": "x"}]})";
-  try {
-    (void)read_frontier(path);
-    FAIL();
-  } catch (const InputError& error) {
-    EXPECT_NE(std::string(error.what()).find("points[0]: field 'time_s' must be > 0"), std::string::npos)
-        << error.what();
   }
 }
 

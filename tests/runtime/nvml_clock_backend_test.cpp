@@ -14,7 +14,7 @@ TEST(NvmlClockBackend, SetReadResetAndEnergyGoThroughTheLibrary) {
   void* fake = ::dlopen(KAREUS_FAKE_NVML_PATH, RTLD_NOW);
   ASSERT_NE(fake, nullptr) << ::dlerror();
   auto locked = reinterpret_cast<unsigned int (*)(unsigned int)>(::dlsym(fake, "fake_nvml_locked_mhz"));
-  auto library = std::make_shared<device::NvmlLibrary>(KAREUS_FAKE_NVML_PATH);
+  auto library = std::make_shared<nvml::NvmlLibrary>(KAREUS_FAKE_NVML_PATH);
   NvmlClockBackend gpu1(library, 1);
   EXPECT_EQ(gpu1.describe(), "nvml gpu 1");
   EXPECT_EQ(gpu1.read_clock_mhz(), 1410);
@@ -32,7 +32,7 @@ TEST(NvmlClockBackend, SetReadResetAndEnergyGoThroughTheLibrary) {
 }
 
 TEST(NvmlClockBackend, UnknownGpuIndexIsAnInputError) {
-  auto library = std::make_shared<device::NvmlLibrary>(KAREUS_FAKE_NVML_PATH);
+  auto library = std::make_shared<nvml::NvmlLibrary>(KAREUS_FAKE_NVML_PATH);
   EXPECT_THROW(NvmlClockBackend(library, 2), InputError);
 }
 

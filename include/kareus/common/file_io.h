@@ -1,7 +1,8 @@
 // kareus/common/file_io.h - whole-file reads and crash-safe writes.
 //
-// Writes go to PATH.tmp and are renamed over PATH only when complete, so a
-// failed or killed run never leaves half a file that looks finished.
+// Writes go to a temporary beside PATH (PATH.<pid>-<n>.tmp, temporary_beside) and are
+// renamed over PATH only when complete, so a failed or killed run never leaves half a file that
+// looks finished.
 #pragma once
 
 #include <cstddef>

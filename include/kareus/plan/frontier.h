@@ -5,19 +5,24 @@
 //   {"schema": "kareus.frontier/1",
 //    "points": [{"time_s": T, "energy_j": E, "plan": "plans/plan_0000.json"}, ...]}
 // Plan paths are relative to the frontier file's folder. `kareus solve` (planner/solve_job.h)
-// and `kareus import` write them; the runtime reads them (runtime/deadline.h).
+// and `kareus import` write them, the runtime (runtime/deadline.h) and `kareus serve` read them.
 #pragma once
 
+#include <filesystem>
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace kareus::plan {
 
 inline constexpr std::string_view kFrontierSchema = "kareus.frontier/1";
+/// The plan job's summary.json (planner/summary_writer.h writes it; `kareus serve` reads the
+/// frontier of one of its methods).
+inline constexpr std::string_view kSummarySchema = "kareus.summary/1";
 
-/// A point of a frontier file. runtime::read_frontier reads it back with `plan` prefixed by the
-/// file's folder.
+/// A point of a frontier file. read_frontier reads it back with `plan` prefixed by the file's
+/// folder.
 struct FrontierPoint {
   double time_s = 0;
   double energy_j = 0;
@@ -29,5 +34,12 @@ struct FrontierPoint {
 
 /// The frontier file's JSON text (schema and points; lower bounds are not part of it).
 [[nodiscard]] std::string frontier_to_json(std::span<const FrontierPoint> points);
+
+/// Reads a kareus.frontier/1 file; plan paths are made relative to the file's folder. Throws
+/// InputError naming the file and point on a bad schema or field.
+[[nodiscard]] std::vector<FrontierPoint> read_frontier(const std::filesystem::path& path);
+/// read_frontier on text already read from `path` (named in messages; relative plans resolve
+/// against its folder).
+[[nodiscard]] std::vector<FrontierPoint> parse_frontier(std::string_view text, const std::filesystem::path& path);
 
 }  // namespace kareus::plan

@@ -4,7 +4,7 @@
 // value (MHz), reset it to the driver's default, read back the clock the GPU actually runs, list
 // the supported clocks and read the cumulative energy counter (mJ). Implementations: the recorder
 // (machines without a GPU, and tests), NVML loaded at run time (nvml_clock_backend.h over
-// device/nvml.h) and the kareusd client (kareusd_client.h). A backend is used from one thread at a time.
+// nvml/nvml.h) and the kareusd client (kareusd_client.h). A backend is used from one thread at a time.
 #pragma once
 
 #include <cstdint>

@@ -3,16 +3,12 @@
 // When a straggler or a changed power budget moves the iteration-time target, the runtime
 // switches to the frontier point (time_s, energy_j: one iteration, whole job) with the least
 // energy that still meets the deadline, and, if none does, to the fastest point, flagged, so the
-// caller can report that the deadline is out of reach. Frontier files are plan::kFrontierSchema
-// (plan/frontier.h, docs/formats.md): {"schema": ..., "points": [{"time_s", "energy_j", "plan"}]}.
+// caller can report that the deadline is out of reach. The frontier comes from a
+// plan::kFrontierSchema file (plan/frontier.h, its writer and reader; docs/formats.md).
 #pragma once
 
 #include <cstddef>
-#include <filesystem>
 #include <span>
-#include <string>
-#include <string_view>
-#include <vector>
 
 #include "kareus/plan/frontier.h"
 
@@ -31,12 +27,5 @@ struct DeadlineChoice {
 /// a point whose time_s or energy_j is not finite (or time_s <= 0, energy_j < 0), or a deadline
 /// that is not a positive finite number of seconds.
 [[nodiscard]] DeadlineChoice choose_for_deadline(std::span<const FrontierPoint> frontier, double deadline_s);
-
-/// Reads a kareus.frontier/1 file; plan paths are made relative to the file's folder. Throws
-/// InputError naming the file and point on a bad schema or field.
-[[nodiscard]] std::vector<FrontierPoint> read_frontier(const std::filesystem::path& path);
-/// read_frontier on text already read from `path` (named in messages; relative plans resolve
-/// against its folder).
-[[nodiscard]] std::vector<FrontierPoint> parse_frontier(std::string_view text, const std::filesystem::path& path);
 
 }  // namespace kareus::runtime

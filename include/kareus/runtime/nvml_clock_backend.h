@@ -1,6 +1,6 @@
 // kareus/runtime/nvml_clock_backend.h - one GPU's clocks through NVML, as a runtime ClockBackend.
 //
-// The NVML loader itself lives in the device layer (device/nvml.h), which the CUDA backend
+// The NVML loader itself is its own library (nvml/nvml.h), which the CUDA backend also
 // uses to lock clocks and read the energy counter; the runtime wraps it for its frequency
 // controller and the kareusd daemon. Units: MHz and mJ.
 #pragma once
@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "kareus/device/nvml.h"
+#include "kareus/nvml/nvml.h"
 #include "kareus/runtime/clock_backend.h"
 
 namespace kareus::runtime {
@@ -20,7 +20,7 @@ namespace kareus::runtime {
 class NvmlClockBackend final : public ClockBackend {
  public:
   /// Throws InputError if `gpu_index` does not exist.
-  NvmlClockBackend(std::shared_ptr<device::NvmlLibrary> library, int gpu_index);
+  NvmlClockBackend(std::shared_ptr<nvml::NvmlLibrary> library, int gpu_index);
 
   void set_locked_clock(int freq_mhz) override { library_->set_locked_clock(gpu_index_, freq_mhz); }
   void reset() override { library_->reset_locked_clock(gpu_index_); }
@@ -30,7 +30,7 @@ class NvmlClockBackend final : public ClockBackend {
   [[nodiscard]] std::string describe() const override;
 
  private:
-  std::shared_ptr<device::NvmlLibrary> library_;
+  std::shared_ptr<nvml::NvmlLibrary> library_;
   int gpu_index_;
 };
 

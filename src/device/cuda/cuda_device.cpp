@@ -15,8 +15,8 @@
 #include <fmt/format.h>
 
 #include "kareus/common/error.h"
-#include "kareus/device/nvml.h"
 #include "kareus/device/stream_schedule.h"
+#include "kareus/nvml/nvml.h"
 #include "kernels.h"
 
 namespace kareus::device {
@@ -44,11 +44,11 @@ void check_nccl(ncclResult_t status, const std::string& what) {
 void sleep_interruptible(double seconds) {
   const auto until = Clock::now() + std::chrono::duration<double>(seconds);
   while (Clock::now() < until) {
-    ClockLockGuard::throw_if_interrupted();
+    nvml::ClockLockGuard::throw_if_interrupted();
     std::this_thread::sleep_for(
         std::min(std::chrono::duration<double>(0.05), std::chrono::duration<double>(until - Clock::now())));
   }
-  ClockLockGuard::throw_if_interrupted();
+  nvml::ClockLockGuard::throw_if_interrupted();
 }
 
 std::size_t round_down(double bytes, std::size_t multiple) {
@@ -240,13 +240,13 @@ struct CudaDevice::Impl {
   GpuSpec gpu;
   workload::Workload workload;
   CudaDeviceOptions options;
-  std::unique_ptr<NvmlLibrary> nvml;
+  std::unique_ptr<nvml::NvmlLibrary> nvml;
   std::string name;
   int visible_gpus = 0;
   std::vector<int> supported_mhz;
   std::vector<std::unique_ptr<GpuContext>> contexts;             // [0] is the measured GPU; peers for NCCL
   std::map<std::pair<int, int>, std::vector<ncclComm_t>> comms;  // (ranks, ctas) -> one per rank
-  std::unique_ptr<ClockLockGuard> guard;
+  std::unique_ptr<nvml::ClockLockGuard> guard;
   MeasurementDetails last;
   AttentionShape attention;
   double tokens = 1;
@@ -477,7 +477,7 @@ CudaDevice::CudaDevice(GpuSpec gpu, workload::Workload workload, CudaDeviceOptio
   // NVML numbers GPUs by PCI bus; make CUDA do the same (before its first call) so the clock
   // we lock is the GPU we measure.
   ::setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID", 0);
-  impl.nvml = std::make_unique<NvmlLibrary>(impl.options.nvml_library);  // "no NVIDIA driver found" without one
+  impl.nvml = std::make_unique<nvml::NvmlLibrary>(impl.options.nvml_library);  // "no NVIDIA driver found" without one
   if (const cudaError_t status = cudaGetDeviceCount(&impl.visible_gpus);
       status != cudaSuccess || impl.visible_gpus == 0) {
     throw Error(
@@ -523,7 +523,7 @@ CudaDevice::CudaDevice(GpuSpec gpu, workload::Workload workload, CudaDeviceOptio
   if (impl.options.collective != CollectiveBackend::kProxy && index + max_group <= impl.visible_gpus) {
     for (int peer = index + 1; peer < index + max_group; ++peer) locked_gpus.push_back(peer);
   }
-  impl.guard = std::make_unique<ClockLockGuard>(*impl.nvml, locked_gpus, impl.options.handle_signals);
+  impl.guard = std::make_unique<nvml::ClockLockGuard>(*impl.nvml, locked_gpus, impl.options.handle_signals);
   (void)impl.context(0);
   check_cuda(cudaSetDevice(index), "cudaSetDevice");
   check_cuda(cudaEventCreate(&impl.start), "cudaEventCreate");
@@ -563,7 +563,7 @@ Measurement CudaDevice::measure(const partition::Partition& partition, const par
     const auto warmup_end = Clock::now() + std::chrono::duration<double>(options.warmup_s);
     int warmup_runs = 0;
     do {
-      ClockLockGuard::throw_if_interrupted();
+      nvml::ClockLockGuard::throw_if_interrupted();
       check_cuda(cudaEventRecord(impl.start, impl.context(0).compute), "cudaEventRecord");
       impl.enqueue(partition, config, schedule);
       check_cuda(cudaEventRecord(impl.stop, impl.context(0).compute), "cudaEventRecord");
@@ -609,7 +609,7 @@ Measurement CudaDevice::measure(const partition::Partition& partition, const par
         check_cuda(cudaEventRecord(impl.progress[slot], impl.context(0).compute), "cudaEventRecord");
         check_cuda(cudaEventSynchronize(impl.progress[1 - slot]), "cudaEventSynchronize");
         read_clock();
-        ClockLockGuard::throw_if_interrupted();
+        nvml::ClockLockGuard::throw_if_interrupted();
       }
     }
     check_cuda(cudaEventRecord(impl.stop, impl.context(0).compute), "cudaEventRecord");

@@ -1,13 +1,14 @@
 # kareus simulate and kareus plan: results and bad input.
 # shellcheck shell=bash
+plan_tmp=$(mktemp -d "${TMPDIR:-/tmp}/kareus-cli-plan.XXXXXX")  # this run's own
 expect 2 'give either --clock' -- simulate
 expect 2 '--clock 1405: a100-40gb supports 210..1410 MHz in 15 MHz steps' -- simulate --clock 1405
 expect 2 '--overlap both: expected "none"' -- simulate --clock 1410 --overlap both
 expect 2 'cannot read /nonexistent/plan.json' -- simulate --plan /nonexistent/plan.json
 expect 2 '--gpu b200: unknown GPU' -- simulate --clock 1410 --gpu b200
-expect 2 'unknown method "zeus"' -- plan --methods perseus,zeus --out /tmp/kareus-cli-plan
+expect 2 'unknown method "zeus"' -- plan --methods perseus,zeus --out "$plan_tmp"
 expect 2 '--out /dev/null/x: cannot create directory' -- plan --methods megatron --out /dev/null/x
-expect 2 '--clocks 907: a100-40gb supports' -- plan --clocks 900:1410:7 --out /tmp/kareus-cli-plan
+expect 2 '--clocks 907: a100-40gb supports' -- plan --clocks 900:1410:7 --out "$plan_tmp"
 
 # The numbers of one iteration: a lower locked clock is slower; each stage is busy or idle for
 # the whole iteration; the job's energy is its average power over every GPU and the iteration.
@@ -32,8 +33,8 @@ PY
 
 # The README's run, then `simulate --plan` with no other flag: the plan brings its workload
 # (here the 15,13 split) and GPU, and simulates to the time and energy the summary reports.
-expect 0 'kareus .*[0-9.]+' -- plan --methods megatron,perseus,kareus --layers-per-stage 15,13 --tp-ctas 6:30:12 --max-plans 3 --out /tmp/kareus-cli-plan
-check "simulate --plan alone reproduces the summary" python3 - "$KAREUS" /tmp/kareus-cli-plan <<'PY'
+expect 0 'kareus .*[0-9.]+' -- plan --methods megatron,perseus,kareus --layers-per-stage 15,13 --tp-ctas 6:30:12 --max-plans 3 --out "$plan_tmp"
+check "simulate --plan alone reproduces the summary" python3 - "$KAREUS" "$plan_tmp" <<'PY'
 import json, math, pathlib, subprocess, sys
 kareus, out = sys.argv[1], pathlib.Path(sys.argv[2])
 summary = json.loads((out / "summary.json").read_text())
@@ -52,9 +53,10 @@ for method, result in summary["methods"].items():
 assert checked >= 6, checked
 PY
 # Workload flags given with a plan must agree with it, with the one message of the plan contract.
-expect 2 'plan_00\.json: made for layers_per_stage \[15, 13\], this run has layers_per_stage \[14, 14\]' -- simulate --plan /tmp/kareus-cli-plan/plans/kareus/plan_00.json --layers-per-stage 14,14
-expect 2 'plan_00\.json: made for gpu "a100-40gb", this run has gpu "h200"' -- simulate --plan /tmp/kareus-cli-plan/plans/kareus/plan_00.json --gpu h200
-expect 0 'iteration time [0-9.]+ s' -- simulate --plan /tmp/kareus-cli-plan/plans/kareus/plan_00.json --tp 8 --layers-per-stage 15,13
+expect 2 'plan_00\.json: made for layers_per_stage \[15, 13\], this run has layers_per_stage \[14, 14\]' -- simulate --plan "$plan_tmp/plans/kareus/plan_00.json" --layers-per-stage 14,14
+expect 2 'plan_00\.json: made for gpu "a100-40gb", this run has gpu "h200"' -- simulate --plan "$plan_tmp/plans/kareus/plan_00.json" --gpu h200
+expect 0 'iteration time [0-9.]+ s' -- simulate --plan "$plan_tmp/plans/kareus/plan_00.json" --tp 8 --layers-per-stage 15,13
 # export takes the plan's workload too.
-expect 0 'freqs_pipeline_00000\.py' -- export --plan /tmp/kareus-cli-plan/plans/kareus/plan_00.json --format artifact --out /tmp/kareus-cli-plan/artifact
-expect 2 'plan_00\.json: made for layers_per_stage \[15, 13\], this run has layers_per_stage \[14, 14\]' -- export --plan /tmp/kareus-cli-plan/plans/kareus/plan_00.json --layers-per-stage 14,14 --format artifact --out /tmp/kareus-cli-plan/artifact
+expect 0 'freqs_pipeline_00000\.py' -- export --plan "$plan_tmp/plans/kareus/plan_00.json" --format artifact --out "$plan_tmp/artifact"
+expect 2 'plan_00\.json: made for layers_per_stage \[15, 13\], this run has layers_per_stage \[14, 14\]' -- export --plan "$plan_tmp/plans/kareus/plan_00.json" --layers-per-stage 14,14 --format artifact --out "$plan_tmp/artifact"
+rm -rf "$plan_tmp"

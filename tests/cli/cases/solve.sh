@@ -4,6 +4,61 @@ solve_out=$(mktemp -d)
 expect 0 'frontier points' -- solve --profile "$solve_data/valid.csv" --stages 2 --microbatches 4 --static-power 30 --out "$solve_out/a"
 expect 0 'fastest: +0\.162000 s' -- solve --profile "$solve_data/valid.csv" --stages 2 --microbatches 4 --out "$solve_out/b"
 expect 0 'within 0\.[0-9]+% of the lower bound' -- solve --profile "$solve_data/valid.csv" --stages 2 --microbatches 4 --static-power 30 --bound --out "$solve_out/d"
+# Every frontier point again, independently: its plan's clocks looked up in the CSV, the 1F1B
+# schedule timed here (each instruction after its stage's previous one and its data
+# dependency), energy = work + 30 W x idle (stages x makespan - busy). The fastest point by
+# hand: all at 1410 MHz, F(0,0) + stage 1's 4 x (11 + 22) ms + B(0,3) = 0.162 s, and the brute
+# force of solve_job_test gives 73.76 J there; the slowest: the least work (stage 0 at 1200
+# MHz, 68.8 J) plus its idle. Points strictly faster-and-dearer in order; bounds below them.
+check "solve's frontier points are what their plans give" python3 - "$solve_data/valid.csv" "$solve_out/a" "$solve_out/d" <<'PY'
+import csv, json, sys
+profile, out, bound_out = sys.argv[1:]
+table = {(int(r["stage"]), r["instruction"], int(r["frequency"])): (float(r["time"]), float(r["energy"]))
+         for r in csv.DictReader(open(profile))}
+def makespan_and_energy(plan, static_w=30.0):
+    stages = plan["stages"]
+    end, busy, work, cursor = {}, 0.0, 0.0, [0] * len(stages)
+    stage_free = [0.0] * len(stages)
+    pending = sum(len(s["instructions"]) for s in stages)
+    while pending:
+        progressed = False
+        for s, stage in enumerate(stages):
+            if cursor[s] == len(stage["instructions"]):
+                continue
+            ins = stage["instructions"][cursor[s]]
+            kind, m = ins["type"], ins["microbatch"]
+            dep = (s - 1, "forward", m) if kind == "forward" else (s + 1, "backward", m)
+            if kind == "backward" and s == len(stages) - 1:
+                dep = (s, "forward", m)
+            if 0 <= dep[0] < len(stages) and dep not in end:
+                continue
+            t, e = table[(s, kind, ins["freq_mhz"])]
+            start = max(stage_free[s], end.get(dep, 0.0))
+            end[(s, kind, m)] = stage_free[s] = start + t
+            busy, work = busy + t, work + e
+            cursor[s] += 1
+            pending -= 1
+            progressed = True
+        assert progressed, "the plan's order deadlocks"
+    span = max(stage_free)
+    return span, work + static_w * (len(stages) * span - busy)
+front = json.load(open(f"{out}/frontier.json"))["points"]
+assert len(front) >= 2, front
+for point in front:
+    plan = json.load(open(f"{out}/{point['plan']}"))
+    span, energy = makespan_and_energy(plan)
+    assert abs(span - point["time_s"]) < 1e-9 and abs(energy - point["energy_j"]) < 1e-9, (point, span, energy)
+for a, b in zip(front, front[1:]):
+    assert a["time_s"] < b["time_s"] and a["energy_j"] > b["energy_j"], (a, b)
+assert abs(front[0]["time_s"] - 0.162) < 1e-12 and abs(front[0]["energy_j"] - 73.76) < 1e-9, front[0]
+slowest = json.load(open(f"{out}/{front[-1]['plan']}"))
+assert all(i["freq_mhz"] == 1200 for i in slowest["stages"][0]["instructions"]), slowest["stages"][0]
+work = 4 * (2.6 + 5.1) + 4 * (3.2 + 6.3)
+assert abs(front[-1]["energy_j"] - (work + 30 * (2 * front[-1]["time_s"] - 4 * (0.036 + 0.033)))) < 1e-9, front[-1]
+bounded = json.load(open(f"{bound_out}/solve.json"))["points"]
+assert [(p["time_s"], p["energy_j"]) for p in bounded] == [(p["time_s"], p["energy_j"]) for p in front]
+assert all(0 < p["lower_bound_energy_j"] <= p["energy_j"] + 1e-9 for p in bounded), bounded
+PY
 if [[ ! -f $solve_out/a/frontier.json || ! -f $solve_out/a/plans/plan_0000.json ]]; then
   echo "FAIL: kareus solve did not write frontier.json and plans/plan_0000.json"
   failed=$((failed + 1))

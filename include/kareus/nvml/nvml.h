@@ -1,13 +1,13 @@
-// kareus/device/nvml.h - NVIDIA's management library, loaded at run time.
+// kareus/nvml/nvml.h - NVIDIA's management library, loaded at run time.
 //
-// The device layer's window on a real GPU's clocks, power and energy: the CUDA backend locks
-// the SM clock and reads the energy counter through it, and the runtime's NVML clock backend
-// (runtime/nvml_clock_backend.h) wraps it. kareus builds and runs without a GPU, so
-// libnvidia-ml.so.1 is dlopen'ed rather than linked; the entry points used are declared by hand
-// from NVIDIA's NVML API reference (nvmlInit_v2, nvmlDeviceSetGpuLockedClocks,
-// nvmlDeviceGetClockInfo with NVML_CLOCK_SM, supported graphics and memory clocks,
-// nvmlDeviceGetTotalEnergyConsumption in mJ, nvmlDeviceGetPowerUsage in mW,
-// nvmlDeviceGetTemperature in C, nvmlDeviceGetCurrentClocksEventReasons (formerly
+// kareus's window on a real GPU's clocks, power and energy: the CUDA backend locks the SM clock
+// and reads the energy counter through it, and the runtime's NVML clock backend
+// (runtime/nvml_clock_backend.h) wraps it. Its own library (kareus_nvml, needing only
+// common/error.h), so the runtime reaches NVML without the device layer's emulator. kareus builds
+// and runs without a GPU, so libnvidia-ml.so.1 is dlopen'ed rather than linked; the entry points used are declared by
+// hand from NVIDIA's NVML API reference (nvmlInit_v2, nvmlDeviceSetGpuLockedClocks, nvmlDeviceGetClockInfo with
+// NVML_CLOCK_SM, supported graphics and memory clocks, nvmlDeviceGetTotalEnergyConsumption in mJ,
+// nvmlDeviceGetPowerUsage in mW, nvmlDeviceGetTemperature in C, nvmlDeviceGetCurrentClocksEventReasons (formerly
 // ...ThrottleReasons), nvmlDeviceGetName, nvmlErrorString). Locking clocks needs root or
 // CAP_SYS_ADMIN; unprivileged jobs use the kareusd daemon instead.
 #pragma once
@@ -18,7 +18,7 @@
 #include <string_view>
 #include <vector>
 
-namespace kareus::device {
+namespace kareus::nvml {
 
 inline constexpr std::string_view kNvmlLibraryName = "libnvidia-ml.so.1";
 
@@ -122,4 +122,4 @@ class ClockLockGuard {
   int locked_mhz_ = 0;
 };
 
-}  // namespace kareus::device
+}  // namespace kareus::nvml

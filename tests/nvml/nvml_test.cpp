@@ -1,6 +1,6 @@
-// The NVML loader against a fake libnvidia-ml.so.1 (tests/device/fake_nvml.cpp): calls, error
+// The NVML loader against a fake libnvidia-ml.so.1 (tests/nvml/fake_nvml.cpp): calls, error
 // paths and messages, without a GPU.
-#include "kareus/device/nvml.h"
+#include "kareus/nvml/nvml.h"
 
 #include <dlfcn.h>
 #include <gmock/gmock.h>
@@ -12,7 +12,7 @@
 #include "../common/input_error.h"
 #include "kareus/common/error.h"
 
-namespace kareus::device {
+namespace kareus::nvml {
 namespace {
 
 using test_common::error_of;
@@ -183,4 +183,4 @@ TEST(ClockLockGuard, SignalSetsTheFlagAndTheLoopUnwinds) {
 }
 
 }  // namespace
-}  // namespace kareus::device
+}  // namespace kareus::nvml

@@ -1,4 +1,4 @@
-#include "kareus/device/nvml.h"
+#include "kareus/nvml/nvml.h"
 
 #include <algorithm>
 #include <atomic>
@@ -12,7 +12,7 @@
 
 #include "kareus/common/error.h"
 
-namespace kareus::device {
+namespace kareus::nvml {
 namespace {
 
 // From NVIDIA's NVML API reference (nvml.h); only what kareus calls.
@@ -312,4 +312,4 @@ std::vector<std::string> clock_event_names(std::uint64_t reasons) {
   return names;
 }
 
-}  // namespace kareus::device
+}  // namespace kareus::nvml
