@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cassert>
+#include <set>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
@@ -58,25 +60,40 @@ std::vector<Segment> split_at_collectives(const std::vector<TaggedOp>& ops) {
   return segments;
 }
 
-/// Names a segment from the principal ops it holds: "attn" (QKV + attention + O-proj),
-/// else the parts "qkv", "a", "o" in that order; "mlp" for FC1/FC2; joined by '_' if both.
+/// Names a segment from the principal ops it holds: "attn" (QKV + attention + O-proj), else
+/// the parts "qkv", "a", "o" in that order; "mlp" (FC1 + FC2), else "fc1" or "fc2"; joined by
+/// '_' if both, the block that runs first first. A segment of memory-bound ops alone (between
+/// sequence parallelism's collectives) is named after the norm it holds: "attn_norm" (the
+/// layer's input norm), "mlp_norm"; else "rope" if it holds RoPE (CP's collectives around
+/// attention cut it off); else "misc". Without sequence parallelism FC1 and FC2 are
+/// never apart and every segment holds a linear, so these keys are those of earlier releases.
 std::string segment_name(const std::vector<Op>& ops) {
-  bool qkv = false, attention = false, out_proj = false, mlp = false, attention_first = true;
+  bool qkv = false, attention = false, out_proj = false, fc1 = false, fc2 = false, attention_first = true;
+  bool input_norm = false, mlp_norm = false, rope = false;
   for (const Op& op : ops) {
     if (op.role == OpRole::kFc1 || op.role == OpRole::kFc2) {
       if (!qkv && !attention && !out_proj) attention_first = false;
-      mlp = true;
     }
     qkv |= op.role == OpRole::kQkv;
     attention |= op.role == OpRole::kAttention;
     out_proj |= op.role == OpRole::kOutProj;
+    fc1 |= op.role == OpRole::kFc1;
+    fc2 |= op.role == OpRole::kFc2;
+    input_norm |= op.role == OpRole::kInputNorm;
+    mlp_norm |= op.role == OpRole::kMlpNorm;
+    rope |= op.role == OpRole::kRope;
   }
   std::string attention_name = qkv && attention && out_proj
                                    ? "attn"
                                    : std::string(qkv ? "qkv" : "") + (attention ? "a" : "") + (out_proj ? "o" : "");
-  if (attention_name.empty()) return mlp ? "mlp" : "misc";
-  if (!mlp) return attention_name;
-  return attention_first ? attention_name + "_mlp" : "mlp_" + attention_name;
+  const std::string mlp_name = fc1 && fc2 ? "mlp" : fc1 ? "fc1" : fc2 ? "fc2" : "";
+  if (attention_name.empty() && mlp_name.empty()) {
+    if (input_norm != mlp_norm) return input_norm ? "attn_norm" : "mlp_norm";
+    return rope ? "rope" : "misc";
+  }
+  if (mlp_name.empty()) return attention_name;
+  if (attention_name.empty()) return mlp_name;
+  return attention_first ? attention_name + "_" + mlp_name : mlp_name + "_" + attention_name;
 }
 
 struct KeyPair {
@@ -102,6 +119,15 @@ std::vector<KeyPair> steady_state_keys(const workload::LayerGraph& graph, Direct
       keys.push_back({base + "_" + std::string(workload::short_name(previous_kind)),
                       base + "_" + std::string(workload::short_name(this_kind))});
     }
+  }
+  // A key names one partition of the layer: configs are looked up by key alone.
+  std::set<std::string> earlier;
+  for (const KeyPair& pair : keys) {
+    if (earlier.contains(pair.nanobatch0) || earlier.contains(pair.nanobatch1)) {
+      throw std::logic_error(fmt::format("partition key {} names two partitions of a layer", pair.nanobatch0));
+    }
+    earlier.insert(pair.nanobatch0);
+    earlier.insert(pair.nanobatch1);
   }
   return keys;
 }

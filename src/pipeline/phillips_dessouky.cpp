@@ -371,6 +371,9 @@ class Solver {
     const int min_time_steps = RealTimeWalks::kWalkStepsPerOperation * count_;
     const std::vector<int> minimum_time_plan = last_plan_;
     walks_.walk_slower(minimum_time_plan, min_time_steps, min_time_steps, frontier_, keep);
+    std::vector<int> slowest(count_);
+    for (int op = 0; op < count_; ++op) slowest[op] = static_cast<int>(spec(op).options().size()) - 1;
+    walks_.walk_faster(slowest, min_time_steps, frontier_, keep);
     for (const int seed : seeds) {
       walks_.walk_slower(result_.options_of(seed), RealTimeWalks::kWalkStepsFromEachPlan, RealTimeWalks::kWalkPatience,
                          frontier_, keep);

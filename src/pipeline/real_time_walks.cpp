@@ -16,6 +16,7 @@ RealTimeWalks::RealTimeWalks(const PipelineDag& dag, const Topology& topology, i
       count_(static_cast<int>(dag.operations.size())),
       gpus_(gpus),
       retimer_(dag, topology, gpus, finer_options),
+      finer_options_(finer_options),
       start_s_(count_),
       latest_finish_s_(count_) {}
 
@@ -48,6 +49,40 @@ void RealTimeWalks::repair_to_minimum_time(std::vector<int>& options) {
       break;
     }
     options[best] = spec(best).faster_representative(options[best]);
+  }
+}
+
+void RealTimeWalks::walk_faster(std::span<const int> seed, int max_steps, const FrontierRecord& frontier,
+                                const KeepPlan& keep) {
+  std::vector<int> options(seed.begin(), seed.end());
+  const std::vector<int> fastest(count_, 0);
+  const double minimum_s = evaluate(dag_, topology_, fastest, gpus_, start_s_).time_s;
+  auto real_time = [&](int op) { return spec(op).options()[options[op]].time_s; };
+  for (int step = 0; step < max_steps; ++step) {
+    const double now_s = forward_pass<double>(topology_, start_s_, real_time);
+    if (now_s <= minimum_s * (1 + 1e-12)) break;
+    const double tolerance = 1e-12 * now_s;
+    latest_finish_pass(topology_, latest_finish_s_, now_s, real_time);
+    int best = -1;
+    double best_rate = kInfinity;
+    for (int op = 0; op < count_; ++op) {
+      if (options[op] == 0 || start_s_[op] + real_time(op) < latest_finish_s_[op] - tolerance) continue;
+      const std::vector<ExecutionOption>& all = spec(op).options();
+      const ExecutionOption& now = all[options[op]];
+      const ExecutionOption& faster = all[options[op] - 1];
+      const double rate =
+          (faster.effective_energy_j - now.effective_energy_j) / std::max(now.time_s - faster.time_s, 1e-15);
+      if (rate < best_rate) {
+        best_rate = rate;
+        best = op;
+      }
+    }
+    if (best < 0) break;
+    --options[best];
+    std::vector<int> reclaimed = options;
+    reclaim_slack(dag_, topology_, reclaimed, start_s_, latest_finish_s_, finer_options_);
+    const PlanEvaluation evaluated = evaluate(dag_, topology_, reclaimed, gpus_, start_s_);
+    if (!frontier.dominated(evaluated.time_s, evaluated.energy_j)) keep(reclaimed, evaluated);
   }
 }
 

@@ -54,6 +54,13 @@ class RealTimeWalks {
   void walk_slower(std::span<const int> seed, int max_steps, int patience, const FrontierRecord& frontier,
                    const KeepPlan& keep);
 
+  /// From `seed`, at most `max_steps` times: the operation on a real critical path whose next
+  /// faster option costs the least effective energy per second saved takes it, the slack is
+  /// reclaimed, and the plan goes to `keep` unless `frontier` dominates it; until the minimum
+  /// makespan. From the all-slowest plan this fills the slow end, which PD's plans may leave
+  /// empty when the unit is coarse against the options' spread.
+  void walk_faster(std::span<const int> seed, int max_steps, const FrontierRecord& frontier, const KeepPlan& keep);
+
  private:
   const CandidateExecutionOptions& spec(int op) const { return dag_.specs[dag_.operations[op].spec]; }
 
@@ -62,6 +69,7 @@ class RealTimeWalks {
   const int count_;
   const int gpus_;
   PlanRetimer retimer_;
+  const bool finer_options_;
   std::vector<double> start_s_, latest_finish_s_;
 };
 

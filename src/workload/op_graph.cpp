@@ -10,9 +10,10 @@ namespace {
 constexpr double kBf16Bytes = 2;
 
 struct Shapes {
-  double tokens;    // tokens of one nanobatch on one GPU (its CP shard)
-  double batch;     // sequences in one nanobatch
-  double seq_full;  // full sequence (keys/values after the CP all-gather)
+  double tokens;           // tokens of one nanobatch on one GPU (its CP shard)
+  double sequence_tokens;  // tokens the norms and residual adds see: tokens / TP with SP
+  double batch;            // sequences in one nanobatch
+  double seq_full;         // full sequence (keys/values after the CP all-gather)
   double hidden;
   double q_width;      // query heads x head_dim on one TP rank
   double kv_width;     // key/value heads x head_dim on one TP rank (K or V alone)
@@ -27,6 +28,7 @@ Shapes shapes_of(const Workload& workload) {
   Shapes s{};
   s.batch = workload.nanobatch_size();
   s.tokens = workload.nanobatch_tokens_per_gpu();
+  s.sequence_tokens = p.sequence_parallel ? s.tokens / p.tp : s.tokens;
   s.seq_full = p.seq;
   s.hidden = model.hidden;
   s.heads_local = static_cast<double>(model.heads) / p.tp;
@@ -182,20 +184,22 @@ std::string_view short_name(CollectiveKind kind) {
 }
 
 LayerGraph build_layer_graph(const Workload& workload) {
-  if (workload.parallel.sequence_parallel) {
-    throw InputError("--sequence-parallel: the op graph does not model sequence parallelism's collectives yet");
-  }
   const Shapes s = shapes_of(workload);
   const ModelSpec& model = workload.model;
   const int tp = workload.parallel.tp;
   const int cp = workload.parallel.cp;
+  const bool sp = workload.parallel.sequence_parallel;
   const double activation_bytes = s.tokens * s.hidden * kBf16Bytes;
   // K and V of every CP rank: what the all-gather outputs and the reduce-scatter reduces.
   const double kv_gathered_bytes = 2 * s.batch * s.seq_full * s.kv_width * kBf16Bytes;
+  auto tp_collective = [&](std::string name, OpRole role, CollectiveKind kind) {
+    return collective(std::move(name), role, kind, CommGroup::kTp, tp, activation_bytes);
+  };
 
   LayerGraph graph;
   std::vector<Op>& fwd = graph.forward;
-  fwd.push_back(norm_op("input_norm", OpRole::kInputNorm, model.norm, s.tokens, s.hidden, 1));
+  fwd.push_back(norm_op("input_norm", OpRole::kInputNorm, model.norm, s.sequence_tokens, s.hidden, 1));
+  if (sp) fwd.push_back(tp_collective("attn_all_gather", OpRole::kQkvInputGather, CollectiveKind::kAllGather));
   fwd.push_back(gemm("qkv", OpRole::kQkv, s.tokens, s.q_width + 2 * s.kv_width, s.hidden));
   if (model.qk_norm) {
     // Every query and key head of every token, normalized over head_dim by the q or the k norm.
@@ -218,12 +222,14 @@ LayerGraph build_layer_graph(const Workload& workload) {
     fwd.push_back(attention);
   }
   fwd.push_back(gemm("out_proj", OpRole::kOutProj, s.tokens, s.hidden, s.q_width));
-  if (tp > 1) {
-    fwd.push_back(collective("attn_all_reduce", OpRole::kAttnReduce, CollectiveKind::kAllReduce, CommGroup::kTp, tp,
-                             activation_bytes));
+  if (sp) {
+    fwd.push_back(tp_collective("attn_reduce_scatter", OpRole::kAttnReduce, CollectiveKind::kReduceScatter));
+  } else if (tp > 1) {
+    fwd.push_back(tp_collective("attn_all_reduce", OpRole::kAttnReduce, CollectiveKind::kAllReduce));
   }
-  fwd.push_back(memory_op("attn_bda", OpKind::kElementwise, OpRole::kAttnBda, s.tokens * s.hidden, 2, 1));
-  fwd.push_back(norm_op("mlp_norm", OpRole::kMlpNorm, model.norm, s.tokens, s.hidden, 1));
+  fwd.push_back(memory_op("attn_bda", OpKind::kElementwise, OpRole::kAttnBda, s.sequence_tokens * s.hidden, 2, 1));
+  fwd.push_back(norm_op("mlp_norm", OpRole::kMlpNorm, model.norm, s.sequence_tokens, s.hidden, 1));
+  if (sp) fwd.push_back(tp_collective("mlp_all_gather", OpRole::kFc1InputGather, CollectiveKind::kAllGather));
   fwd.push_back(gemm("fc1", OpRole::kFc1, s.tokens, s.fc1_out, s.hidden));
   if (model.mlp == MlpKind::kSwiGlu) {
     fwd.push_back(memory_op("swiglu", OpKind::kActivation, OpRole::kActivation, s.tokens * s.ffn_local, 2, 5));
@@ -231,17 +237,47 @@ LayerGraph build_layer_graph(const Workload& workload) {
     fwd.push_back(memory_op("gelu", OpKind::kActivation, OpRole::kActivation, s.tokens * s.ffn_local, 1, 8));
   }
   fwd.push_back(gemm("fc2", OpRole::kFc2, s.tokens, s.hidden, s.ffn_local));
-  if (tp > 1) {
-    fwd.push_back(collective("mlp_all_reduce", OpRole::kMlpReduce, CollectiveKind::kAllReduce, CommGroup::kTp, tp,
-                             activation_bytes));
+  if (sp) {
+    fwd.push_back(tp_collective("mlp_reduce_scatter", OpRole::kMlpReduce, CollectiveKind::kReduceScatter));
+  } else if (tp > 1) {
+    fwd.push_back(tp_collective("mlp_all_reduce", OpRole::kMlpReduce, CollectiveKind::kAllReduce));
   }
-  fwd.push_back(memory_op("mlp_bda", OpKind::kElementwise, OpRole::kMlpBda, s.tokens * s.hidden, 2, 1));
+  fwd.push_back(memory_op("mlp_bda", OpKind::kElementwise, OpRole::kMlpBda, s.sequence_tokens * s.hidden, 2, 1));
 
-  // Backward: reverse order; the forward's row-parallel all-reduces need nothing in backward,
-  // column-parallel linears (QKV, FC1) all-reduce their input gradient over TP.
+  // Backward: reverse order. Without SP the forward's row-parallel all-reduces need nothing in
+  // backward and column-parallel linears (QKV, FC1) all-reduce their input gradient over TP.
+  // With SP (header comment) a forward reduce-scatter becomes an all-gather of the gradient, a
+  // column-parallel linear re-gathers its input before its backward, and the forward's
+  // all-gather becomes the reduce-scatter of the input gradient after it.
   std::vector<Op>& bwd = graph.backward;
   for (auto op = fwd.rbegin(); op != fwd.rend(); ++op) {
-    if (op->is_collective()) continue;
+    if (op->is_collective()) {
+      if (!sp || op->collective->group != CommGroup::kTp) continue;
+      switch (op->role) {
+        case OpRole::kMlpReduce:
+          bwd.push_back(tp_collective("mlp_grad_all_gather", OpRole::kMlpGradGather, CollectiveKind::kAllGather));
+          break;
+        case OpRole::kAttnReduce:
+          bwd.push_back(tp_collective("attn_grad_all_gather", OpRole::kAttnGradGather, CollectiveKind::kAllGather));
+          break;
+        case OpRole::kFc1InputGather:
+          bwd.push_back(
+              tp_collective("fc1_grad_reduce_scatter", OpRole::kFc1GradReduce, CollectiveKind::kReduceScatter));
+          break;
+        default:  // kQkvInputGather
+          bwd.push_back(
+              tp_collective("qkv_grad_reduce_scatter", OpRole::kQkvGradReduce, CollectiveKind::kReduceScatter));
+          break;
+      }
+      continue;
+    }
+    const bool column_parallel = op->role == OpRole::kFc1 || op->role == OpRole::kQkv;
+    const bool is_fc1 = op->role == OpRole::kFc1;
+    if (sp && column_parallel) {
+      bwd.push_back(tp_collective(is_fc1 ? "fc1_input_all_gather" : "qkv_input_all_gather",
+                                  is_fc1 ? OpRole::kFc1InputGather : OpRole::kQkvInputGather,
+                                  CollectiveKind::kAllGather));
+    }
     if (op->role == OpRole::kAttention && cp > 1) {
       bwd.push_back(collective("kv_regather", OpRole::kKvGather, CollectiveKind::kAllGather, CommGroup::kCp, cp,
                                kv_gathered_bytes));
@@ -251,11 +287,10 @@ LayerGraph build_layer_graph(const Workload& workload) {
       bwd.push_back(collective("dkv_reduce_scatter", OpRole::kDkvScatter, CollectiveKind::kReduceScatter,
                                CommGroup::kCp, cp, kv_gathered_bytes));
     }
-    if (tp > 1 && (op->role == OpRole::kFc1 || op->role == OpRole::kQkv)) {
-      const bool is_fc1 = op->role == OpRole::kFc1;
-      bwd.push_back(collective(is_fc1 ? "fc1_grad_all_reduce" : "qkv_grad_all_reduce",
-                               is_fc1 ? OpRole::kFc1GradReduce : OpRole::kQkvGradReduce, CollectiveKind::kAllReduce,
-                               CommGroup::kTp, tp, activation_bytes));
+    if (!sp && tp > 1 && column_parallel) {
+      bwd.push_back(tp_collective(is_fc1 ? "fc1_grad_all_reduce" : "qkv_grad_all_reduce",
+                                  is_fc1 ? OpRole::kFc1GradReduce : OpRole::kQkvGradReduce,
+                                  CollectiveKind::kAllReduce));
     }
   }
   for (Op& op : bwd) op.direction = Direction::kBackward;
@@ -266,9 +301,16 @@ NonpartitionWork build_nonpartition_work(const Workload& workload, int stage) {
   const Shapes s = shapes_of(workload);
   const int tp = workload.parallel.tp;
   const int stages = workload.parallel.pp;
+  const bool sp = workload.parallel.sequence_parallel;
   const double activation_bytes = s.tokens * s.hidden * kBf16Bytes;
+  // What crosses a stage boundary: with SP the residual stream is this rank's shard of the sequence.
+  const double boundary_bytes = s.sequence_tokens * s.hidden * kBf16Bytes;
   const double vocab_local = static_cast<double>(workload.model.vocab) / tp;
+  auto tp_collective = [&](std::string name, OpRole role, CollectiveKind kind) {
+    return collective(std::move(name), role, kind, CommGroup::kTp, tp, activation_bytes);
+  };
   NonpartitionWork work;
+  std::vector<Op> embedding_backward_ops;
   if (stage == 0) {
     // A learned position table is one more row per token, read and summed with the token's row.
     const double tables = workload.model.position_embedding == PositionEmbedding::kLearned ? 2 : 1;
@@ -276,42 +318,63 @@ NonpartitionWork build_nonpartition_work(const Workload& workload, int stage) {
     embedding.bytes_read = tables * activation_bytes;
     embedding.bytes_written = activation_bytes;
     work.forward.push_back(embedding);
-    if (tp > 1) {
-      // Vocab-parallel embedding: each rank holds part of the table, the rows are summed.
-      work.forward.push_back(collective("embedding_all_reduce", OpRole::kEmbeddingReduce, CollectiveKind::kAllReduce,
-                                        CommGroup::kTp, tp, activation_bytes));
+    // Vocab-parallel embedding: each rank holds part of the table, the rows are summed (with
+    // SP reduce-scattered over the sequence, whose backward all-gathers the rows' gradients).
+    if (sp) {
+      work.forward.push_back(
+          tp_collective("embedding_reduce_scatter", OpRole::kEmbeddingReduce, CollectiveKind::kReduceScatter));
+      embedding_backward_ops.push_back(
+          tp_collective("embedding_grad_all_gather", OpRole::kEmbeddingReduce, CollectiveKind::kAllGather));
+    } else if (tp > 1) {
+      work.forward.push_back(
+          tp_collective("embedding_all_reduce", OpRole::kEmbeddingReduce, CollectiveKind::kAllReduce));
     }
     Op embedding_backward = backward_of(embedding);
     embedding_backward.bytes_written = tables * activation_bytes;  // the rows' gradients, per table
-    work.backward.push_back(embedding_backward);
+    embedding_backward_ops.push_back(embedding_backward);
   }
   if (stage == stages - 1) {
-    const Op final_norm = norm_op("final_norm", OpRole::kFinalNorm, workload.model.norm, s.tokens, s.hidden, 1);
+    const Op final_norm =
+        norm_op("final_norm", OpRole::kFinalNorm, workload.model.norm, s.sequence_tokens, s.hidden, 1);
     const Op output = gemm("output_layer", OpRole::kOutputLayer, s.tokens, vocab_local, s.hidden);
     // Vocab-parallel cross entropy: a few passes over this rank's logits, plus tiny all-reduces.
     Op loss = memory_op("cross_entropy", OpKind::kLoss, OpRole::kLoss, s.tokens * vocab_local, 2, 6);
     // Append: with one stage (pp == 1) the embedding ops pushed above come first.
-    work.forward.insert(work.forward.end(), {final_norm, output, loss});
+    work.forward.push_back(final_norm);
+    // The output layer is column-parallel: with SP it gathers the normed sequence first.
+    if (sp) {
+      work.forward.push_back(tp_collective("output_all_gather", OpRole::kOutputReduce, CollectiveKind::kAllGather));
+    }
+    work.forward.insert(work.forward.end(), {output, loss});
     if (tp > 1) {
       work.forward.push_back(collective("loss_all_reduce", OpRole::kLoss, CollectiveKind::kAllReduce, CommGroup::kTp,
                                         tp, 3 * s.tokens * 4));
     }
     // Backward runs head first, so with one stage these go before the embedding's backward.
-    std::vector<Op> head_backward = {backward_of(loss), backward_of(output)};
-    if (tp > 1) {
-      head_backward.push_back(collective("output_grad_all_reduce", OpRole::kOutputReduce, CollectiveKind::kAllReduce,
-                                         CommGroup::kTp, tp, activation_bytes));
+    std::vector<Op> head_backward = {backward_of(loss)};
+    if (sp) {
+      head_backward.push_back(
+          tp_collective("output_input_all_gather", OpRole::kOutputReduce, CollectiveKind::kAllGather));
+    }
+    head_backward.push_back(backward_of(output));
+    if (sp) {
+      head_backward.push_back(
+          tp_collective("output_grad_reduce_scatter", OpRole::kOutputReduce, CollectiveKind::kReduceScatter));
+    } else if (tp > 1) {
+      head_backward.push_back(
+          tp_collective("output_grad_all_reduce", OpRole::kOutputReduce, CollectiveKind::kAllReduce));
     }
     head_backward.push_back(backward_of(final_norm));
-    work.backward.insert(work.backward.begin(), head_backward.begin(), head_backward.end());
+    work.backward.insert(work.backward.end(), head_backward.begin(), head_backward.end());
   }
+  work.backward.insert(work.backward.end(), embedding_backward_ops.begin(), embedding_backward_ops.end());
   if (stage + 1 < stages) {
     work.forward.push_back(collective("send_activations", OpRole::kPipelineSend, CollectiveKind::kSendRecv,
-                                      CommGroup::kPp, 2, activation_bytes));
+                                      CommGroup::kPp, 2, boundary_bytes));
   }
   if (stage > 0) {
     work.backward.push_back(collective("send_gradients", OpRole::kPipelineSend, CollectiveKind::kSendRecv,
-                                       CommGroup::kPp, 2, activation_bytes));
+                                       CommGroup::kPp, 2, boundary_bytes));
   }
   for (Op& op : work.backward) op.direction = Direction::kBackward;
   return work;

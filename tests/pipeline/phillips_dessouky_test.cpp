@@ -498,6 +498,81 @@ TEST(PhillipsDessouky, ConvexInstancesWithTransfersAndReductionMatchBruteForce) 
   }
 }
 
+// A GPU-clock-shaped instance, as the profile generator of tests/solver_optimum draws them (its
+// C++ twin, for shapes small enough to enumerate): per stage and direction, `clocks` clocks from
+// 1410 MHz down, time = base x (fixed + (1 - fixed) x 1410 / f), power = static + uncore +
+// dynamic x (f / 1410)^exponent, each measurement with noise; the unit 0.5-10 ms.
+struct ClockInstance {
+  Instance instance;
+  double unit_time_s = 0;
+};
+
+ClockInstance clock_instance(std::mt19937& random, int stages, int microbatches, int clocks) {
+  auto uniform = [&](double low, double high) { return std::uniform_real_distribution<double>(low, high)(random); };
+  const double fixed = uniform(0, 1) < 0.2 ? uniform(0.75, 0.9) : uniform(0.1, 0.6);
+  const double exponent = uniform(1.6, 3.2);
+  const double f_min = uniform(700, 1100);
+  const double noise = std::vector<double>{0, 0.002, 0.01}[std::uniform_int_distribution<int>(0, 2)(random)];
+  const double static_w = uniform(40, 100), uncore_w = uniform(0, 80), dynamic_w = uniform(150, 320);
+  const double forward_s = uniform(0.01, 0.08);
+  std::normal_distribution<double> jitter(0, 1);
+  ClockInstance made;
+  made.unit_time_s =
+      std::vector<double>{0.0005, 0.001, 0.002, 0.005, 0.01}[std::uniform_int_distribution<int>(0, 4)(random)];
+  made.instance.stages = stages;
+  made.instance.microbatches = microbatches;
+  made.instance.static_power_w = static_w;
+  auto options = [&](double base_s) {
+    const double kind_dynamic_w = dynamic_w * uniform(0.85, 1.15);
+    std::vector<ExecutionOption> made_options;
+    for (int k = 0; k < clocks; ++k) {
+      const double f = 1410 - (1410 - f_min) * k / (clocks - 1);
+      const double time_s = base_s * (fixed + (1 - fixed) * 1410 / f);
+      const double power_w = static_w + uncore_w + kind_dynamic_w * std::pow(f / 1410, exponent);
+      made_options.push_back(option(time_s * (1 + noise * jitter(random)),
+                                    power_w * time_s * (1 + noise * jitter(random)), static_cast<int>(f)));
+    }
+    return made_options;
+  };
+  for (int stage = 0; stage < stages; ++stage) {
+    const double layers = uniform(0.7, 1.3);
+    made.instance.options.push_back({options(forward_s * layers), options(forward_s * layers * uniform(1.7, 2.3))});
+  }
+  return made;
+}
+
+TEST(PhillipsDessouky, ClockShapedInstancesStayCloseToBruteForce) {
+  // At every point (T*, E*) of the true frontier (exhaustive over every option of every
+  // instruction), the least energy of our frontier points finishing by T* against E*. The aim
+  // (docs/solver.md) is 0.1% everywhere; with three to five clocks per instruction, far apart,
+  // the frontier between PD's plans is a coarse staircase the walks do not cover: measured
+  // (seed 2026, these 30 instances) worst 2.18%, mean of the per-instance worsts 0.83%. The
+  // bounds below are those rounded up, so a solver that loses more fails here.
+  std::mt19937 random(2026);
+  const std::vector<Shape> shapes = {{2, 2, 3}, {2, 2, 4}, {1, 3, 5}, {4, 1, 3}, {3, 1, 4}};
+  double worst = 0;
+  double total = 0;
+  int instances = 0;
+  for (const Shape& shape : shapes) {
+    for (int trial = 0; trial < 6; ++trial) {
+      const ClockInstance made = clock_instance(random, shape.stages, shape.microbatches, shape.options);
+      SCOPED_TRACE(testing::Message() << shape.stages << "x" << shape.microbatches << " clocks " << shape.options
+                                      << " unit " << made.unit_time_s << " trial " << trial);
+      const std::vector<Point> truth = brute_force(made.instance);
+      const std::vector<Point> found = solve(made.instance, made.unit_time_s);
+      const Gap gap = compare(found, truth);
+      EXPECT_GE(gap.max_relative_gap, -1e-12);  // never below the optimum
+      EXPECT_NEAR(found.front().time_s, truth.front().time_s, 1e-12);
+      worst = std::max(worst, gap.max_uncovered_gap);
+      total += gap.max_uncovered_gap;
+      ++instances;
+    }
+  }
+  std::printf("clock-shaped: worst gap to the optimum %.4f%%, mean %.4f%%\n", 100 * worst, 100 * total / instances);
+  EXPECT_LE(worst, 0.025);
+  EXPECT_LE(total / instances, 0.009);
+}
+
 TEST(RelaxationLowerBound, NeverAboveBruteForceAndTightOnConvex) {
   std::mt19937 random(23);
   const std::vector<Shape> shapes = {{1, 2, 3}, {2, 2, 3}, {2, 3, 2}, {3, 2, 2}, {4, 1, 3}};

@@ -95,5 +95,22 @@ TEST(RealTimeWalks, WalkSlowerKeepsEveryNewPlanInRateOrder) {
   EXPECT_EQ(kept, (std::vector<std::pair<double, double>>{{2, 7 + 3}, {3, 5 + 4.5}}));
 }
 
+TEST(RealTimeWalks, WalkFasterFromTheSlowestKeepsEveryStepToTheMinimum) {
+  // A chain 0 -> 1 from the slowest plan (5 s, 10 J): 0 is the cheaper to speed up (1 J/s
+  // against 3 J/s) until it is at its fastest, then 1.
+  const PipelineDag dag =
+      dag_of({{option(1, 7), option(2, 6), option(3, 5)}, {option(1, 8), option(2, 5)}}, {{0, 1}}, 0.0);
+  const Topology topology(dag);
+  RealTimeWalks walks(dag, topology, 1, false);
+  FrontierRecord frontier;
+  std::vector<std::pair<double, double>> kept;
+  const RealTimeWalks::KeepPlan keep = [&](std::span<const int>, const PlanEvaluation& evaluated) {
+    kept.emplace_back(evaluated.time_s, evaluated.energy_j);
+    frontier.offer(evaluated.time_s, evaluated.energy_j, static_cast<int>(kept.size()));
+  };
+  walks.walk_faster(std::vector<int>{2, 1}, 10, frontier, keep);
+  EXPECT_EQ(kept, (std::vector<std::pair<double, double>>{{4, 11}, {3, 12}, {2, 15}}));
+}
+
 }  // namespace
 }  // namespace kareus::pipeline::detail

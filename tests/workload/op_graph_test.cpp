@@ -389,5 +389,146 @@ TEST(LayerGraph, LayerNormCountsItsMeanAndBiasOverRmsNorm) {
             14 * 4352.0 / 4 * 2);
 }
 
+/// llama3.2-3b at TP `tp`, CP `cp`, with sequence parallelism.
+Workload sequence_parallel(int tp, int cp = 1, int mbs = 8, int seq = 4096) {
+  Parallelism parallel;
+  parallel.tp = tp;
+  parallel.cp = cp;
+  parallel.mbs = mbs;
+  parallel.seq = seq;
+  parallel.sequence_parallel = true;
+  return make_workload(load_model("llama3.2-3b"), parallel);
+}
+
+// Megatron-Core's sequence parallelism (tensor_parallel/layers.py, mappings.py): a column-parallel
+// linear all-gathers its input, a row-parallel one reduce-scatters its output; in backward the
+// gradient of a reduce-scatter is all-gathered, and a column-parallel linear re-gathers its input
+// for the weight gradient and reduce-scatters its input gradient.
+TEST(LayerGraph, SequenceParallelReplacesTheAllReducesInMegatronsOrder) {
+  const LayerGraph graph = build_layer_graph(sequence_parallel(8));
+  EXPECT_EQ(names(graph.forward),
+            (std::vector<std::string>{"input_norm", "attn_all_gather", "qkv", "rope", "attention", "out_proj",
+                                      "attn_reduce_scatter", "attn_bda", "mlp_norm", "mlp_all_gather", "fc1", "swiglu",
+                                      "fc2", "mlp_reduce_scatter", "mlp_bda"}));
+  EXPECT_EQ(
+      names(graph.backward),
+      (std::vector<std::string>{"mlp_bda_bwd", "mlp_grad_all_gather", "fc2_bwd", "swiglu_bwd", "fc1_input_all_gather",
+                                "fc1_bwd", "fc1_grad_reduce_scatter", "mlp_norm_bwd", "attn_bda_bwd",
+                                "attn_grad_all_gather", "out_proj_bwd", "attention_bwd", "rope_bwd",
+                                "qkv_input_all_gather", "qkv_bwd", "qkv_grad_reduce_scatter", "input_norm_bwd"}));
+  // With CP as well, the CP collectives stay where they were.
+  EXPECT_EQ(names(build_layer_graph(sequence_parallel(4, 2)).backward),
+            (std::vector<std::string>{"mlp_bda_bwd", "mlp_grad_all_gather", "fc2_bwd", "swiglu_bwd",
+                                      "fc1_input_all_gather", "fc1_bwd", "fc1_grad_reduce_scatter", "mlp_norm_bwd",
+                                      "attn_bda_bwd", "attn_grad_all_gather", "out_proj_bwd", "kv_regather",
+                                      "attention_bwd", "dkv_reduce_scatter", "rope_bwd", "qkv_input_all_gather",
+                                      "qkv_bwd", "qkv_grad_reduce_scatter", "input_norm_bwd"}));
+}
+
+// Every SP collective moves the whole sequence of the nanobatch's tokens: an all-gather outputs
+// it, a reduce-scatter takes it in. TP 8: 4 x 4096 tokens x 3072 x 2 bytes = 96 MiB; TP 2 at
+// --mbs 4 --seq 2048: 2 x 2048 x 3072 x 2 = 24 MiB (what the all-reduce carried).
+TEST(LayerGraph, SequenceParallelCollectivesCarryTheWholeSequence) {
+  struct Row {
+    int tp, mbs, seq;
+    double bytes;
+  };
+  for (const Row& row : {Row{8, 8, 4096, 96 * kMiB}, Row{2, 4, 2048, 24 * kMiB}}) {
+    SCOPED_TRACE("tp " + std::to_string(row.tp));
+    const LayerGraph graph = build_layer_graph(sequence_parallel(row.tp, 1, row.mbs, row.seq));
+    int gathers = 0, scatters = 0;
+    for (const std::vector<Op>* ops : {&graph.forward, &graph.backward}) {
+      for (const Op& op : *ops) {
+        if (!op.is_collective()) continue;
+        SCOPED_TRACE(op.name);
+        const Collective& collective = *op.collective;
+        EXPECT_EQ(collective.group, CommGroup::kTp);
+        EXPECT_EQ(collective.group_size, row.tp);
+        EXPECT_DOUBLE_EQ(collective.bytes, row.bytes);
+        const bool gather = op.name.ends_with("all_gather");
+        EXPECT_EQ(collective.kind, gather ? CollectiveKind::kAllGather : CollectiveKind::kReduceScatter);
+        (gather ? gathers : scatters)++;
+      }
+    }
+    // Forward 2 + 2; backward 2 gradient gathers + 2 input re-gathers, 2 scatters.
+    EXPECT_EQ(gathers, 6);
+    EXPECT_EQ(scatters, 4);
+  }
+}
+
+// Norms and residual adds run on the rank's 1/TP of the tokens; GEMMs, RoPE, the activation and
+// attention see the whole sequence, as without SP.
+TEST(LayerGraph, SequenceParallelShardsNormsAndResidualAddsOnly) {
+  const LayerGraph plain = build_layer_graph(make("llama3.2-3b", 1, 8));
+  const LayerGraph sp = build_layer_graph(sequence_parallel(8));
+  for (const auto& [mine, theirs] :
+       {std::pair{&sp.forward, &plain.forward}, std::pair{&sp.backward, &plain.backward}}) {
+    std::vector<Op> compute;
+    for (const Op& op : *mine) {
+      if (!op.is_collective()) compute.push_back(op);
+    }
+    std::vector<Op> reference;
+    for (const Op& op : *theirs) {
+      if (!op.is_collective()) reference.push_back(op);
+    }
+    ASSERT_EQ(names(compute), names(reference));
+    for (std::size_t i = 0; i < compute.size(); ++i) {
+      SCOPED_TRACE(compute[i].name);
+      const bool sharded = compute[i].kind == OpKind::kNorm || compute[i].kind == OpKind::kElementwise;
+      const double scale = sharded ? 1.0 / 8 : 1.0;
+      EXPECT_DOUBLE_EQ(compute[i].flops, scale * reference[i].flops);
+      EXPECT_DOUBLE_EQ(compute[i].bytes_read, scale * reference[i].bytes_read);
+      EXPECT_DOUBLE_EQ(compute[i].bytes_written, scale * reference[i].bytes_written);
+    }
+  }
+  // The input norm: 2048 of the 16384 tokens x 3072, read once at 2 bytes.
+  EXPECT_DOUBLE_EQ(find(sp.forward, "input_norm").bytes_read, 2048.0 * 3072 * 2);
+}
+
+// The embedding is reduce-scattered onto the sequence, the output layer (column-parallel) gathers
+// its input and reduce-scatters its input gradient, and a stage sends its shard of the sequence.
+TEST(NonpartitionWork, SequenceParallelScattersTheEmbeddingAndGathersTheHead) {
+  const Workload workload = sequence_parallel(8);
+  const NonpartitionWork first = build_nonpartition_work(workload, 0);
+  const NonpartitionWork last = build_nonpartition_work(workload, 1);
+  EXPECT_EQ(names(first.forward),
+            (std::vector<std::string>{"embedding", "embedding_reduce_scatter", "send_activations"}));
+  EXPECT_EQ(names(first.backward), (std::vector<std::string>{"embedding_grad_all_gather", "embedding_bwd"}));
+  EXPECT_EQ(names(last.forward), (std::vector<std::string>{"final_norm", "output_all_gather", "output_layer",
+                                                           "cross_entropy", "loss_all_reduce"}));
+  EXPECT_EQ(names(last.backward),
+            (std::vector<std::string>{"cross_entropy_bwd", "output_input_all_gather", "output_layer_bwd",
+                                      "output_grad_reduce_scatter", "final_norm_bwd", "send_gradients"}));
+  EXPECT_EQ(find(first.forward, "embedding_reduce_scatter").collective->kind, CollectiveKind::kReduceScatter);
+  EXPECT_DOUBLE_EQ(find(last.forward, "output_all_gather").collective->bytes, 96 * kMiB);
+  // 16384 tokens / 8 x 3072 x 2 bytes = 12 MiB cross the stage boundary, not 96.
+  EXPECT_DOUBLE_EQ(find(first.forward, "send_activations").collective->bytes, 12 * kMiB);
+  EXPECT_DOUBLE_EQ(find(last.backward, "send_gradients").collective->bytes, 12 * kMiB);
+  EXPECT_DOUBLE_EQ(find(last.forward, "final_norm").bytes_read, 2048.0 * 3072 * 2);
+}
+
+// SP saves only the 7/8 of the norms' and residual adds' FLOPs; the iteration does the same GEMMs.
+TEST(IterationFlops, SequenceParallelSavesTheShardedOpsFlopsOnly) {
+  const Workload plain = make("llama3.2-3b", 1, 8);
+  const Workload sp = sequence_parallel(8);
+  double sharded_flops = 0;  // per layer per nanobatch: norms and residual adds, forward and backward
+  const LayerGraph graph = build_layer_graph(plain);
+  for (const std::vector<Op>* ops : {&graph.forward, &graph.backward}) {
+    for (const Op& op : *ops) {
+      if (op.kind == OpKind::kNorm || op.kind == OpKind::kElementwise) sharded_flops += op.flops;
+    }
+  }
+  double recompute_flops = 0;  // full recompute reruns the forward's
+  for (const Op& op : graph.forward) {
+    if (op.kind == OpKind::kNorm || op.kind == OpKind::kElementwise) recompute_flops += op.flops;
+  }
+  const NonpartitionWork last = build_nonpartition_work(plain, 1);
+  const double final_norm_flops = find(last.forward, "final_norm").flops + find(last.backward, "final_norm_bwd").flops;
+  // 28 layers, 2 nanobatches x 8 microbatches, on tp 8 GPUs.
+  const double saved = (28 * (sharded_flops + recompute_flops) + final_norm_flops) * 7.0 / 8 * 16 * 8;
+  EXPECT_NEAR(iteration_flops(plain) - iteration_flops(sp), saved, 1e-9 * saved);
+  EXPECT_GT(saved, 0);
+}
+
 }  // namespace
 }  // namespace kareus::workload

@@ -1,5 +1,7 @@
 // kareus partitions: the partitions of one steady-state layer (forward, then backward) with
 // their ops, overlapped collective, launch slots and search-space size (docs/kareus.md sections 2-3).
+#include <algorithm>
+
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -58,16 +60,27 @@ void run_partitions(const PartitionsOptions& options) {
                work.parallel.cp);
     return;
   }
-  fmt::print("{:<11} {:>2}  {:<27} {:<36} {:>6}  {}\n", "key", "nb", "collective", "slots", "space", "compute ops");
+  // Columns as wide as their longest entry (sequence parallelism's keys are the longest).
+  std::size_t key_width = 3;
+  std::size_t collective_width = 10;
+  std::vector<std::string> collectives;
   for (const nlohmann::ordered_json& row : rows) {
     const nlohmann::ordered_json& comm = row["collective"];
-    const std::string collective =
-        comm.is_null() ? "-"
-                       : fmt::format("{} {} {:.1f} MiB", comm["group"].get<std::string>(),
-                                     comm["kind"].get<std::string>(), comm["bytes"].get<double>() / (1 << 20));
+    collectives.push_back(comm.is_null()
+                              ? "-"
+                              : fmt::format("{} {} {:.1f} MiB", comm["group"].get<std::string>(),
+                                            comm["kind"].get<std::string>(), comm["bytes"].get<double>() / (1 << 20)));
+    key_width = std::max(key_width, row["key"].get<std::string>().size());
+    collective_width = std::max(collective_width, collectives.back().size());
+  }
+  fmt::print("{:<{}} {:>2}  {:<{}} {:<36} {:>6}  {}\n", "key", key_width, "nb", "collective", collective_width, "slots",
+             "space", "compute ops");
+  for (std::size_t index = 0; index < rows.size(); ++index) {
+    const nlohmann::ordered_json& row = rows[index];
     const std::string slots = fmt::format("{}", fmt::join(row["slots"].get<std::vector<std::string>>(), " "));
-    fmt::print("{:<11} {:>2}  {:<27} {:<36} {:>6}  {}\n", row["key"].get<std::string>(), row["nanobatch"].get<int>(),
-               collective, slots, row["space_size"].get<std::size_t>(),
+    fmt::print("{:<{}} {:>2}  {:<{}} {:<36} {:>6}  {}\n", row["key"].get<std::string>(), key_width,
+               row["nanobatch"].get<int>(), collectives[index], collective_width, slots,
+               row["space_size"].get<std::size_t>(),
                fmt::join(row["compute_ops"].get<std::vector<std::string>>(), ","));
   }
 }

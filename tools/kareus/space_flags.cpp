@@ -18,7 +18,11 @@ void add_job_flags(CLI::App* command, WorkloadFlags& workload, GpuFlags& gpu, Sp
   command->add_option("--clocks", flags.clocks, "clocks: all, artifact (18 from the max, 30 MHz apart) or MIN:MAX:STEP")
       ->capture_default_str();
   command->add_option("--slots", flags.slots, "launch slots: all or artifact")->capture_default_str();
-  command->add_option("--tp-ctas", flags.tp_ctas, "TP all-reduce CTA counts MIN:MAX[:STEP]")->capture_default_str();
+  command
+      ->add_option("--tp-ctas", flags.tp_ctas,
+                   "TP collective CTA counts MIN:MAX[:STEP] (all-reduces; all-gathers and reduce-scatters with "
+                   "--sequence-parallel)")
+      ->capture_default_str();
   command->add_option("--cp-ctas", flags.cp_ctas, "CP all-gather/reduce-scatter CTA counts MIN:MAX[:STEP]")
       ->capture_default_str();
 }

@@ -43,7 +43,7 @@ enum class SlotPolicy {
 
 struct SpaceOptions {
   SlotPolicy slots = SlotPolicy::kAll;
-  CtaRange tp_ctas{3, 30, 3};  ///< TP all-reduce (artifact: 3..30 step 3)
+  CtaRange tp_ctas{3, 30, 3};  ///< TP collectives: all-reduce, SP all-gather / reduce-scatter (artifact: 3..30 step 3)
   CtaRange cp_ctas{1, 20, 1};  ///< CP all-gather / reduce-scatter (artifact: 1..20)
 };
 

@@ -3,7 +3,16 @@
 // The forward list follows docs/kareus.md section 2 (Megatron order); the backward list is
 // the reverse with each op's backward and the collectives backward needs (TP all-reduce of
 // the input gradient after column-parallel linears; with CP, K/V re-gather before and dK/dV
-// reduce-scatter after attention). Work is what one GPU does for one nanobatch: FLOPs,
+// reduce-scatter after attention).
+// With sequence parallelism (Megatron-Core's tensor_parallel layers and mappings), norms and
+// residual adds run on 1/TP of the tokens; each column-parallel linear (QKV, FC1) all-gathers
+// its input first and each row-parallel one (O-proj, FC2) reduce-scatters its output. Backward:
+// a row-parallel output's gradient is all-gathered; a column-parallel linear re-gathers its
+// input (the weight gradient needs the whole sequence; Megatron keeps only its shard), runs
+// its backward, and reduce-scatters its input gradient. Megatron overlaps the re-gather with
+// the input-gradient GEMM and the reduce-scatter with the weight-gradient GEMM inside one
+// nanobatch; here the backward is one op, so both wait for the whole of it (the overlap
+// kareus plans is with the other nanobatch). Work is what one GPU does for one nanobatch: FLOPs,
 // HBM bytes read and written, and for collectives the group, algorithm and payload.
 // FLOP convention: GEMM and attention backward = 2x forward (model FLOPs); causal attention
 // counts half of the full score matrix.
@@ -38,6 +47,10 @@ enum class OpRole {
   kFc2,
   kMlpBda,
   kKvGather,
+  kQkvInputGather,  ///< sequence parallel: QKV's input, gathered in forward and again in backward
+  kFc1InputGather,  ///< sequence parallel: FC1's input, likewise
+  kAttnGradGather,  ///< sequence parallel: the O-proj output's gradient
+  kMlpGradGather,   ///< sequence parallel: the FC2 output's gradient
   kAttnReduce,
   kMlpReduce,
   kQkvGradReduce,

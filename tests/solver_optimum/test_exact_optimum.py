@@ -1,0 +1,51 @@
+"""kareus's frontier against the exact optimum (a MILP, exact.py) on generated profiles.
+
+At every deadline checked, the least energy of kareus's frontier points finishing by it is at
+most GAP_BOUND above the optimum: asserted against the MILP's proven lower bound (HiGHS stops
+within a relative gap of 5e-4, so the check is stricter than the bound by up to 0.05%), and never
+below it. A MILP that hits its time limit (5 s) proves less: there kareus is asserted within
+GAP_BOUND of the best plan HiGHS found (a necessary condition), and the deadline is reported as
+unproven (printed with -s).
+
+GAP_BOUND is what the solver achieves today, not the aim: the aim is 0.1% (issue 28, open). On
+the 14 profiles of the label "dev" the worst gap measured 1.12% (12 of 14 above 0.1%); the bound
+is that rounded up, so a solver that loses more fails here; lower it as the solver improves.
+
+Which profiles: seeds derived from a label (profiles.seeds: sha256 of "label:index"). The
+committed label is KAREUS_SOLVER_SEEDS' default, "holdout-2026-12"; the solver was developed and
+tuned against the label "dev" (KAREUS_SOLVER_SEEDS=dev), so the profiles CI checks are ones the
+solver was not tuned to. KAREUS_SOLVER_PROFILES sets how many (the fast tier's default 4; the
+slow tier, ctest label slow, runs 200, 8 deadlines each).
+"""
+import os
+import sys
+
+import pytest
+
+pytest.importorskip("scipy.optimize", reason="the exact reference needs scipy (scripts/setup.sh --all)")
+from scipy.optimize import milp  # noqa: E402,F401  (scipy >= 1.9 has milp)
+
+sys.path.insert(0, os.path.dirname(__file__))
+from profiles import generate, seeds  # noqa: E402
+from reference import gaps  # noqa: E402
+
+GAP_BOUND = 0.015
+LABEL = os.environ.get("KAREUS_SOLVER_SEEDS", "holdout-2026-12")
+COUNT = int(os.environ.get("KAREUS_SOLVER_PROFILES", "4"))
+BINARY = os.environ.get("KAREUS")
+
+
+@pytest.mark.skipif(not BINARY, reason="KAREUS (the kareus binary) not set; ctest sets it")
+@pytest.mark.parametrize("seed", seeds(LABEL, COUNT))
+def test_frontier_within_promise_of_the_optimum(seed):
+    profile = generate(seed)
+    rows, points, model, _ = gaps(BINARY, profile)
+    assert abs(points[0][0] - model.fastest_s()) <= 1e-9 * model.fastest_s(), "kareus misses the minimum time"
+    for row in rows:
+        context = f"seed {seed} ({profile.shape}) at {row['deadline_s']:.6f} s"
+        assert row["kareus_j"] >= row["bound_j"] * (1 - 1e-9), f"{context}: below the optimum's bound: {row}"
+        assert row["gap_to_found"] <= GAP_BOUND, f"{context}: {100 * row['gap_to_found']:.4f}% above a plan: {row}"
+        if row["proven"]:
+            assert row["gap"] <= GAP_BOUND, f"{context}: {100 * row['gap']:.4f}% above the optimum: {row}"
+        elif row["gap"] > GAP_BOUND:
+            print(f"{context}: unproven (MILP time limit), {100 * row['gap']:.4f}% above its lower bound")
