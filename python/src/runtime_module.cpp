@@ -200,6 +200,7 @@ void bind_plan(py::module_& module) {
   py::class_<plan::PlannedInstruction>(module, "PlannedInstruction", "One instruction of a stage of a plan.")
       .def_property_readonly("type", [](const plan::PlannedInstruction& i) { return std::string(to_string(i.type)); })
       .def_readonly("microbatch", &plan::PlannedInstruction::microbatch)
+      .def_readonly("chunk", &plan::PlannedInstruction::chunk)
       .def_readonly("freq_mhz", &plan::PlannedInstruction::freq_mhz)
       .def_property_readonly(
           "overlap",
@@ -209,7 +210,7 @@ void bind_plan(py::module_& module) {
         return std::map<std::string, part::CommConfig>(i.partitions.begin(), i.partitions.end());
       });
 
-  py::class_<plan::Plan>(module, "Plan", "A parsed and validated kareus.plan/1 plan (read_plan).")
+  py::class_<plan::Plan>(module, "Plan", "A parsed and validated kareus.plan/2 (or /1) plan (read_plan).")
       .def_property_readonly("stages",
                              [](const plan::Plan& plan) {
                                std::vector<std::vector<plan::PlannedInstruction>> stages;

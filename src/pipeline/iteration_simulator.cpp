@@ -9,25 +9,35 @@ namespace kareus::pipeline {
 
 IterationRun simulate_one_f_one_b(int stages, int microbatches, const InstructionCostFn& cost, double static_power_w,
                                   int gpus_per_stage, const std::vector<InstructionCost>& tail) {
-  assert(stages >= 1 && microbatches >= 1);
+  return simulate_interleaved_one_f_one_b(stages, 1, microbatches, cost, static_power_w, gpus_per_stage, tail);
+}
+
+IterationRun simulate_interleaved_one_f_one_b(int stages, int chunks, int microbatches, const InstructionCostFn& cost,
+                                              double static_power_w, int gpus_per_stage,
+                                              const std::vector<InstructionCost>& tail) {
+  assert(stages >= 1 && chunks >= 1 && microbatches >= 1);
   std::vector<std::vector<Instruction>> orders;
-  for (int stage = 0; stage < stages; ++stage) orders.push_back(one_f_one_b(stage, stages, microbatches));
-  // End times by (stage, microbatch) per type; -1 = not yet run.
-  std::vector<std::vector<double>> forward_end(stages, std::vector<double>(microbatches, -1));
+  for (int stage = 0; stage < stages; ++stage) {
+    orders.push_back(interleaved_one_f_one_b(stage, stages, chunks, microbatches));
+  }
+  // End times by (chunk x stages + stage, microbatch) per type, in pipeline order; -1 = not yet run.
+  const int positions = stages * chunks;
+  std::vector<std::vector<double>> forward_end(positions, std::vector<double>(microbatches, -1));
   std::vector<std::vector<double>> backward_end = forward_end;
   std::vector<std::size_t> next(stages, 0);
   IterationRun run;
   run.stages.resize(stages);
-  std::size_t remaining = static_cast<std::size_t>(stages) * 2 * microbatches;
+  std::size_t remaining = static_cast<std::size_t>(positions) * 2 * microbatches;
   while (remaining > 0) {
     bool progressed = false;
     for (int stage = 0; stage < stages; ++stage) {
       while (next[stage] < orders[stage].size()) {
         const Instruction& instruction = orders[stage][next[stage]];
         const bool forward = instruction.type == Direction::kForward;
+        const int position = instruction.chunk * stages + stage;
         double dependency_end = 0;
-        if (forward && stage > 0) dependency_end = forward_end[stage - 1][instruction.microbatch];
-        if (!forward && stage + 1 < stages) dependency_end = backward_end[stage + 1][instruction.microbatch];
+        if (forward && position > 0) dependency_end = forward_end[position - 1][instruction.microbatch];
+        if (!forward && position + 1 < positions) dependency_end = backward_end[position + 1][instruction.microbatch];
         if (dependency_end < 0) break;  // its producer has not run yet
         StageRun& stage_run = run.stages[stage];
         const double previous_end = stage_run.instructions.empty() ? 0 : stage_run.instructions.back().end_s;
@@ -37,7 +47,7 @@ IterationRun simulate_one_f_one_b(int stages, int microbatches, const Instructio
             {instruction, start, start + instruction_cost.time_s, instruction_cost.energy_j});
         stage_run.busy_s += instruction_cost.time_s;
         stage_run.energy_j += instruction_cost.energy_j;
-        (forward ? forward_end : backward_end)[stage][instruction.microbatch] = start + instruction_cost.time_s;
+        (forward ? forward_end : backward_end)[position][instruction.microbatch] = start + instruction_cost.time_s;
         ++next[stage];
         --remaining;
         progressed = true;

@@ -1,5 +1,8 @@
 #include "kareus/plan/plan.h"
 
+#include <algorithm>
+#include <string>
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -22,10 +25,16 @@ int require_int(const json& object, std::string_view key, std::string_view origi
   return value.get<int>();
 }
 
-PlannedInstruction parse_instruction(const json& object, const std::string& origin) {
-  jf::reject_unknown(object, {"type", "microbatch", "freq_mhz", "overlap", "partitions"}, origin);
+/// One instruction; `with_chunk` (kareus.plan/2) requires its "chunk", /1 has none.
+PlannedInstruction parse_instruction(const json& object, const std::string& origin, bool with_chunk) {
+  if (with_chunk) {
+    jf::reject_unknown(object, {"type", "chunk", "microbatch", "freq_mhz", "overlap", "partitions"}, origin);
+  } else {
+    jf::reject_unknown(object, {"type", "microbatch", "freq_mhz", "overlap", "partitions"}, origin);
+  }
   PlannedInstruction instruction;
   instruction.type = parse_direction(jf::require_string(object, "type", origin), origin + ": field 'type'");
+  if (with_chunk) instruction.chunk = require_int(object, "chunk", origin, 0);
   instruction.microbatch = require_int(object, "microbatch", origin, 0);
   instruction.freq_mhz = require_int(object, "freq_mhz", origin, 1);
   if (object.contains("overlap")) {
@@ -48,21 +57,41 @@ PlannedInstruction parse_instruction(const json& object, const std::string& orig
   return instruction;
 }
 
+std::string describe(Direction type, int microbatch, int chunk, int chunks) {
+  return chunks == 1 ? fmt::format("{} {}", to_string(type), microbatch)
+                     : fmt::format("{} {} chunk {}", to_string(type), microbatch, chunk);
+}
+
 void check_one_f_one_b(const Plan& plan, std::string_view origin) {
   const int stages = static_cast<int>(plan.stages.size());
-  const int microbatches = static_cast<int>(plan.stages[0].instructions.size()) / 2;
+  const int chunks = chunk_count(plan);
+  const int microbatches = static_cast<int>(plan.stages[0].instructions.size()) / (2 * chunks);
+  if (microbatches == 0) {
+    throw InputError(fmt::format("{}: stage 0 has {} instructions, fewer than 2 per chunk for its {} chunk(s)", origin,
+                                 plan.stages[0].instructions.size(), chunks));
+  }
+  if (chunks > 1 && (stages < 2 || microbatches % stages != 0)) {
+    throw InputError(
+        fmt::format("{}: {} chunks per stage (interleaved 1F1B) need >= 2 stages and microbatches "
+                    "divisible by the stages, found {} stages and {} microbatches",
+                    origin, chunks, stages, microbatches));
+  }
   for (const StagePlan& stage : plan.stages) {
-    const auto expected = pipeline::one_f_one_b(stage.stage, stages, std::max(microbatches, 1));
-    if (stage.instructions.size() != expected.size() || microbatches == 0) {
-      throw InputError(fmt::format("{}: stage {} has {} instructions, expected {} (2 per microbatch, {} microbatches)",
-                                   origin, stage.stage, stage.instructions.size(), expected.size(), microbatches));
+    const auto expected = pipeline::interleaved_one_f_one_b(stage.stage, stages, chunks, microbatches);
+    if (stage.instructions.size() != expected.size()) {
+      throw InputError(
+          fmt::format("{}: stage {} has {} instructions, expected {} (2 per microbatch{}, {} microbatches)", origin,
+                      stage.stage, stage.instructions.size(), expected.size(),
+                      chunks == 1 ? "" : fmt::format(" and chunk, {} chunks", chunks), microbatches));
     }
     for (std::size_t index = 0; index < expected.size(); ++index) {
       const PlannedInstruction& found = stage.instructions[index];
-      if (found.type != expected[index].type || found.microbatch != expected[index].microbatch) {
-        throw InputError(fmt::format("{}: stage {} instruction {} is {} {}, expected {} {} (synchronous 1F1B order)",
-                                     origin, stage.stage, index, to_string(found.type), found.microbatch,
-                                     to_string(expected[index].type), expected[index].microbatch));
+      const pipeline::Instruction& want = expected[index];
+      if (found.type != want.type || found.microbatch != want.microbatch || found.chunk != want.chunk) {
+        throw InputError(fmt::format("{}: stage {} instruction {} is {}, expected {} ({} order)", origin, stage.stage,
+                                     index, describe(found.type, found.microbatch, found.chunk, chunks),
+                                     describe(want.type, want.microbatch, want.chunk, chunks),
+                                     chunks == 1 ? "synchronous 1F1B" : "interleaved 1F1B"));
       }
     }
   }
@@ -80,10 +109,12 @@ Plan parse_plan(std::string_view text, std::string_view origin_view) {
   const std::string origin(origin_view);
   const json document = parse_json(text, origin);
   jf::reject_unknown(document, {"schema", "workload", "predicted", "stages"}, origin);
-  if (const std::string schema = jf::require_string(document, "schema", origin); schema != kPlanSchema) {
-    throw InputError(
-        fmt::format("{}: schema must be \"{}\", found \"{}\"", origin, kPlanSchema, jf::short_text(schema)));
+  const std::string schema = jf::require_string(document, "schema", origin);
+  if (schema != kPlanSchema && schema != kPlanSchemaV1) {
+    throw InputError(fmt::format("{}: schema must be \"{}\" (or the older \"{}\"), found \"{}\"", origin, kPlanSchema,
+                                 kPlanSchemaV1, jf::short_text(schema)));
   }
+  const bool with_chunk = schema == kPlanSchema;
   Plan plan;
   const json& workload = jf::require(document, "workload", origin);
   if (!workload.is_object()) throw InputError(fmt::format("{}: field 'workload' must be an object", origin));
@@ -107,19 +138,21 @@ Plan parse_plan(std::string_view text, std::string_view origin_view) {
     const json& instructions = jf::require(stages[index], "instructions", stage_origin);
     if (!instructions.is_array()) throw InputError(fmt::format("{}: 'instructions' must be an array", stage_origin));
     for (std::size_t position = 0; position < instructions.size(); ++position) {
-      stage.instructions.push_back(
-          parse_instruction(instructions[position], fmt::format("{}.instructions[{}]", stage_origin, position)));
+      stage.instructions.push_back(parse_instruction(
+          instructions[position], fmt::format("{}.instructions[{}]", stage_origin, position), with_chunk));
     }
     plan.stages.push_back(std::move(stage));
   }
   check_one_f_one_b(plan, origin);
   // The block's counts, when it names them, must be the plan's own (else the check against a
   // run would compare the block with itself and miss the stages).
-  for (const auto& [field, count] : {std::pair{"pp", plan.stages.size()},
-                                     std::pair{"microbatches", static_cast<std::size_t>(microbatch_count(plan))}}) {
+  for (const auto& [field, count] :
+       {std::pair{"pp", plan.stages.size()}, std::pair{"vpp", static_cast<std::size_t>(chunk_count(plan))},
+        std::pair{"microbatches", static_cast<std::size_t>(microbatch_count(plan))}}) {
     if (workload.contains(field) && workload[field] != count) {
-      throw InputError(fmt::format("{}: the workload block says {} {}, the plan's stages have {}", origin, field,
-                                   jf::excerpt(workload[field]), count));
+      throw InputError(fmt::format("{}: the workload block says {} {}, the plan's {} have {}", origin, field,
+                                   jf::excerpt(workload[field]), field == std::string_view("vpp") ? "chunks" : "stages",
+                                   count));
     }
   }
   if (workload.contains("gpu") && !workload["gpu"].is_string()) {
@@ -156,9 +189,10 @@ void check_workload(std::string_view recorded_json, std::string_view job_json, s
 
 void check_plan_workload(const Plan& plan, std::string_view job_json, std::string_view origin) {
   json recorded = parse_json(plan.workload_json, origin);
-  recorded["pp"] = plan.stages.size();
-  recorded["microbatches"] = microbatch_count(plan);
   default_megatron_features(recorded);
+  recorded["pp"] = plan.stages.size();
+  recorded["vpp"] = chunk_count(plan);
+  recorded["microbatches"] = microbatch_count(plan);
   check_workload(recorded.dump(), job_json, origin);
 }
 
@@ -179,6 +213,7 @@ std::string plan_to_json(const Plan& plan) {
         partitions[key] = {{"slot", config.slot}, {"ctas", config.ctas}};
       }
       json entry = {{"type", to_string(instruction.type)},
+                    {"chunk", instruction.chunk},
                     {"microbatch", instruction.microbatch},
                     {"freq_mhz", instruction.freq_mhz}};
       if (instruction.overlap) entry["overlap"] = workload::to_string(*instruction.overlap);
@@ -199,7 +234,15 @@ std::string plan_to_json(const Plan& plan) {
 void write_plan(const std::filesystem::path& path, const Plan& plan) { write_file_atomic(path, plan_to_json(plan)); }
 
 int microbatch_count(const Plan& plan) {
-  return plan.stages.empty() ? 0 : static_cast<int>(plan.stages[0].instructions.size()) / 2;
+  return plan.stages.empty() ? 0 : static_cast<int>(plan.stages[0].instructions.size()) / (2 * chunk_count(plan));
+}
+
+int chunk_count(const Plan& plan) {
+  int largest = 0;
+  for (const StagePlan& stage : plan.stages) {
+    for (const PlannedInstruction& instruction : stage.instructions) largest = std::max(largest, instruction.chunk);
+  }
+  return largest + 1;
 }
 
 workload::OverlapMode effective_overlap(const PlannedInstruction& instruction,

@@ -13,10 +13,12 @@
 namespace kareus::plan {
 namespace {
 
-std::string instruction_where(std::string_view origin, const StagePlan& stage, std::size_t index) {
+// With interleaving (vpp > 1) the instruction's model chunk too.
+std::string instruction_where(std::string_view origin, const StagePlan& stage, std::size_t index, int vpp = 1) {
   const PlannedInstruction& instruction = stage.instructions[index];
-  return fmt::format("{}: stage {} instruction {} ({} microbatch {})", origin, stage.stage, index,
-                     to_string(instruction.type), instruction.microbatch);
+  const std::string chunk = vpp == 1 ? "" : fmt::format(" chunk {}", instruction.chunk);
+  return fmt::format("{}: stage {} instruction {} ({} microbatch {}{})", origin, stage.stage, index,
+                     to_string(instruction.type), instruction.microbatch, chunk);
 }
 
 // "210..1410 MHz in 15 MHz steps" for an even grid (every preset's), else the list itself.
@@ -39,7 +41,10 @@ void check_plan_comm_configs(const Plan& plan, const workload::Workload& workloa
     partition::require_ctas_within(limits.default_ctas, limits.max_ctas,
                                    fmt::format("{}: the GPU's default_comm_ctas", origin));
   }
-  std::map<std::pair<int, Direction>, partition::InstructionCommRules> rules;  // built once per stage and type
+  // Each model chunk's instruction runs what its own stage of chunk_stages does.
+  const workload::Workload chunks = workload::chunk_stages(workload);
+  // built once per chunk (its pipeline position) and type
+  std::map<std::pair<int, Direction>, partition::InstructionCommRules> rules;
   for (const StagePlan& stage : plan.stages) {
     for (std::size_t index = 0; index < stage.instructions.size(); ++index) {
       const PlannedInstruction& instruction = stage.instructions[index];
@@ -48,14 +53,19 @@ void check_plan_comm_configs(const Plan& plan, const workload::Workload& workloa
         throw InputError(fmt::format("{}: stage {} is outside the workload's 0..{} (--pp {})", origin, stage.stage,
                                      workload.parallel.pp - 1, workload.parallel.pp));
       }
-      const std::string where = instruction_where(origin, stage, index);
+      if (instruction.chunk >= workload.parallel.vpp) {
+        throw InputError(fmt::format("{}: stage {} chunk {} is outside the workload's 0..{} (--vpp {})", origin,
+                                     stage.stage, instruction.chunk, workload.parallel.vpp - 1, workload.parallel.vpp));
+      }
+      const std::string where = instruction_where(origin, stage, index, workload.parallel.vpp);
+      const int position = workload.virtual_stage(stage.stage, instruction.chunk);
       if (workload.parallel.nanobatches != 2) {
         throw InputError(fmt::format("{}: a nanobatched instruction needs --nanobatches 2, this run has {}", where,
                                      workload.parallel.nanobatches));
       }
-      auto found = rules.find({stage.stage, instruction.type});
+      auto found = rules.find({position, instruction.type});
       if (found == rules.end()) {
-        found = rules.try_emplace({stage.stage, instruction.type}, workload, stage.stage, instruction.type).first;
+        found = rules.try_emplace({position, instruction.type}, chunks, position, instruction.type).first;
       }
       found->second.check(instruction.partitions, limits, where);
     }

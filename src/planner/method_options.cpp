@@ -80,17 +80,24 @@ MethodOptions clock_options(device::Device& device, const workload::Workload& wo
                             device::OverlapMode overlap) {
   const device::GpuSpec& gpu = device.gpu();
   MethodOptions method;
-  for (int stage = 0; stage < workload.parallel.pp; ++stage) {
+  // One entry per model chunk in pipeline order, each run as a stage of its own.
+  const workload::Workload chunks = workload::chunk_stages(workload);
+  for (int stage = 0; stage < chunks.parallel.pp; ++stage) {
     pipeline::StageOptions options;
     StageKnobs knobs;
     for (int clock : clocks) {
       for (Direction direction : {Direction::kForward, Direction::kBackward}) {
-        const device::InstructionRun run = device::run_instruction(device, workload, stage, direction, clock, overlap);
+        // A nanobatched plan names a config for every key it runs (plan_fit.h): the defaults.
+        const partition::CommConfigs choices = overlap == device::OverlapMode::kNanobatch
+                                                   ? default_choices(gpu, chunks, stage, direction)
+                                                   : partition::CommConfigs{};
+        const device::InstructionRun run =
+            device::run_instruction(device, chunks, stage, direction, clock, overlap, choices);
         auto& list = direction == Direction::kForward ? options.forward : options.backward;
         auto& knob_list = direction == Direction::kForward ? knobs.forward : knobs.backward;
         list.push_back(pipeline::make_execution_option(run.time_s, run.energy_j, static_cast<int>(knob_list.size()),
                                                        gpu.static_power_w));
-        knob_list.push_back({clock, overlap, {}});
+        knob_list.push_back({clock, overlap, choices});
       }
     }
     method.stages.push_back(std::move(options));
@@ -141,14 +148,20 @@ MethodOptions composed_options(device::Device& device, const workload::Workload&
                                const compose::PartitionMeasurements& measurements, const PlanJobOptions& options) {
   const device::GpuSpec& gpu = device.gpu();
   MethodOptions method;
-  for (int stage = 0; stage < workload.parallel.pp; ++stage) {
+  // One entry per model chunk in pipeline order, each run as a stage of its own.
+  const workload::Workload chunks = workload::chunk_stages(workload);
+  for (int stage = 0; stage < chunks.parallel.pp; ++stage) {
     pipeline::StageOptions stage_options;
     StageKnobs knobs;
     for (Direction direction : {Direction::kForward, Direction::kBackward}) {
       const compose::InstructionComposition composition = compose::compose_instruction(
-          device, workload, stage, direction, measurements, options.clocks_mhz, options.compose);
+          device, chunks, stage, direction, measurements, options.clocks_mhz, options.compose);
       if (composition.options.empty()) {
-        throw Error(fmt::format("stage {}: no clock has measurements for every partition key", stage));
+        const std::string which =
+            workload.parallel.vpp == 1
+                ? fmt::format("stage {}", stage)
+                : fmt::format("stage {} chunk {}", stage % workload.parallel.pp, stage / workload.parallel.pp);
+        throw Error(fmt::format("{}: no clock has measurements for every partition key", which));
       }
       method.pruned_points += composition.pruned_points;
       auto& list = direction == Direction::kForward ? stage_options.forward : stage_options.backward;
@@ -158,8 +171,8 @@ MethodOptions composed_options(device::Device& device, const workload::Workload&
         if (options.recost_compositions) {
           // What the instruction costs on the execution device with these choices: the first
           // and last layers' partitions are not the representatives composition scaled.
-          const device::InstructionRun run = device::run_instruction(
-              device, workload, stage, direction, option.freq_mhz, device::OverlapMode::kNanobatch, option.choices);
+          const device::InstructionRun run = device::run_instruction(device, chunks, stage, direction, option.freq_mhz,
+                                                                     device::OverlapMode::kNanobatch, option.choices);
           time_s = run.time_s;
           energy_j = run.energy_j;
         }
@@ -171,12 +184,12 @@ MethodOptions composed_options(device::Device& device, const workload::Workload&
       // The baselines' executions are kareus choices too: without nanobatching, and nanobatched
       // with the default comm configs, at every clock. The solver takes whichever is better
       // per instruction, so kareus never loses to Perseus or Nanobatching+Perseus.
-      const partition::CommConfigs defaults = default_choices(gpu, workload, stage, direction);
+      const partition::CommConfigs defaults = default_choices(gpu, chunks, stage, direction);
       for (int clock : options.clocks_mhz) {
         for (const auto& [overlap, choices] : {std::pair{device::OverlapMode::kNone, partition::CommConfigs{}},
                                                std::pair{device::OverlapMode::kNanobatch, defaults}}) {
           const device::InstructionRun run =
-              device::run_instruction(device, workload, stage, direction, clock, overlap, choices);
+              device::run_instruction(device, chunks, stage, direction, clock, overlap, choices);
           list.push_back(pipeline::make_execution_option(run.time_s, run.energy_j, static_cast<int>(knob_list.size()),
                                                          gpu.static_power_w));
           knob_list.push_back({clock, overlap, choices});

@@ -31,8 +31,8 @@ namespace {
 Plan make_plan(const pipeline::PipelineDag& dag, std::span<const int> option_indices, const MethodOptions& method,
                const std::string& workload_json) {
   return plan_from_options(
-      dag, option_indices, workload_json, [&method](const KnobChoice& choice, PlannedInstruction& instruction) {
-        const StageKnobs& knobs = method.knobs[choice.stage];
+      dag, option_indices, workload_json, [&method, &dag](const KnobChoice& choice, PlannedInstruction& instruction) {
+        const StageKnobs& knobs = method.knobs[choice.chunk * dag.stages + choice.stage];
         const Knob& knob = (choice.type == Direction::kForward ? knobs.forward : knobs.backward)[choice.knob];
         instruction.freq_mhz = knob.freq_mhz;
         instruction.overlap = knob.overlap;
@@ -57,36 +57,48 @@ std::vector<MethodPoint> pareto_points(std::vector<MethodPoint> points) {
       [](const MethodPoint& point) { return point.energy_j; });
 }
 
+/// The largest over stages of the sum over a stage's chunks of `pick`(forward) + `pick`(backward):
+/// one microbatch's work on the busiest rank.
+template <typename Pick>
+double busiest_stage_s(const workload::Workload& workload, const MethodOptions& method, Pick pick) {
+  double busiest_s = 0;
+  for (int stage = 0; stage < workload.parallel.pp; ++stage) {
+    double stage_s = 0;
+    for (int chunk = 0; chunk < workload.parallel.vpp; ++chunk) {
+      const pipeline::StageOptions& options = method.stages[workload.virtual_stage(stage, chunk)];
+      stage_s += pick(options.forward) + pick(options.backward);
+    }
+    busiest_s = std::max(busiest_s, stage_s);
+  }
+  return busiest_s;
+}
+
+double slowest_time_s(const std::vector<pipeline::ExecutionOption>& options) {
+  double time = 0;
+  for (const pipeline::ExecutionOption& option : options) time = std::max(time, option.time_s);
+  return time;
+}
+
+double fastest_time_s(const std::vector<pipeline::ExecutionOption>& options) {
+  double time = INFINITY;
+  for (const pipeline::ExecutionOption& option : options) time = std::min(time, option.time_s);
+  return time;
+}
+
 /// 1 ms, or coarser so that slowest-to-fastest takes at most kMaxSolverSteps units: the
-/// slowest makespan is bounded by (microbatches + stages - 1) x the slowest stage's F + B.
+/// slowest makespan is bounded by (microbatches + stages - 1) x the busiest stage's F + B
+/// (over its chunks).
 double automatic_unit_time_s(const workload::Workload& workload, const MethodOptions& method) {
   constexpr double kMaxSolverSteps = 20000;
-  double slowest_stage_s = 0;
-  for (const pipeline::StageOptions& stage : method.stages) {
-    auto slowest = [](const std::vector<pipeline::ExecutionOption>& options) {
-      double time = 0;
-      for (const pipeline::ExecutionOption& option : options) time = std::max(time, option.time_s);
-      return time;
-    };
-    slowest_stage_s = std::max(slowest_stage_s, slowest(stage.forward) + slowest(stage.backward));
-  }
-  const double makespan_s = (workload.parallel.microbatches + workload.parallel.pp - 1) * slowest_stage_s;
+  const double makespan_s =
+      (workload.parallel.microbatches + workload.parallel.pp - 1) * busiest_stage_s(workload, method, slowest_time_s);
   return std::max(0.001, makespan_s / kMaxSolverSteps);
 }
 
 /// A lower bound of the makespan: every instruction at its fastest option, no pipeline waits
-/// beyond the 1F1B critical path of the slowest stage.
+/// beyond the busiest stage's own work.
 double minimum_makespan_s(const workload::Workload& workload, const MethodOptions& method) {
-  double fastest_stage_s = 0;
-  for (const pipeline::StageOptions& stage : method.stages) {
-    auto fastest = [](const std::vector<pipeline::ExecutionOption>& options) {
-      double time = INFINITY;
-      for (const pipeline::ExecutionOption& option : options) time = std::min(time, option.time_s);
-      return time;
-    };
-    fastest_stage_s = std::max(fastest_stage_s, fastest(stage.forward) + fastest(stage.backward));
-  }
-  return workload.parallel.microbatches * fastest_stage_s;
+  return workload.parallel.microbatches * busiest_stage_s(workload, method, fastest_time_s);
 }
 
 /// Positions in the solver's frontier (time ascending) of max_plans points evenly spread, the
@@ -141,7 +153,7 @@ std::function<void(const pipeline::IterationResult&)> solver_progress(Method nam
   };
 }
 
-/// Builds the method's 1F1B DAG (asking the device for the DP gradient reduction) and starts
+/// Builds the method's (interleaved) 1F1B DAG (asking the device for the DP gradient reduction) and starts
 /// its solve on another thread.
 MethodSolve start_solve(Method name, device::Device& device, const workload::Workload& workload, MethodOptions method,
                         const PlanJobOptions& options) {
@@ -150,10 +162,12 @@ MethodSolve start_solve(Method name, device::Device& device, const workload::Wor
   config.microbatches = workload.parallel.microbatches;
   config.unit_time_s = options.unit_time_s > 0 ? options.unit_time_s : automatic_unit_time_s(workload, method);
   config.static_power_w = gpu.static_power_w;
-  config.stages = method.stages;
+  config.stages = method.stages;  // one per model chunk, in pipeline order
+  config.chunks = workload.parallel.vpp;
   if (workload.parallel.dp > 1) {
-    // The DP gradient all-reduce ends every stage's iteration; the solver gets the largest
-    // stage's (embeddings make the first and last stages larger), at the default clock.
+    // The DP gradient all-reduce ends every stage's iteration (all its chunks' gradients); the
+    // solver gets the largest stage's (embeddings make the first and last stages larger), at
+    // the default clock.
     device::InstructionRun largest;
     for (int stage = 0; stage < workload.parallel.pp; ++stage) {
       const device::InstructionRun run = device::run_gradient_reduction(device, workload, stage, gpu.clock_default_mhz);
@@ -325,18 +339,21 @@ void measure_plan_inputs(device::Device& device, const workload::Workload& workl
   std::vector<KeySearch> searches;
   (void)measure_partitions({device, device, nullptr, {}}, workload, options, searches);
   // Everything else the methods run, each distinct piece once per repeat: what
-  // run_instruction and run_gradient_reduction ask a replay device for.
+  // run_instruction (of each model chunk) and run_gradient_reduction (of each stage) ask a
+  // replay device for.
   device::CachingDevice distinct(device, fixed_repeats);
+  const workload::Workload chunks = workload::chunk_stages(workload);
   for (int clock : options.clocks_mhz) {
     if (options.progress) options.progress(fmt::format("fixed and serial work at {} MHz", clock));
-    for (int stage = 0; stage < workload.parallel.pp; ++stage) {
+    for (int position = 0; position < chunks.parallel.pp; ++position) {
       for (Direction direction : {Direction::kForward, Direction::kBackward}) {
         for (device::OverlapMode overlap : {device::OverlapMode::kNone, device::OverlapMode::kNanobatch}) {
           if (overlap == device::OverlapMode::kNanobatch && workload.parallel.nanobatches != 2) continue;
-          (void)device::run_instruction(distinct, workload, stage, direction, clock, overlap);
+          (void)device::run_instruction(distinct, chunks, position, direction, clock, overlap);
         }
       }
-      (void)device::run_gradient_reduction(distinct, workload, stage, clock);
+      // Stage `position`'s (chunk 0 of each stage comes first in pipeline order).
+      if (position < workload.parallel.pp) (void)device::run_gradient_reduction(distinct, workload, position, clock);
     }
   }
 }

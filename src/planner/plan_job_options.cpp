@@ -7,7 +7,6 @@
 namespace kareus::planner {
 
 void check_plan_job(const device::GpuSpec& gpu, const workload::Workload& workload, const PlanJobOptions& options) {
-  workload::require_not_interleaved(workload, "the planner");
   for (Method method : options.methods) {
     if (overlap_of(method) != device::OverlapMode::kNone && workload.parallel.nanobatches != 2) {
       throw InputError(

@@ -26,10 +26,13 @@ void check_plan_fits(const plan::Plan& plan, const workload::Workload& workload,
 
 pipeline::IterationRun simulate_plan(device::Device& device, const workload::Workload& workload, const plan::Plan& plan,
                                      std::optional<workload::OverlapMode> fallback) {
-  workload::require_not_interleaved(workload, "the simulator");
-  using Key = std::tuple<int, int, int, workload::OverlapMode, std::string>;  // stage, type, clock, overlap, configs
+  // Each model chunk runs as a stage of its own (embedding, head and sends where Megatron has them).
+  const workload::Workload chunks = workload::chunk_stages(workload);
+  // chunk's pipeline position, type, clock, overlap, configs
+  using Key = std::tuple<int, int, int, workload::OverlapMode, std::string>;
   std::map<Key, pipeline::InstructionCost> cache;
   auto run_at = [&](int stage, const PlannedInstruction& instruction, int freq_mhz, bool default_choices) {
+    const int position = workload.virtual_stage(stage, instruction.chunk);
     const workload::OverlapMode overlap = plan::effective_overlap(instruction, fallback);
     partition::CommConfigs choices;
     std::string signature;
@@ -39,12 +42,12 @@ pipeline::IterationRun simulate_plan(device::Device& device, const workload::Wor
         signature += fmt::format("{}:{}:{};", key, config.ctas, config.slot);
       }
     }
-    const Key key{stage, static_cast<int>(instruction.type), freq_mhz, overlap, signature};
+    const Key key{position, static_cast<int>(instruction.type), freq_mhz, overlap, signature};
     auto [entry, inserted] = cache.try_emplace(key);
     if (inserted) {
       try {
         const device::InstructionRun run =
-            device::run_instruction(device, workload, stage, instruction.type, freq_mhz, overlap, choices);
+            device::run_instruction(device, chunks, position, instruction.type, freq_mhz, overlap, choices);
         entry->second = {run.time_s, run.energy_j};
       } catch (...) {
         cache.erase(entry);
@@ -59,6 +62,13 @@ pipeline::IterationRun simulate_plan(device::Device& device, const workload::Wor
   auto cost = [&](const pipeline::Instruction& instruction) {
     // The simulator asks for each stage's instructions in order.
     const PlannedInstruction& planned = plan.stages[instruction.stage].instructions[position[instruction.stage]++];
+    if (planned.type != instruction.type || planned.microbatch != instruction.microbatch ||
+        planned.chunk != instruction.chunk) {
+      throw Error(
+          fmt::format("simulate: stage {} runs its plan out of order (a plan for another vpp or microbatch "
+                      "count; check_plan_fits says which)",
+                      instruction.stage));
+    }
     pipeline::InstructionCost now = run_at(instruction.stage, planned, planned.freq_mhz, false);
     int& previous = previous_clock[instruction.stage];
     if (previous != 0 && previous != planned.freq_mhz) {
@@ -83,8 +93,9 @@ pipeline::IterationRun simulate_plan(device::Device& device, const workload::Wor
     const device::InstructionRun reduction = device::run_gradient_reduction(device, workload, stage, last_clock);
     tail.push_back({reduction.time_s, reduction.energy_j});
   }
-  return pipeline::simulate_one_f_one_b(workload.parallel.pp, workload.parallel.microbatches, cost,
-                                        device.gpu().static_power_w, workload.gpus_per_stage(), tail);
+  return pipeline::simulate_interleaved_one_f_one_b(workload.parallel.pp, workload.parallel.vpp,
+                                                    workload.parallel.microbatches, cost, device.gpu().static_power_w,
+                                                    workload.gpus_per_stage(), tail);
 }
 
 plan::Plan uniform_plan(const workload::Workload& workload, int freq_mhz, workload::OverlapMode overlap) {
@@ -92,9 +103,10 @@ plan::Plan uniform_plan(const workload::Workload& workload, int freq_mhz, worklo
   plan.workload_json = workload::workload_to_json(workload);
   for (int stage = 0; stage < workload.parallel.pp; ++stage) {
     StagePlan stage_plan{stage, {}};
-    for (const pipeline::Instruction& instruction :
-         pipeline::one_f_one_b(stage, workload.parallel.pp, workload.parallel.microbatches)) {
-      stage_plan.instructions.push_back({instruction.type, instruction.microbatch, freq_mhz, overlap, {}});
+    for (const pipeline::Instruction& instruction : pipeline::interleaved_one_f_one_b(
+             stage, workload.parallel.pp, workload.parallel.vpp, workload.parallel.microbatches)) {
+      stage_plan.instructions.push_back(
+          {instruction.type, instruction.microbatch, freq_mhz, overlap, {}, instruction.chunk});
     }
     plan.stages.push_back(std::move(stage_plan));
   }

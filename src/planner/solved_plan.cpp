@@ -11,7 +11,7 @@ plan::Plan plan_from_options(const pipeline::PipelineDag& dag, std::span<const i
   plan.workload_json = std::move(workload_json);
   plan.stages.resize(dag.stages);
   for (int stage = 0; stage < dag.stages; ++stage) plan.stages[stage].stage = stage;
-  // Instructions were added stage by stage in 1F1B order, so DAG order = execution order.
+  // Instructions were added stage by stage in (interleaved) 1F1B order, so DAG order = execution order.
   for (std::size_t op = 0; op < dag.operations.size(); ++op) {
     const pipeline::Operation& operation = dag.operations[op];
     if (operation.kind != pipeline::OperationKind::kInstruction) continue;
@@ -19,7 +19,10 @@ plan::Plan plan_from_options(const pipeline::PipelineDag& dag, std::span<const i
     plan::PlannedInstruction planned;
     planned.type = instruction.type;
     planned.microbatch = instruction.microbatch;
-    apply({instruction.stage, instruction.type, dag.specs[operation.spec].options()[option_indices[op]].knob}, planned);
+    planned.chunk = instruction.chunk;
+    apply({instruction.stage, instruction.chunk, instruction.type,
+           dag.specs[operation.spec].options()[option_indices[op]].knob},
+          planned);
     plan.stages[instruction.stage].instructions.push_back(std::move(planned));
   }
   return plan;

@@ -86,6 +86,7 @@ std::string timeline_plot(const planner::PlanJobResult& result) {
   if (clocks_mhz.empty()) return "<p>no plan to show</p>";
   const int low = *clocks_mhz.begin(), high = *clocks_mhz.rbegin();
   bool any_sequential = false;
+  const bool interleaved = plan::chunk_count(plan) > 1;
   std::vector<TimelineBar> bars;
   std::vector<std::string> rows;
   for (const pipeline::StageRun& stage : run.stages) {
@@ -98,12 +99,17 @@ std::string timeline_plot(const planner::PlanJobResult& result) {
       // A plan may run some instructions without nanobatching: they are marked with a star.
       const bool nanobatched = plan::effective_overlap(planned) == workload::OverlapMode::kNanobatch;
       any_sequential = any_sequential || !nanobatched;
+      // Interleaved: "F3c1" is microbatch 3's forward on the stage's model chunk 1.
+      const std::string chunk = interleaved ? fmt::format("c{}", scheduled.instruction.chunk) : "";
       const std::string label =
-          fmt::format("{}{}{}", forward ? "F" : "B", scheduled.instruction.microbatch, nanobatched ? "" : "*");
+          fmt::format("{}{}{}{}", forward ? "F" : "B", scheduled.instruction.microbatch, chunk, nanobatched ? "" : "*");
+      const std::string what = interleaved ? fmt::format(" (microbatch {}, chunk {})", scheduled.instruction.microbatch,
+                                                         scheduled.instruction.chunk)
+                                           : "";
       bars.push_back(
           {stage.stage, scheduled.start_s, scheduled.end_s, label, heat_color(clock, low, high),
-           fmt::format("{} {:.3f}-{:.3f} s at {} MHz, {}, {:.1f} J/GPU", label, scheduled.start_s, scheduled.end_s,
-                       clock, nanobatched ? "nanobatched" : "not nanobatched", scheduled.energy_j)});
+           fmt::format("{}{} {:.3f}-{:.3f} s at {} MHz, {}, {:.1f} J/GPU", label, what, scheduled.start_s,
+                       scheduled.end_s, clock, nanobatched ? "nanobatched" : "not nanobatched", scheduled.energy_j)});
     }
   }
   ChartOptions options{
@@ -143,11 +149,11 @@ std::string render_report(const device::GpuSpec& gpu, const workload::Workload& 
       "<style>body{{font-family:sans-serif;margin:24px;max-width:1200px}}table{{border-collapse:collapse}}"
       "td,th{{border:1px solid #ccc;padding:4px 8px;text-align:right}}td:first-child{{text-align:left}}"
       "svg{{margin:8px 8px 8px 0}}</style></head><body>\n"
-      "<h1>kareus plan: {0}</h1>\n<p>{1}: TP {2}, CP {3}, PP {4}, DP {5}, microbatch {6}, sequence {7}, {8} "
+      "<h1>kareus plan: {0}</h1>\n<p>{1}: TP {2}, CP {3}, PP {4}{10}, DP {5}, microbatch {6}, sequence {7}, {8} "
       "microbatches, {9} GPUs. Time is the iteration time; energy is the whole job's for one iteration. "
       "Max-throughput metrics are against megatron, iso metrics against perseus (docs/metrics.md).</p>\n",
       escape_xml(workload.model.name), escape_xml(gpu.name), p.tp, p.cp, p.pp, p.dp, p.mbs, p.seq, p.microbatches,
-      workload.gpus());
+      workload.gpus(), p.vpp > 1 ? fmt::format(" (interleaved, {} chunks per stage)", p.vpp) : "");
   html += "<h2>Comparison</h2>\n" + comparison_table(result, workload.gpus());
   html += "<h2>Frontiers</h2>\n" + frontier_plot(result);
   html += "<h2>Pipeline timeline</h2>\n" + timeline_plot(result);

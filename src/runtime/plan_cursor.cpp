@@ -7,8 +7,10 @@
 namespace kareus::runtime {
 namespace {
 
-std::string describe(Direction type, int microbatch) {
-  return fmt::format("{} microbatch {}", kareus::to_string(type), microbatch);
+/// "forward microbatch 3", and with interleaving "forward microbatch 3 chunk 1".
+std::string describe_instruction(Direction type, int microbatch, int chunk, bool interleaved) {
+  if (!interleaved) return fmt::format("{} microbatch {}", kareus::to_string(type), microbatch);
+  return fmt::format("{} microbatch {} chunk {}", kareus::to_string(type), microbatch, chunk);
 }
 
 void check_stage(const std::shared_ptr<const plan::Plan>& plan, int stage) {
@@ -24,6 +26,11 @@ void check_stage(const std::shared_ptr<const plan::Plan>& plan, int stage) {
 
 PlanCursor::PlanCursor(std::shared_ptr<const plan::Plan> plan, int stage) : plan_(std::move(plan)), stage_(stage) {
   check_stage(plan_, stage_);
+  interleaved_ = plan::chunk_count(*plan_) > 1;
+}
+
+std::string PlanCursor::describe(const plan::PlannedInstruction& instruction) const {
+  return describe_instruction(instruction.type, instruction.microbatch, instruction.chunk, interleaved_);
 }
 
 void PlanCursor::on_step_begin() {
@@ -34,8 +41,9 @@ void PlanCursor::on_step_begin() {
   next_index_ = 0;
 }
 
-const plan::PlannedInstruction& PlanCursor::on_instruction_begin(Direction type, int microbatch) {
-  const std::string got = describe(type, microbatch);
+const plan::PlannedInstruction& PlanCursor::on_instruction_begin(Direction type, int microbatch, int chunk) {
+  // A caller naming a chunk of a plan without interleaving gets it named back too.
+  const std::string got = describe_instruction(type, microbatch, chunk, interleaved_ || chunk != 0);
   if (!in_step_) {
     throw InputError(fmt::format("stage {}: {} began outside a step (call on_step_begin first)", stage_, got));
   }
@@ -43,16 +51,17 @@ const plan::PlannedInstruction& PlanCursor::on_instruction_begin(Direction type,
   if (in_instruction_) {
     const auto& running = instructions[next_index_ - 1];
     throw InputError(fmt::format("stage {}: {} began while {} is still running (call on_instruction_end first)", stage_,
-                                 got, describe(running.type, running.microbatch)));
+                                 got, describe(running)));
   }
   if (next_index_ >= instructions.size()) {
     throw InputError(fmt::format("stage {}: expected the step to end after {} instructions, got {}", stage_,
                                  instructions.size(), got));
   }
   const plan::PlannedInstruction& expected = instructions[next_index_];
-  if (expected.type != type || expected.microbatch != microbatch) {
-    throw InputError(
-        fmt::format("stage {}: expected {}, got {}", stage_, describe(expected.type, expected.microbatch), got));
+  if (expected.type != type || expected.microbatch != microbatch || expected.chunk != chunk) {
+    const std::string want =
+        describe_instruction(expected.type, expected.microbatch, expected.chunk, interleaved_ || chunk != 0);
+    throw InputError(fmt::format("stage {}: expected {}, got {}", stage_, want, got));
   }
   in_instruction_ = true;
   ++next_index_;
@@ -70,13 +79,12 @@ void PlanCursor::on_step_end() {
   const auto& instructions = stage_plan().instructions;
   if (in_instruction_) {
     const auto& running = instructions[next_index_ - 1];
-    throw InputError(fmt::format("stage {}: step ended while {} is still running", stage_,
-                                 describe(running.type, running.microbatch)));
+    throw InputError(fmt::format("stage {}: step ended while {} is still running", stage_, describe(running)));
   }
   if (next_index_ < instructions.size()) {
     const auto& expected = instructions[next_index_];
     throw InputError(fmt::format("stage {}: step ended after {} of {} instructions, expected {} next", stage_,
-                                 next_index_, instructions.size(), describe(expected.type, expected.microbatch)));
+                                 next_index_, instructions.size(), describe(expected)));
   }
   in_step_ = false;
   ++steps_completed_;
@@ -93,8 +101,7 @@ const partition::CommConfig& PlanCursor::comm_config(std::string_view partition_
     std::string planned;
     for (const auto& [key, config] : running.partitions) planned += (planned.empty() ? "" : ", ") + key;
     throw InputError(fmt::format("stage {}: {} has no comm config for partition '{}' (planned: {})", stage_,
-                                 describe(running.type, running.microbatch), partition_key,
-                                 planned.empty() ? "none" : planned));
+                                 describe(running), partition_key, planned.empty() ? "none" : planned));
   }
   return found->second;
 }
@@ -106,6 +113,7 @@ void PlanCursor::switch_plan(std::shared_ptr<const plan::Plan> plan) {
   }
   check_stage(plan, stage_);
   plan_ = std::move(plan);
+  interleaved_ = plan::chunk_count(*plan_) > 1;
 }
 
 std::optional<plan::PlannedInstruction> PlanCursor::expected_next() const {

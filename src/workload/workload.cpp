@@ -145,10 +145,20 @@ int Workload::chunk_first_layer(int stage, int chunk) const {
   return first;
 }
 
-void require_not_interleaved(const Workload& workload, std::string_view what) {
-  if (workload.parallel.vpp == 1) return;
-  throw InputError(
-      fmt::format("--vpp {}: {} does not model interleaved 1F1B yet; use --vpp 1", workload.parallel.vpp, what));
+Workload chunk_stages(const Workload& workload) {
+  const Parallelism& p = workload.parallel;
+  if (p.vpp == 1) return workload;
+  Workload chunks = workload;
+  chunks.parallel.pp = p.pp * p.vpp;
+  chunks.parallel.vpp = 1;
+  chunks.stage_layers.assign(static_cast<std::size_t>(chunks.parallel.pp), 0);
+  for (int stage = 0; stage < p.pp; ++stage) {
+    for (int chunk = 0; chunk < p.vpp; ++chunk) {
+      chunks.stage_layers[workload.virtual_stage(stage, chunk)] = workload.chunk_layers(stage);
+    }
+  }
+  chunks.parallel.layers_per_stage = chunks.stage_layers;
+  return chunks;
 }
 
 std::vector<int> parse_layers_per_stage(const std::string& text) {

@@ -49,7 +49,7 @@ TEST(Plan, OutOfOrderInstructionNamesStageAndExpected) {
 TEST(Plan, RejectsWrongSchemaAndBadFields) {
   const std::string good = plan_to_json(two_stage_plan(2));
   const std::vector<test_common::BadEdit> edits = {
-      {"kareus.plan/1", "kareus.plan/9", "schema must be"},
+      {"kareus.plan/2", "kareus.plan/9", "schema must be"},
       {"\"freq_mhz\": 1200", "\"freq_mhz\": -5", "'freq_mhz' must be an integer >= 1"},
       {"\"ctas\": 12", "\"ctas\": \"x\"", "'ctas' must be an integer"},
       {"\"type\": \"forward\"", "\"type\": \"fwd\"", "must be \"forward\" or \"backward\""},

@@ -73,9 +73,10 @@ void add_simulate_command(CLI::App& app) {
       app.add_subcommand("simulate", "simulate one training iteration (1F1B) at a locked clock or following a plan");
   add_job_flags(command, options->workload, options->gpu);
   command->add_option("--clock", options->clock_mhz, "every instruction at this locked SM clock (MHz)");
-  command->add_option("--plan", options->plan,
-                      "run this plan file (kareus.plan/1) instead; its workload and GPU are the defaults, and the "
-                      "workload flags given must agree with them");
+  command->add_option(
+      "--plan", options->plan,
+      "run this plan file (kareus.plan/2 or /1) instead; its workload and GPU are the defaults, and the "
+      "workload flags given must agree with them");
   command->add_option(
       "--overlap", options->overlap,
       "none (Megatron, the default with --clock) or nanobatch (default collective resources); with --plan only "

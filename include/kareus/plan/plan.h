@@ -1,10 +1,12 @@
 // kareus/plan/plan.h - execution plans: what every stage runs, at which clock, with which comm configs.
 //
 // A plan is the product of `kareus plan` / `kareus solve` and the input of the runtime.
-// File format (schema "kareus.plan/1", see docs/formats.md):
-//   {"schema": "kareus.plan/1", "workload": {...}, "predicted": {"time_s", "energy_j"},
-//    "stages": [{"stage": s, "instructions": [{"type": "forward"|"backward", "microbatch": m,
+// File format (schema "kareus.plan/2", see docs/formats.md):
+//   {"schema": "kareus.plan/2", "workload": {...}, "predicted": {"time_s", "energy_j"},
+//    "stages": [{"stage": s, "instructions": [{"type": "forward"|"backward", "chunk": c, "microbatch": m,
 //      "freq_mhz": f, "overlap": "nanobatch"|"none", "partitions": {KEY: {"slot": "linear_0", "ctas": 12}}}]}]}
+// "chunk" is the instruction's model chunk (virtual pipeline stage) on its stage; the older
+// "kareus.plan/1", read as well, has no chunk field and is 1F1B (every chunk 0).
 // "overlap" says how the instruction runs (nanobatched, or every op in sequence); plans written
 // before it existed lack it, and the reader decides (effective_overlap). A nanobatched
 // instruction names a config for every searchable key it runs and no other key; readers refuse
@@ -25,7 +27,8 @@
 
 namespace kareus::plan {
 
-inline constexpr std::string_view kPlanSchema = "kareus.plan/1";
+inline constexpr std::string_view kPlanSchema = "kareus.plan/2";
+inline constexpr std::string_view kPlanSchemaV1 = "kareus.plan/1";  ///< read only: no chunks
 
 /// What the runtime answers for every key of an instruction that is not nanobatched: no
 /// overlap, the collective runs after the compute ("none") on the default resources (0 CTAs).
@@ -40,6 +43,7 @@ struct PlannedInstruction {
   int freq_mhz = 0;
   std::optional<workload::OverlapMode> overlap;  ///< nullopt in plans older than the field
   partition::CommConfigs partitions;             ///< by partition key; empty without overlap
+  int chunk = 0;  ///< model chunk on its stage (interleaved 1F1B), 0 without; last, for older initializers
 
   friend bool operator==(const PlannedInstruction&, const PlannedInstruction&) = default;
 };
@@ -60,9 +64,12 @@ struct Plan {
   friend bool operator==(const Plan&, const Plan&) = default;
 };
 
-/// Parses and validates a plan: schema, field types, stages 0..S-1 in order, each stage's
-/// instructions in synchronous 1F1B order over the same microbatch count, positive clocks
-/// and CTA counts. Throws InputError naming `origin` and the offending stage/instruction.
+/// Parses and validates a plan: schema (kareus.plan/2, or /1 without chunks), field types,
+/// stages 0..S-1 in order, each stage's instructions in (interleaved, with chunks) 1F1B order
+/// over the same microbatch and chunk counts, positive clocks and CTA counts. The chunk count
+/// is one more than the largest chunk; a workload block naming "pp", "vpp" or "microbatches"
+/// must agree with the plan's. Throws InputError naming `origin` and the offending
+/// stage/instruction.
 [[nodiscard]] Plan parse_plan(std::string_view text, std::string_view origin);
 
 /// Reads and validates a plan file (see parse_plan).
@@ -80,8 +87,8 @@ struct Plan {
 /// "<origin>: made for seq 32, this run has seq 31" naming the first differing field.
 void check_workload(std::string_view recorded_json, std::string_view job_json, std::string_view origin);
 
-/// check_workload of the plan's workload block, whose "pp" and "microbatches" are the plan's own
-/// stage and microbatch counts (also for a hand-made plan with an empty block).
+/// check_workload of the plan's workload block, whose "pp", "vpp" and "microbatches" are the
+/// plan's own stage, chunk and microbatch counts (also for a hand-made plan with an empty block).
 void check_plan_workload(const Plan& plan, std::string_view job_json, std::string_view origin);
 
 /// What a plan was made for: its workload (rebuilt from the block's model shape and parallel
@@ -109,5 +116,8 @@ void write_plan(const std::filesystem::path& path, const Plan& plan);
 
 /// Microbatches per iteration of a validated plan (the same on every stage).
 [[nodiscard]] int microbatch_count(const Plan& plan);
+
+/// Model chunks per stage of a validated plan (its vpp): one more than its largest chunk.
+[[nodiscard]] int chunk_count(const Plan& plan);
 
 }  // namespace kareus::plan

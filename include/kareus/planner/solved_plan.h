@@ -18,6 +18,7 @@ namespace kareus::planner {
 /// The solver's choice for one instruction: where it runs and the knob of its chosen option.
 struct KnobChoice {
   int stage = 0;
+  int chunk = 0;  ///< model chunk on the stage (interleaved 1F1B)
   Direction type = Direction::kForward;
   int knob = 0;
 };
@@ -26,8 +27,8 @@ struct KnobChoice {
 using ApplyKnob = std::function<void(const KnobChoice&, plan::PlannedInstruction&)>;
 
 /// The plan of one option per operation (indices into each operation's options, as in
-/// pipeline::IterationResult): every instruction in 1F1B order, filled by `apply`; predicted
-/// time and energy are left 0 for the caller.
+/// pipeline::IterationResult): every instruction in the DAG's (interleaved) 1F1B order, with its chunk, filled by
+/// `apply`; predicted time and energy are left 0 for the caller.
 [[nodiscard]] plan::Plan plan_from_options(const pipeline::PipelineDag& dag, std::span<const int> option_indices,
                                            std::string workload_json, const ApplyKnob& apply);
 

@@ -1,7 +1,8 @@
 // kareus/runtime/plan_cursor.h - one rank's position in a plan during training.
 //
 // The training loop reports each step and each pipeline instruction (forward or backward of
-// one microbatch); the cursor checks them against the stage's planned 1F1B order and answers
+// one microbatch on one model chunk); the cursor checks them against the stage's planned
+// (interleaved) 1F1B order and answers
 // which clock (MHz) and which comm configs (CTA count, launch slot) apply now. A backward's
 // activation-recompute forward is part of the backward instruction: its collectives are looked
 // up in the backward's own partition map, so the loop must not report it as a forward.
@@ -27,9 +28,11 @@ class PlanCursor {
   void on_step_begin();
 
   /// Starts the next instruction and returns its plan entry. Throws InputError outside a step,
-  /// inside another instruction, past the last instruction, or when (type, microbatch) is not the
-  /// planned next one: "stage 1: expected backward microbatch 0, got forward microbatch 1".
-  const plan::PlannedInstruction& on_instruction_begin(Direction type, int microbatch);
+  /// inside another instruction, past the last instruction, or when (type, microbatch, chunk) is
+  /// not the planned next one: "stage 1: expected backward microbatch 0, got forward microbatch
+  /// 1", with interleaving "stage 1: expected forward microbatch 0 chunk 1, got forward
+  /// microbatch 2 chunk 0". `chunk` is the model chunk (0 without interleaving).
+  const plan::PlannedInstruction& on_instruction_begin(Direction type, int microbatch, int chunk = 0);
 
   /// Ends the running instruction. Throws InputError if none is running.
   void on_instruction_end();
@@ -68,6 +71,9 @@ class PlanCursor {
   bool in_step_ = false;
   bool in_instruction_ = false;
   std::size_t next_index_ = 0;  ///< next instruction of the step
+  bool interleaved_ = false;    ///< the plan has several chunks per stage: messages name them
+
+  [[nodiscard]] std::string describe(const plan::PlannedInstruction& instruction) const;
   long long steps_completed_ = 0;
 };
 

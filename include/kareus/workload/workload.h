@@ -72,6 +72,9 @@ struct Workload {
   /// The model's index (0-based) of the first layer of chunk `chunk` of `stage`: Megatron's
   /// offset, chunk x (layers / vpp) plus the earlier stages' chunk sizes.
   [[nodiscard]] int chunk_first_layer(int stage, int chunk) const;
+  /// The pipeline position of chunk `chunk` of `stage` among all pp x vpp chunks (Megatron's
+  /// virtual stage): activations flow from virtual stage v to v + 1.
+  [[nodiscard]] int virtual_stage(int stage, int chunk) const { return chunk * parallel.pp + stage; }
   /// Sequences in one nanobatch.
   [[nodiscard]] int nanobatch_size() const { return parallel.mbs / parallel.nanobatches; }
   /// Tokens one GPU processes in one nanobatch (its CP shard of the sequence).
@@ -86,9 +89,13 @@ struct Workload {
 /// "--seq 4096 exceeds gpt3-175b's max_positions 2048 (learned position embeddings)".
 [[nodiscard]] Workload make_workload(ModelSpec model, Parallelism parallel);
 
-/// Throws InputError naming --vpp when `workload` is interleaved: `what` ("kareus plan", ...)
-/// models synchronous 1F1B only so far.
-void require_not_interleaved(const Workload& workload, std::string_view what);
+/// Every model chunk as a stage of its own: pp x vpp stages and vpp 1, stage virtual_stage(s, c)
+/// holding chunk c of stage s's layers. What one instruction of a chunk runs is what that stage
+/// runs: the embedding on the first chunk (chunk 0 of stage 0), the final norm, output layer and
+/// loss on the last (chunk vpp - 1 of the last stage), and a P2P send to the neighbouring chunk,
+/// also between the last stage's chunk c and stage 0's chunk c + 1. With vpp 1 it is `workload`.
+/// Per-rank quantities (the DP gradient reduction) stay with `workload` itself.
+[[nodiscard]] Workload chunk_stages(const Workload& workload);
 
 /// Parses "--layers-per-stage" text such as "15,13". Throws InputError on bad numbers.
 [[nodiscard]] std::vector<int> parse_layers_per_stage(const std::string& text);
