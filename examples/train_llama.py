@@ -31,6 +31,9 @@ def parse_args(argv):
     parser.add_argument("--plan", required=True, help="kareus.plan/1 file made by `kareus plan` for this workload")
     parser.add_argument("--switch-plan", default="", help="a second plan to switch to at --switch-at")
     parser.add_argument("--switch-at", type=int, default=0, help="step at which --switch-plan takes over")
+    parser.add_argument("--sequence-parallel", action="store_true",
+                        help="Megatron's sequence parallelism (the plan must be made with it too)")
+    parser.add_argument("--vpp", type=int, default=1, help="virtual pipeline stages: only 1 (refused otherwise)")
     return parser.parse_args(argv)
 
 
@@ -54,11 +57,14 @@ def main(argv) -> int:
         if world != ranks:
             raise kareus.InputError(f"--tp {args.tp} x --cp {args.cp} x --pp {args.pp} x --dp {args.dp} = {ranks} "
                                     f"ranks, but torchrun started {world}")
+        if args.vpp != 1:
+            raise kareus.InputError(f"--vpp {args.vpp}: kareus.torch's driver runs non-interleaved 1F1B only "
+                                    f"(one model chunk per rank); interleaving runs under kareus.megatron")
         layers = [int(v) for v in args.layers_per_stage.split(",")] if args.layers_per_stage else []
         workload = _runtime.Workload(args.model, tp=args.tp, cp=args.cp, pp=args.pp, dp=args.dp, mbs=args.mbs,
                                      seq=args.seq,
                                      microbatches=args.microbatches, nanobatches=2, recompute=args.recompute,
-                                     layers_per_stage=layers)
+                                     layers_per_stage=layers, sequence_parallel=args.sequence_parallel)
         reason = kt.check_supported(workload.model, args.cp, args.seq, args.tp)
         if reason:
             raise kareus.InputError(reason)
@@ -92,7 +98,8 @@ def main(argv) -> int:
     stage_layers = list(workload.stage_layers)
 
     def build():
-        return kt.LlamaStage(model, stage_layers, stage, args.tp, tp_rank, args.seed).to(device)
+        return kt.LlamaStage(model, stage_layers, stage, args.tp, tp_rank, args.seed,
+                             args.sequence_parallel).to(device)
 
     def batches(step):
         return kt.synthetic_batch(model["vocab"], args.microbatches, args.mbs, args.seq, step * args.dp + dp_rank,
@@ -105,7 +112,8 @@ def main(argv) -> int:
     module = build()
     trace = kt.LaunchTrace(enabled=args.check)
     rope = kt.Rope(model, args.seq, device, torch.float32, args.cp, cp_rank)
-    runner = kt.StageRunner(module.layers, rope, groups, args.tp, recompute, trace)
+    runner = kt.StageRunner(module.layers, rope, groups, args.tp, recompute, trace,
+                            sequence_parallel=args.sequence_parallel)
     driver = kt.PipelineDriver(module, plans[0], groups, rank, args.tp, args.pp, args.mbs, args.seq,
                                torch.optim.SGD(module.parameters(), lr=args.lr), pfo, runner, device, args.dp, dp_group,
                                args.cp, embedding_group)

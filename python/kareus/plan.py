@@ -16,12 +16,14 @@ only arranges them per instruction for an executor (kareus.torch, kareus.megatro
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 from kareus._runtime import (
     SLOT_NONE,
     CommConfig,
+    InputError,
     Workload,
     check_plan_fits,
     check_plan_workload,
@@ -87,6 +89,9 @@ class ExecutionPlan:
         self.path = str(path)
         self.workload = workload
         plan = read_plan(self.path)
+        self.sequence_parallel = bool(workload.parallel["sequence_parallel"])
+        self.vpp = int(workload.parallel["vpp"])
+        _check_sequence_parallel(plan, self.sequence_parallel, self.path)
         check_plan_workload(plan, workload, gpu, self.path)
         check_plan_fits(plan, workload, self.path, gpu=gpu, max_ctas=sm_count, default_ctas=default_comm_ctas)
 
@@ -127,6 +132,17 @@ class ExecutionPlan:
                 for partitions in instruction.passes:
                     counts.update(p.choice.ctas for p in partitions if p.choice is not None)
         return sorted(counts)
+
+
+def _check_sequence_parallel(plan, job: bool, path: str) -> None:
+    """The workload check's refusal of a plan made with the other sequence-parallel setting, in the
+    words of the flag: the two runs' partitions have different keys and collectives."""
+    recorded = json.loads(plan.workload_json)
+    made = bool(recorded.get("sequence_parallel", False))
+    if made != job:
+        raise InputError(f"{path}: made {'with' if made else 'without'} --sequence-parallel, this run "
+                         f"{'has' if job else 'is without'} --sequence-parallel (made for sequence_parallel "
+                         f"{str(made).lower()}, this run has sequence_parallel {str(job).lower()})")
 
 
 def _planned(entry: dict) -> PlannedPartition:

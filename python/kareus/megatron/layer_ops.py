@@ -99,7 +99,7 @@ def _linear(weight_path: str):
 def _spec(name: str, fn, params=()) -> OpSpec:
     """``name``'s op with kareus.torch's tensor names (the collectives read them) over ``fn``."""
     base = OPS["swiglu" if name == "gelu" else name]
-    return OpSpec(base.inputs, base.outputs, tuple(params), fn)
+    return replace(base, params=tuple(params), fn=fn)
 
 
 MEGATRON_OPS = {

@@ -10,7 +10,12 @@ backward partitions op by op, recomputing the forward partitions first under ful
 Parameter gradients of both nanobatches are summed before they are returned.
 
 With context parallelism the forward keeps no gathered K and V: attention's graph is rebuilt in
-the backward from its saved queries and the keys and values kv_regather brings back.
+the backward from its saved queries and the keys and values kv_regather brings back. With
+sequence parallelism (``sequence_parallel``: the stage's input and output are this TP rank's slice
+of the sequence) the forward keeps no gathered input of QKV and FC1 either: their backward takes
+the input qkv_input_all_gather / fc1_input_all_gather re-gathers and computes the two gradients
+of the linear directly (grad @ weight, grad^T @ input), as Megatron's column-parallel backward
+does, without recomputing the forward.
 """
 
 from __future__ import annotations
@@ -20,7 +25,18 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 import torch
 
 from kareus.torch.comm import CommGroups, LaunchTrace
-from kareus.torch.layer import COLLECTIVES, CP_OPS, KV_SEQ_DIM, OPS, LayerShard, OpSpec, Rope, param_list, reference_stack
+from kareus.torch.layer import (
+    COLLECTIVES,
+    CP_OPS,
+    OPS,
+    REGATHERED,
+    LayerShard,
+    OpSpec,
+    Rope,
+    param_list,
+    reference_stack,
+    sequence_parallel_ops,
+)
 from kareus.plan import InstructionPlan, PlannedPartition
 
 TensorKey = Tuple[str, int]  # (tensor name, stage-local layer)
@@ -38,7 +54,14 @@ class _Saved:
 
 
 class StageRunner:
-    """Runs ``layers`` (this stage's, stage-local order) under a plan's current instruction."""
+    """Runs ``layers`` (this stage's, stage-local order) under a plan's current instruction.
+
+    ``sequence_parallel``: the plan's workload is sequence-parallel (its partitions carry the
+    all-gathers and reduce-scatters); the ops run under ``sequence_parallel_ops``' tensor names and
+    the stage's input and output are this TP rank's slice of the sequence. ``batch_dim`` is the
+    activations' batch dimension (0: [batch, seq, ...]; 1: Megatron's [seq, batch, ...]); the
+    sequence dimension is the other one of the two.
+    """
 
     def __init__(
         self,
@@ -51,6 +74,7 @@ class StageRunner:
         ops: Optional[Dict[str, OpSpec]] = None,
         plain: Optional[Callable[[torch.Tensor], torch.Tensor]] = None,
         batch_dim: int = 0,
+        sequence_parallel: bool = False,
     ) -> None:
         self.layers = list(layers)
         self.rope = rope
@@ -61,8 +85,15 @@ class StageRunner:
         # Another model's layers (kareus.megatron's) bring their own ops under the op graph's
         # names, their own plain stack and their own batch dimension.
         self.ops = ops if ops is not None else (CP_OPS if rope is not None and rope.cp > 1 else OPS)
+        self.sequence_parallel = sequence_parallel
+        if sequence_parallel:
+            self.ops = sequence_parallel_ops(self.ops)
+        # The forward op that produces each tensor a "regather" collective gathers again.
+        self._producers = {name: (op, index) for op, spec in self.ops.items()
+                           for index, (name, offset) in enumerate(spec.outputs) if offset == 0}
         self._plain_stack = plain
         self.batch_dim = batch_dim
+        self.sequence_dim = 1 - batch_dim
         self.instruction: Optional[InstructionPlan] = None
         self._saved: Dict[int, _Saved] = {}
         self.params: List[torch.nn.Parameter] = [p for layer in self.layers for p in layer.parameters()]
@@ -172,17 +203,19 @@ class StageRunner:
             events.append(("enqueue", partition.key, name, layer, nanobatch, choice.slot, choice.ctas))
         state = tensors[nanobatch]
         source, target = (spec.source, layer), (spec.target, layer)
+        dim = self.sequence_dim + (1 if spec.stacked else 0)
         if spec.kind == "all_reduce":
             return self.groups.launch(state[source], choice.ctas, spec.group)
+        if spec.kind == "regather":
+            # The backward's copy of every rank's slice, from this nanobatch's forward output; the
+            # op that reads it takes it from the graphs (_run_op_backward).
+            op, index = self._producers[spec.source]
+            _, outputs = graphs[nanobatch][(op, layer)]
+            pending = self.groups.all_gather(outputs[index].detach(), choice.ctas, dim, spec.group)
+            return _Store(pending, graphs[nanobatch], target)
         if spec.kind == "all_gather":
-            if name == "kv_regather":
-                # The backward's copy of every rank's K and V, from this nanobatch's rope outputs;
-                # attention's rebuilt graph reads it (_run_op_backward).
-                _, rope_outputs = graphs[nanobatch][("rope", layer)]
-                pending = self.groups.all_gather(rope_outputs[1].detach(), choice.ctas, KV_SEQ_DIM, spec.group)
-                return _Store(pending, graphs[nanobatch], target)
-            return _Store(self.groups.all_gather(state[source], choice.ctas, KV_SEQ_DIM, spec.group), state, target)
-        pending = self.groups.reduce_scatter(state.pop(source), choice.ctas, KV_SEQ_DIM, spec.group)
+            return _Store(self.groups.all_gather(state[source], choice.ctas, dim, spec.group), state, target)
+        pending = self.groups.reduce_scatter(state.pop(source), choice.ctas, dim, spec.group)
         return _Store(pending, state, target)
 
     # -- ops -----------------------------------------------------------------------------------
@@ -192,10 +225,12 @@ class StageRunner:
         inputs = [state[(name, layer_index)] for name in spec.inputs]
         if graph is None:
             outputs = spec.fn(layer, self.rope, *inputs)
-        elif op == "attention" and self.rope is not None and self.rope.cp > 1:
-            # Keep the queries only; the backward rebuilds the graph on re-gathered K and V.
+        elif any(name in REGATHERED for name in spec.inputs):
+            # Keep no graph over a gathered input (attention's K and V under CP, QKV's and FC1's
+            # input under SP): the backward takes it re-gathered (None marks its place).
             outputs = spec.fn(layer, self.rope, *inputs)
-            graph[(op, layer_index)] = ([inputs[0].detach().requires_grad_()], None)
+            graph[(op, layer_index)] = ([None if name in REGATHERED else t.detach().requires_grad_()
+                                         for name, t in zip(spec.inputs, inputs)], None)
         else:
             leaves = [t.detach().requires_grad_() for t in inputs]
             with torch.enable_grad():
@@ -209,13 +244,21 @@ class StageRunner:
         base = op[: -len("_bwd")]
         spec = self.ops[base]
         leaves, outputs = graph.pop((base, layer_index))
-        if outputs is None:  # attention under CP: its queries, and K and V from kv_regather
-            leaves = [leaves[0], graph.pop((spec.inputs[1], layer_index)).requires_grad_()]
-            with torch.enable_grad():
-                outputs = spec.fn(self.layers[layer_index], self.rope, *leaves)
         grad_outputs = [grads.pop((name, layer_index + offset)) for name, offset in spec.outputs]
         params = param_list(self.layers[layer_index], spec.params)
-        results = torch.autograd.grad(outputs, leaves + params, grad_outputs)
+        if outputs is None:  # an input comes re-gathered (kv_regather, qkv/fc1_input_all_gather)
+            leaves = [leaf if leaf is not None else graph.pop((name, layer_index))
+                      for name, leaf in zip(spec.inputs, leaves)]
+        if outputs is None and spec.linear:
+            (x,), (weight,), (grad,) = leaves, params, grad_outputs
+            results = [grad.matmul(weight),
+                       grad.reshape(-1, grad.shape[-1]).t().matmul(x.reshape(-1, x.shape[-1]))]
+        else:
+            if outputs is None:
+                leaves = [leaf.requires_grad_() for leaf in leaves]
+                with torch.enable_grad():
+                    outputs = spec.fn(self.layers[layer_index], self.rope, *leaves)
+            results = torch.autograd.grad(outputs, leaves + params, grad_outputs)
         for name, value in zip(spec.inputs, results[: len(leaves)]):
             key = (name, layer_index)
             previous = grads.get(key)
@@ -229,7 +272,8 @@ class StageRunner:
     def _plain(self, x: torch.Tensor) -> torch.Tensor:
         if self._plain_stack is not None:
             return self._plain_stack(x)
-        return reference_stack(self.layers, self.rope, x, self.groups.plain, self.tp, self.groups.plain_cp)
+        return reference_stack(self.layers, self.rope, x, self.groups.plain, self.tp, self.groups.plain_cp,
+                               self.sequence_parallel)
 
     def _split(self, x: torch.Tensor) -> List[Dict[TensorKey, torch.Tensor]]:
         first, second = x.chunk(2, dim=self.batch_dim)

@@ -18,12 +18,24 @@ into 2 x cp chunks, rank r holds chunks r and 2cp-1-r (so every rank has the sam
 work). Each rank's keys and values are all-gathered over the CP group (kv_all_gather) before
 attention, and their gradients reduce-scattered back (dkv_reduce_scatter); the backward
 re-gathers them (kv_regather) instead of keeping the gathered copy, as the C++ op graph models.
+
+Sequence parallelism (Megatron's, ``sequence_parallel``) keeps the residual stream, the norms and
+the residual adds on 1/tp of the tokens: TP rank t holds the t-th contiguous slice of the
+sequence (of its CP shard). Each column-parallel linear's input is all-gathered over TP first
+(attn_all_gather, mlp_all_gather) and each row-parallel output reduce-scattered after
+(attn_reduce_scatter, mlp_reduce_scatter); in backward the output gradients are all-gathered
+(attn_grad_all_gather, mlp_grad_all_gather), the linear's input is re-gathered for its weight
+gradient (qkv_input_all_gather, fc1_input_all_gather: the forward keeps only this rank's slice)
+and its input gradient reduce-scattered (qkv_grad_reduce_scatter, fc1_grad_reduce_scatter).
+``sequence_parallel_ops`` renames the tensors of an op table so that these collectives sit between
+the ops; the norm weights then see only this rank's tokens, and ``tp_reduce_norm_grads`` sums
+their gradients over TP (Megatron's finalize step for sequence-parallel norms).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
@@ -174,6 +186,10 @@ class OpSpec:
     outputs: Tuple[Tuple[str, int], ...]
     params: Tuple[str, ...]
     fn: OpFn
+    # A bias-free linear of its one input by its one parameter (F.linear(x, weight)): with its
+    # input re-gathered in backward (sequence parallelism) the engine computes its two gradients
+    # directly (grad @ weight, grad^T @ input) instead of rebuilding its graph.
+    linear: bool = False
 
 
 def _heads(layer: LayerShard, qkv: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -226,19 +242,20 @@ def _swiglu_op(layer: LayerShard, rope: Rope, fc1: torch.Tensor):
 
 OPS: Dict[str, OpSpec] = {
     "input_norm": OpSpec(("h",), (("normed", 0),), ("input_norm",), _rms_norm_op("input_norm")),
-    "qkv": OpSpec(("normed",), (("qkv", 0),), ("w_qkv",), lambda l, r, x: (F.linear(x, l.w_qkv),)),
+    "qkv": OpSpec(("normed",), (("qkv", 0),), ("w_qkv",), lambda l, r, x: (F.linear(x, l.w_qkv),), linear=True),
     # Reads and rewrites "qkv", so rope reads the same name with or without it. The engine runs
     # backwards in reverse order, so the gradient of the normed qkv (rope's) is consumed here and
     # replaced by that of the raw one before qkv's backward reads it.
     "qkv_post": OpSpec(("qkv",), (("qkv", 0),), ("q_norm", "k_norm"), _qk_norm_op),
     "rope": OpSpec(("qkv",), (("q", 0), ("k", 0), ("v", 0)), (), _rope_op),
     "attention": OpSpec(("q", "k", "v"), (("context", 0),), (), _attention_op),
-    "out_proj": OpSpec(("context",), (("attn_out", 0),), ("w_out",), lambda l, r, x: (F.linear(x, l.w_out),)),
+    "out_proj": OpSpec(("context",), (("attn_out", 0),), ("w_out",), lambda l, r, x: (F.linear(x, l.w_out),),
+                       linear=True),
     "attn_bda": OpSpec(("h", "attn_out"), (("h_mid", 0),), (), lambda l, r, h, a: (h + a,)),
     "mlp_norm": OpSpec(("h_mid",), (("normed2", 0),), ("mlp_norm",), _rms_norm_op("mlp_norm")),
-    "fc1": OpSpec(("normed2",), (("fc1", 0),), ("w_fc1",), lambda l, r, x: (F.linear(x, l.w_fc1),)),
+    "fc1": OpSpec(("normed2",), (("fc1", 0),), ("w_fc1",), lambda l, r, x: (F.linear(x, l.w_fc1),), linear=True),
     "swiglu": OpSpec(("fc1",), (("act", 0),), (), _swiglu_op),
-    "fc2": OpSpec(("act",), (("mlp_out", 0),), ("w_fc2",), lambda l, r, x: (F.linear(x, l.w_fc2),)),
+    "fc2": OpSpec(("act",), (("mlp_out", 0),), ("w_fc2",), lambda l, r, x: (F.linear(x, l.w_fc2),), linear=True),
     "mlp_bda": OpSpec(("h_mid", "mlp_out"), (("h", 1),), (), lambda l, r, h, m: (h + m,)),
 }
 
@@ -257,16 +274,33 @@ CP_OPS: Dict[str, OpSpec] = dict(
 )
 
 
+def sequence_parallel_ops(ops: Dict[str, OpSpec]) -> Dict[str, OpSpec]:
+    """``ops`` (OPS, CP_OPS or another model's table under the same names) with sequence
+    parallelism's tensors: QKV and FC1 read the all-gathered inputs (normed_all, normed2_all),
+    out-proj and FC2 write partial sums over the whole sequence (attn_partial, mlp_partial) that
+    the reduce-scatters turn into this rank's slice (attn_out, mlp_out)."""
+    renamed = dict(ops)
+    renamed["qkv"] = replace(ops["qkv"], inputs=("normed_all",))
+    renamed["fc1"] = replace(ops["fc1"], inputs=("normed2_all",))
+    renamed["out_proj"] = replace(ops["out_proj"], outputs=(("attn_partial", 0),))
+    renamed["fc2"] = replace(ops["fc2"], outputs=(("mlp_partial", 0),))
+    return renamed
+
+
 @dataclass(frozen=True)
 class CollectiveSpec:
     """What a collective of the op graph does: kind ("all_reduce" in place, "all_gather" or
-    "reduce_scatter" along the sequence), its group ("tp" or "cp"), and the tensor it reads and
-    the one it writes (activations in a forward pass, gradients in a backward one)."""
+    "reduce_scatter" along the sequence, or "regather": an all-gather in the backward of a tensor
+    the forward produced, ``source`` of the forward's graphs, into the graph of the op that reads
+    ``target``), its group ("tp" or "cp"), the tensor it reads and the one it writes (activations
+    in a forward pass, gradients in a backward one), and ``stacked`` when the tensor has a leading
+    dimension before [batch, seq, ...] (K and V stacked)."""
 
     kind: str
     group: str
     source: str
     target: str
+    stacked: bool = False
 
 
 COLLECTIVES: Dict[str, CollectiveSpec] = {
@@ -275,13 +309,33 @@ COLLECTIVES: Dict[str, CollectiveSpec] = {
     "fc1_grad_all_reduce": CollectiveSpec("all_reduce", "tp", "normed2", "normed2"),
     "qkv_grad_all_reduce": CollectiveSpec("all_reduce", "tp", "normed", "normed"),
     # K and V of this rank ("kv": rope's k and v stacked) -> every rank's, and their gradients back.
-    "kv_all_gather": CollectiveSpec("all_gather", "cp", "kv", "kv_all"),
-    "kv_regather": CollectiveSpec("all_gather", "cp", "kv", "kv_all"),
-    "dkv_reduce_scatter": CollectiveSpec("reduce_scatter", "cp", "kv_all", "kv"),
+    "kv_all_gather": CollectiveSpec("all_gather", "cp", "kv", "kv_all", stacked=True),
+    "kv_regather": CollectiveSpec("regather", "cp", "kv", "kv_all", stacked=True),
+    "dkv_reduce_scatter": CollectiveSpec("reduce_scatter", "cp", "kv_all", "kv", stacked=True),
+    # Sequence parallelism (sequence_parallel_ops' names), forward: this rank's slice of the
+    # normed sequence -> the whole sequence; the row-parallel partial sums -> this rank's slice.
+    "attn_all_gather": CollectiveSpec("all_gather", "tp", "normed", "normed_all"),
+    "attn_reduce_scatter": CollectiveSpec("reduce_scatter", "tp", "attn_partial", "attn_out"),
+    "mlp_all_gather": CollectiveSpec("all_gather", "tp", "normed2", "normed2_all"),
+    "mlp_reduce_scatter": CollectiveSpec("reduce_scatter", "tp", "mlp_partial", "mlp_out"),
+    # ... backward: the output gradients gathered, the inputs re-gathered for the weight
+    # gradients, the input gradients scattered back to their slices.
+    "mlp_grad_all_gather": CollectiveSpec("all_gather", "tp", "mlp_out", "mlp_partial"),
+    "fc1_input_all_gather": CollectiveSpec("regather", "tp", "normed2", "normed2_all"),
+    "fc1_grad_reduce_scatter": CollectiveSpec("reduce_scatter", "tp", "normed2_all", "normed2"),
+    "attn_grad_all_gather": CollectiveSpec("all_gather", "tp", "attn_out", "attn_partial"),
+    "qkv_input_all_gather": CollectiveSpec("regather", "tp", "normed", "normed_all"),
+    "qkv_grad_reduce_scatter": CollectiveSpec("reduce_scatter", "tp", "normed_all", "normed"),
 }
+
+# The tensors a "regather" collective brings back in the backward: the forward keeps no graph of
+# the ops that read them (their backward takes the re-gathered copy).
+REGATHERED = frozenset(spec.target for spec in COLLECTIVES.values() if spec.kind == "regather")
 
 # Dimension of the sequence in the stacked K and V [2, batch, seq, heads, head_dim].
 KV_SEQ_DIM = 2
+# ... and in the layer's activations [batch, seq, features].
+SEQ_DIM = 1
 
 
 class _ReduceForward(torch.autograd.Function):
@@ -323,33 +377,82 @@ def tp_reduce_backward(x: torch.Tensor, group) -> torch.Tensor:
     return _ReduceBackward.apply(x, group)
 
 
+def all_gather_along(x: torch.Tensor, group, dim: int) -> torch.Tensor:
+    """Every rank's ``x`` of ``group``, concatenated along ``dim`` in rank order (blocking)."""
+    parts = [torch.empty_like(x) for _ in range(dist.get_world_size(group))]
+    dist.all_gather(parts, x.contiguous(), group=group)
+    return torch.cat(parts, dim=dim)
+
+
+def reduce_scatter_along(x: torch.Tensor, group, dim: int) -> torch.Tensor:
+    """This rank's slice along ``dim`` of the sum of every rank's ``x`` (blocking). NCCL runs a
+    reduce-scatter; gloo has none, so there (CPU only) it is an all-reduce and a slice, the same
+    numbers."""
+    size, rank = dist.get_world_size(group), dist.get_rank(group)
+    part = x.shape[dim] // size
+    if dist.get_backend(group) == "nccl":
+        inputs = [chunk.contiguous() for chunk in x.split(part, dim=dim)]
+        output = torch.empty_like(inputs[rank])
+        dist.reduce_scatter(output, inputs, group=group)
+        return output
+    total = x.contiguous().clone()
+    dist.all_reduce(total, group=group)
+    return total.narrow(dim, rank * part, part).contiguous()
+
+
 class _GatherSequence(torch.autograd.Function):
-    """All-gather along ``dim`` over the CP group in forward; in backward the sum of every rank's
-    gradient, this rank's part (a reduce-scatter, written as all-reduce + slice so gloo runs it)."""
+    """All-gather along ``dim`` over ``group`` in forward; in backward the sum of every rank's
+    gradient, this rank's part (a reduce-scatter)."""
 
     @staticmethod
     def forward(ctx, x: torch.Tensor, group, dim: int) -> torch.Tensor:
-        ctx.group, ctx.dim, ctx.size = group, dim, x.shape[dim]
-        parts = [torch.empty_like(x) for _ in range(dist.get_world_size(group))]
-        dist.all_gather(parts, x.contiguous(), group=group)
-        return torch.cat(parts, dim=dim)
+        ctx.group, ctx.dim = group, dim
+        return all_gather_along(x, group, dim)
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
-        grad = grad.contiguous().clone()
-        dist.all_reduce(grad, group=ctx.group)
-        rank = dist.get_rank(ctx.group)
-        return grad.narrow(ctx.dim, rank * ctx.size, ctx.size), None, None
+        return reduce_scatter_along(grad, ctx.group, ctx.dim), None, None
 
 
-def reference_layer(layer: LayerShard, rope: Rope, h: torch.Tensor, group, tp: int, cp_group=None) -> torch.Tensor:
+class _ScatterSequence(torch.autograd.Function):
+    """Reduce-scatter along ``dim`` over ``group`` in forward (a row-parallel output under sequence
+    parallelism); in backward the all-gather of the gradient."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, group, dim: int) -> torch.Tensor:
+        ctx.group, ctx.dim = group, dim
+        return reduce_scatter_along(x, group, dim)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        return all_gather_along(grad, ctx.group, ctx.dim), None, None
+
+
+def gather_sequence(x: torch.Tensor, group, dim: int = SEQ_DIM) -> torch.Tensor:
+    """The whole sequence from every rank's slice (its gradient reduce-scattered back)."""
+    return _GatherSequence.apply(x, group, dim)
+
+
+def scatter_sequence(x: torch.Tensor, group, dim: int = SEQ_DIM) -> torch.Tensor:
+    """This rank's slice of the sum over ranks (its gradient all-gathered)."""
+    return _ScatterSequence.apply(x, group, dim)
+
+
+def reference_layer(layer: LayerShard, rope: Rope, h: torch.Tensor, group, tp: int, cp_group=None,
+                    sequence_parallel: bool = False) -> torch.Tensor:
     """The plain layer: whole microbatch, ordinary autograd, blocking collectives on ``group``
-    (TP) and, with cp > 1, ``cp_group``."""
+    (TP) and, with cp > 1, ``cp_group``. With ``sequence_parallel`` ``h`` is this TP rank's slice
+    of the sequence and so is the result: the linears' inputs are all-gathered and their outputs
+    reduce-scattered instead of all-reduced."""
 
     def reduce_forward(x: torch.Tensor) -> torch.Tensor:
+        if sequence_parallel:
+            return scatter_sequence(x, group)
         return tp_reduce_forward(x, group) if tp > 1 else x
 
     def reduce_backward(x: torch.Tensor) -> torch.Tensor:
+        if sequence_parallel:
+            return gather_sequence(x, group)
         return tp_reduce_backward(x, group) if tp > 1 else x
 
     eps = layer.shape.norm_eps
@@ -368,9 +471,9 @@ def reference_layer(layer: LayerShard, rope: Rope, h: torch.Tensor, group, tp: i
 
 
 def reference_stack(layers: Sequence[LayerShard], rope: Rope, h: torch.Tensor, group, tp: int,
-                    cp_group=None) -> torch.Tensor:
+                    cp_group=None, sequence_parallel: bool = False) -> torch.Tensor:
     for layer in layers:
-        h = reference_layer(layer, rope, h, group, tp, cp_group)
+        h = reference_layer(layer, rope, h, group, tp, cp_group, sequence_parallel)
     return h
 
 
@@ -391,15 +494,24 @@ def check_supported(model: dict, cp: int = 1, seq: int = 0, tp: int = 1) -> Opti
     return None
 
 
-def tp_reduce_norm_grads(layers: Sequence[LayerShard], group, tp: int) -> None:
-    """Sums the q/k norm gradients over the TP group (each rank's covers only its heads)."""
+def tp_reduce_norm_grads(layers: Sequence[LayerShard], group, tp: int, sequence_parallel: bool = False,
+                         extra: Sequence[torch.nn.Parameter] = ()) -> None:
+    """Sums the q/k norm gradients over the TP group (each rank's covers only its heads) and, with
+    sequence parallelism, the input and MLP norms' and the ``extra`` ones (the final norm: each
+    rank's covers only its tokens)."""
     if tp == 1:
         return
+    params: List[torch.nn.Parameter] = []
     for layer in layers:
         if layer.shape.qk_norm:
-            for param in (layer.q_norm, layer.k_norm):
-                if param.grad is not None:
-                    dist.all_reduce(param.grad, group=group)
+            params += [layer.q_norm, layer.k_norm]
+        if sequence_parallel:
+            params += [layer.input_norm, layer.mlp_norm]
+    if sequence_parallel:
+        params += list(extra)
+    for param in params:
+        if param.grad is not None:
+            dist.all_reduce(param.grad, group=group)
 
 
 def param_list(layer: torch.nn.Module, names: Sequence[str]) -> List[torch.nn.Parameter]:

@@ -11,6 +11,12 @@ weight. With one stage that is one parameter; with several, the first stage hold
 and the last stage an equal copy (drawn the same), and ``PipelineDriver`` sums the two copies'
 gradients over the embedding group (``make_embedding_group``) before every optimizer step, so
 they stay equal, as Megatron does. A stage's state dict holds the table once, as ``embedding``.
+
+With ``sequence_parallel`` the stage's activations are this TP rank's slice of the sequence: the
+embedding's lookups are reduce-scattered over the sequence instead of all-reduced, the final norm
+runs on the slice, and the output layer's input is all-gathered (its gradient reduce-scattered),
+as Megatron-Core does; the final norm's gradient then covers this rank's tokens only and
+``PipelineDriver`` sums it over TP (``tp_reduce_norm_grads``).
 """
 
 from __future__ import annotations
@@ -21,14 +27,26 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-from kareus.torch.layer import LayerShape, LayerShard, rms_norm, tp_reduce_backward, tp_reduce_forward
+from kareus.torch.layer import (
+    LayerShape,
+    LayerShard,
+    gather_sequence,
+    rms_norm,
+    scatter_sequence,
+    tp_reduce_backward,
+    tp_reduce_forward,
+)
 
 
 class LlamaStage(torch.nn.Module):
     def __init__(
-        self, model: dict, stage_layers: List[int], stage: int, tp: int, tp_rank: int, seed: int
+        self, model: dict, stage_layers: List[int], stage: int, tp: int, tp_rank: int, seed: int,
+        sequence_parallel: bool = False,
     ) -> None:
         super().__init__()
+        if sequence_parallel and tp < 2:
+            raise ValueError(f"LlamaStage: sequence parallelism needs tp >= 2, found tp {tp}")
+        self.sequence_parallel = sequence_parallel
         self.stage = stage
         self.first = stage == 0
         self.last = stage == len(stage_layers) - 1
@@ -71,14 +89,19 @@ class LlamaStage(torch.nn.Module):
         local = tokens - self.vocab_start
         inside = (local >= 0) & (local < rows)
         looked_up = F.embedding(local.clamp(0, rows - 1), self.embedding) * inside.unsqueeze(-1)
+        if self.sequence_parallel:
+            return scatter_sequence(looked_up, group)  # this rank's slice of the summed rows
         return tp_reduce_forward(looked_up, group) if self.tp > 1 else looked_up
 
     def loss(self, h: torch.Tensor, labels: torch.Tensor, tokens: int, group=None) -> torch.Tensor:
         """Cross-entropy summed over this rank's tokens / ``tokens``, the microbatch's token count
         (all CP ranks'), so that the CP ranks' losses add up to the microbatch's mean; the logits
-        are split over the TP group ``group``."""
+        are split over the TP group ``group``. ``labels`` are the CP rank's whole sequence (with
+        sequence parallelism ``h`` is its TP rank's slice, gathered after the final norm)."""
         normed = rms_norm(h, self.final_norm, self.shape.norm_eps)
-        if self.tp > 1:
+        if self.sequence_parallel:
+            normed = gather_sequence(normed, group)  # the whole sequence's logits on every rank
+        elif self.tp > 1:
             normed = tp_reduce_backward(normed, group)  # every rank's logits shard feeds h's gradient
         logits = F.linear(normed, self.embedding if self.tied else self.output)
         per_token = _VocabParallelCrossEntropy.apply(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1),

@@ -14,6 +14,10 @@ gradients are summed over CP in the same reduction (Megatron's DP x CP gradient 
 model with tied embeddings over several stages has a copy of the table on the first and last
 stage: their gradients are summed over the embedding group before the step, so both copies take
 the same step (Megatron's embedding group).
+With sequence parallelism (the stage module's ``sequence_parallel``) every activation and gradient
+between stages is the TP rank's slice of the sequence, and the norms' gradients are summed over
+TP before the step. Interleaved 1F1B (a plan with --vpp > 1) is refused: this driver runs one
+model chunk per rank.
 ``switch_plan`` changes plans between steps (new CTA counts get their groups, made on every
 rank in the same order).
 """
@@ -102,13 +106,27 @@ class PipelineDriver:
         self.device = device
         self.hidden = stage_module.shape.hidden
         self._rope_cache: Optional[Rope] = None
+        self.sequence_parallel = stage_module.sequence_parallel
+        if self.sequence_parallel:
+            self.local_seq //= tp
+        if runner is not None and runner.sequence_parallel != self.sequence_parallel:
+            raise InputError(f"PipelineDriver: the stage is {'' if self.sequence_parallel else 'not '}sequence-"
+                             f"parallel, its StageRunner is {'' if runner.sequence_parallel else 'not '}(pass "
+                             f"sequence_parallel to both, as --sequence-parallel says)")
         if plan is not None:
+            self._check_plan(plan)
             groups.ensure(plan.distinct_ctas())
+
+    def _check_plan(self, plan: ExecutionPlan) -> None:
+        if plan.vpp > 1:
+            raise InputError(f"{plan.path}: made with --vpp {plan.vpp} (interleaved 1F1B); kareus.torch's "
+                             f"PipelineDriver runs one model chunk per rank (--vpp 1)")
 
     def switch_plan(self, plan: ExecutionPlan) -> None:
         """Follows ``plan`` from the next step on (call on every rank between the same steps)."""
         if self.plan is None:
             raise InputError("switch_plan: the reference run follows no plan")
+        self._check_plan(plan)
         self.groups.ensure(plan.distinct_ctas())
         if self.pfo is not None:
             self.pfo.switch_plan(plan.path)
@@ -167,7 +185,8 @@ class PipelineDriver:
                 self.pfo.on_instruction_end(kind)
         for _, work in sends:
             work.wait()
-        tp_reduce_norm_grads(self.module.layers, self.groups.plain, self.tp)
+        final_norm = [self.module.final_norm] if self.module.last else []
+        tp_reduce_norm_grads(self.module.layers, self.groups.plain, self.tp, self.sequence_parallel, final_norm)
         self._reduce_embedding_gradient()
         self._reduce_gradients()
         self.optimizer.step()
@@ -205,7 +224,8 @@ class PipelineDriver:
     def _run_layers(self, x: torch.Tensor, microbatch: int) -> torch.Tensor:
         if self.runner is not None:
             return self.runner(x, microbatch)
-        return reference_stack(self.module.layers, self._rope(), x, self.groups.plain, self.tp, self.groups.plain_cp)
+        return reference_stack(self.module.layers, self._rope(), x, self.groups.plain, self.tp, self.groups.plain_cp,
+                               self.sequence_parallel)
 
     def _rope(self) -> Rope:
         if self._rope_cache is None:

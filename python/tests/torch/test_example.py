@@ -223,3 +223,18 @@ def test_a_wrong_plan_fails_on_every_rank_at_start(plans, tmp_path, edit):
     wrong.write_text(json.dumps(document))
     for rank, stderr in enumerate(_each_rank_alone(["--steps", "1", "--plan", str(wrong)], ranks=4)):
         assert f"error: rank {rank}: {wrong}: " in stderr and message in stderr, stderr[-3000:]
+
+
+def test_sequence_parallel_trains_like_the_tp_all_reduce(tmp_path):
+    # TP 2 x PP 2 with --sequence-parallel (residual stream, norms and the stage boundary on half
+    # the sequence; all-gathers and reduce-scatters at the plan's slots) against the same job
+    # without it from the same seed: the same losses, step by step. --check compares it with the
+    # plain sequence-parallel layers and the plan's launch trace.
+    base = ["--tp", "2", "--pp", "2", "--microbatches", "4", "--mbs", "2", "--seq", "256"]
+    split = _quick_train(tmp_path, "sp", base + ["--sequence-parallel"], ranks=4)
+    whole = _quick_train(tmp_path, "nosp", base, ranks=4)
+    assert _max_relative(split["loss"], whole["loss"]) < 1e-5, (split["loss"], whole["loss"])
+    assert split["loss"][2] < split["loss"][0]
+    # --vpp is refused by name on every rank.
+    for rank, stderr in enumerate(_each_rank_alone(["--vpp", "2", "--steps", "1", "--plan", "unused.json"], ranks=4)):
+        assert f"error: rank {rank}: --vpp 2: kareus.torch's driver runs non-interleaved 1F1B only" in stderr, stderr
