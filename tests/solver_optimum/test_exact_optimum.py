@@ -3,13 +3,16 @@
 At every deadline checked, the least energy of kareus's frontier points finishing by it is at
 most GAP_BOUND above the optimum: asserted against the MILP's proven lower bound (HiGHS stops
 within a relative gap of 5e-4, so the check is stricter than the bound by up to 0.05%), and never
-below it. A MILP that hits its time limit (5 s) proves less: there kareus is asserted within
-GAP_BOUND of the best plan HiGHS found (a necessary condition), and the deadline is reported as
+below it. A MILP that hits its time limit (5 s; the slow tier 2 s) proves less: there kareus is asserted
+within GAP_BOUND of the best plan HiGHS found (a necessary condition), and the deadline is reported as
 unproven (printed with -s).
 
 GAP_BOUND is what the solver achieves today, not the aim: the aim is 0.1% (issue 28, open). On
 the 14 profiles of the label "dev" the worst gap measured 1.12% (12 of 14 above 0.1%); the bound
 is that rounded up, so a solver that loses more fails here; lower it as the solver improves.
+The slow tier's 200 profiles reach further into the shapes' tails, and its bound
+(KAREUS_SOLVER_GAP_BOUND, set in tests/CMakeLists.txt) is the worst gap measured there, rounded
+up: a regression guard on the tail, not the promise (docs/solver.md).
 
 Which profiles: seeds derived from a label (profiles.seeds: sha256 of "label:index"). The
 committed label is KAREUS_SOLVER_SEEDS' default, "holdout-2026-12"; the solver was developed and
@@ -29,17 +32,20 @@ sys.path.insert(0, os.path.dirname(__file__))
 from profiles import generate, seeds  # noqa: E402
 from reference import gaps  # noqa: E402
 
-GAP_BOUND = 0.015
+GAP_BOUND = float(os.environ.get("KAREUS_SOLVER_GAP_BOUND", "0.015"))
 LABEL = os.environ.get("KAREUS_SOLVER_SEEDS", "holdout-2026-12")
 COUNT = int(os.environ.get("KAREUS_SOLVER_PROFILES", "4"))
 BINARY = os.environ.get("KAREUS")
+# "K/N": the K-th of N interleaved shards of the profiles (ctest runs the slow tier's shards side by side).
+SHARD, SHARDS = (int(part) for part in os.environ.get("KAREUS_SOLVER_SHARD", "0/1").split("/"))
+MILP_LIMIT_S = float(os.environ.get("KAREUS_SOLVER_MILP_LIMIT_S", "5"))
 
 
 @pytest.mark.skipif(not BINARY, reason="KAREUS (the kareus binary) not set; ctest sets it")
-@pytest.mark.parametrize("seed", seeds(LABEL, COUNT))
+@pytest.mark.parametrize("seed", seeds(LABEL, COUNT)[SHARD::SHARDS])
 def test_frontier_within_promise_of_the_optimum(seed):
     profile = generate(seed)
-    rows, points, model, _ = gaps(BINARY, profile)
+    rows, points, model, _ = gaps(BINARY, profile, time_limit_s=MILP_LIMIT_S)
     assert abs(points[0][0] - model.fastest_s()) <= 1e-9 * model.fastest_s(), "kareus misses the minimum time"
     for row in rows:
         context = f"seed {seed} ({profile.shape}) at {row['deadline_s']:.6f} s"
