@@ -132,9 +132,11 @@ void bind_errors(py::module_& module) {
     try {
       if (pointer) std::rethrow_exception(pointer);
     } catch (const kareus::InputError& error) {
-      input_error_type(error.what());
+      // PyErr_SetString, not the call operator: pybind11 3 deprecates that, and set_error is
+      // not in Debian's 2.10.
+      PyErr_SetString(input_error_type.ptr(), error.what());
     } catch (const kareus::Error& error) {
-      error_type(error.what());
+      PyErr_SetString(error_type.ptr(), error.what());
     }
   });
 }
