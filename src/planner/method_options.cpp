@@ -77,8 +77,8 @@ partition::CommConfigs default_choices(const device::GpuSpec& gpu, const workloa
 
 /// Appends to `direction`'s instruction of a stage one execution option (its time and energy)
 /// and the knobs that produce it, indexed alike.
-void add_option(pipeline::StageOptions& options, StageKnobs& knobs, Direction direction, double time_s,
-                double energy_j, Knob knob, double static_power_w) {
+void add_option(pipeline::StageOptions& options, StageKnobs& knobs, Direction direction, double time_s, double energy_j,
+                Knob knob, double static_power_w) {
   auto& list = direction == Direction::kForward ? options.forward : options.backward;
   auto& knob_list = direction == Direction::kForward ? knobs.forward : knobs.backward;
   list.push_back(pipeline::make_execution_option(time_s, energy_j, static_cast<int>(knob_list.size()), static_power_w));
