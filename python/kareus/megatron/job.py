@@ -84,8 +84,10 @@ class MegatronJob:
             if len(layers) != w.layers_per_stage[self.stage]:
                 raise InputError(f"kareus.megatron: rank {self.rank}: stage {self.stage} holds {len(layers)} "
                                  f"layers, the plan's workload {w.layers_per_stage[self.stage]}")
+            # With sequence parallelism the runner's own gathers hold their own buffers (Megatron's
+            # column-parallel gather reuses one global buffer, which concurrent partitions cannot).
             return kt.StageRunner(layers, None, self.groups, w.tp, recompute, self.launch_trace, ops=ops,
-                                  plain=plain, batch_dim=batch_dim)
+                                  plain=plain, batch_dim=batch_dim, sequence_parallel=w.sequence_parallel)
 
         self._follower = adopt_block(model, make_runner)
 
