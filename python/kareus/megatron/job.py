@@ -86,6 +86,7 @@ class MegatronJob:
         recompute = w.recompute == "full"
         runtime_workload = w.runtime_workload()
 
+        self._followers = []  # a later attach (another model: a loaded checkpoint) replaces the earlier
         for chunk_index, chunk in enumerate(chunks):
             first, count = (runtime_workload.chunk_layers(self.stage, chunk_index) if w.vpp > 1
                             else (sum(w.layers_per_stage[: self.stage]), w.layers_per_stage[self.stage]))
@@ -174,8 +175,8 @@ class MegatronJob:
         """The planned instruction (type, chunk, microbatch) that begins, or None when it ends: its
         chunk's decoder follows it, and every other chunk's decoder refuses to run meanwhile."""
         planned = None if instruction is None else self._instructions[instruction]
-        for chunk, follower in enumerate(self._followers):
-            follower.follow(planned if planned is not None and planned.chunk == chunk else None,
+        for follower in self._followers:
+            follower.follow(planned if planned is not None and planned.chunk == follower.chunk else None,
                             running_chunk=None if planned is None else planned.chunk)
 
     def close(self) -> None:
