@@ -68,7 +68,17 @@ def megatron_config(model: dict, args, layers_per_stage, sequence_parallel=None)
         tensor_model_parallel_size=args.tp, pipeline_model_parallel_size=args.pp,
         context_parallel_size=args.cp, sequence_parallel=args.sequence_parallel if sequence_parallel is None
         else sequence_parallel, virtual_pipeline_model_parallel_size=args.vpp if args.vpp > 1 else None,
-        **split, **recompute)
+        **interleaving_p2p(args.vpp), **split, **recompute)
+
+
+def interleaving_p2p(vpp: int) -> dict:
+    """Megatron's point-to-point settings for interleaving. Batched P2P (the config's default) posts
+    send-to-previous before send-to-next; at PP 2 both go to the one other rank, whose receives come
+    in the other order, so an activation lands in a gradient's buffer and back (megatron-core
+    0.16.1, gloo: stock interleaved training then diverges from stock 1F1B on the same weights).
+    Unbatched P2P orders each pair's sends and receives by rank parity, as Megatron-LM's own
+    interleaved runs do (overlap_p2p_comm)."""
+    return {"batch_p2p_comm": False} if vpp > 1 else {}
 
 
 def main(argv) -> int:
