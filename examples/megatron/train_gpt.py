@@ -11,6 +11,9 @@ trained by Megatron's own schedule (``get_forward_backward_func``) on synthetic 
 kareus.megatron applies the plan's clock per instruction (the clock backend) and runs every
 layer as the plan's partitions. --check trains the stock GPTModel again from the same seed and
 compares the losses, the recorded clocks and the launch trace with the plan.
+--sequence-parallel runs Megatron's sequence parallelism (its stock reference runs without: the
+local spec's norms take none in stock Megatron) and --vpp N interleaved 1F1B over N model chunks
+per rank; the plan must be made with the same flags.
 --write-model FILE writes the model .json kareus.megatron.workload derives from the Megatron
 config (for ``kareus plan --model``) and prints the plan command's workload flags; no torchrun
 needed. Without a GPU it runs on gloo through cpu_shim.py (beside this file). Exits 2 for bad
@@ -31,7 +34,7 @@ from training_support import add_training_flags, report  # noqa: E402  (examples
 def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_training_flags(parser, seq=64, steps=10)
-    parser.add_argument("--kareus-plan", default="", help="kareus.plan/1 file made by `kareus plan` for this workload")
+    parser.add_argument("--kareus-plan", default="", help="kareus.plan/2 (or /1) file made by `kareus plan` for this workload")
     parser.add_argument("--write-model", default="", help="write the workload's model .json here and exit")
     parser.add_argument("--cpu", action="store_true", help="run on CPU with gloo (the default without a GPU)")
     parser.add_argument("--sequence-parallel", action="store_true",

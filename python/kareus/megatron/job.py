@@ -27,7 +27,7 @@ class MegatronJob:
     """Follows ``plan`` on this rank.
 
     Args:
-        plan: a kareus.plan/1 file made for ``workload`` (``kareus plan --model``).
+        plan: a kareus.plan/2 (or /1) file made for ``workload`` (``kareus plan --model``).
         config: the job's TransformerConfig (the one its GPTModel and schedule use).
         workload: ``kareus.megatron.workload(config, ...)`` of this job.
         rank: global rank (default: $RANK).
