@@ -20,35 +20,40 @@ RealTimeWalks::RealTimeWalks(const PipelineDag& dag, const Topology& topology, i
       start_s_(count_),
       latest_finish_s_(count_) {}
 
+int RealTimeWalks::cheapest_critical_speed_up(std::span<const int> options, SpeedUp step, double& now_s) {
+  auto real_time = [&](int op) { return spec(op).options()[options[op]].time_s; };
+  now_s = forward_pass<double>(topology_, start_s_, real_time);
+  const double tolerance = 1e-12 * now_s;
+  latest_finish_pass(topology_, latest_finish_s_, now_s, real_time);
+  int best = -1;
+  double best_rate = kInfinity;
+  for (int op = 0; op < count_; ++op) {
+    if (options[op] == 0 || start_s_[op] + real_time(op) < latest_finish_s_[op] - tolerance) continue;
+    const std::vector<ExecutionOption>& all = spec(op).options();
+    const ExecutionOption& now = all[options[op]];
+    const ExecutionOption& faster = all[faster_option(op, options[op], step)];
+    const double rate =
+        (faster.effective_energy_j - now.effective_energy_j) / std::max(now.time_s - faster.time_s, 1e-15);
+    if (rate < best_rate) {
+      best_rate = rate;
+      best = op;
+    }
+  }
+  return best;
+}
+
 void RealTimeWalks::repair_to_minimum_time(std::vector<int>& options) {
   const std::vector<int> fastest(count_, 0);
   const double minimum_s = evaluate(dag_, topology_, fastest, gpus_, start_s_).time_s;
-  auto real_time = [&](int op) { return spec(op).options()[options[op]].time_s; };
   while (true) {
-    const double now_s = forward_pass<double>(topology_, start_s_, real_time);
+    double now_s = 0;
+    const int best = cheapest_critical_speed_up(options, SpeedUp::kRepresentative, now_s);
     if (now_s <= minimum_s * (1 + 1e-12)) break;
-    // The critical operation whose next faster representative costs the least per second saved.
-    const double tolerance = 1e-12 * now_s;
-    latest_finish_pass(topology_, latest_finish_s_, now_s, real_time);
-    int best = -1;
-    double best_rate = kInfinity;
-    for (int op = 0; op < count_; ++op) {
-      if (options[op] == 0 || start_s_[op] + real_time(op) < latest_finish_s_[op] - tolerance) continue;
-      const std::vector<ExecutionOption>& all = spec(op).options();
-      const ExecutionOption& now = all[options[op]];
-      const ExecutionOption& faster = all[spec(op).faster_representative(options[op])];
-      const double rate =
-          (faster.effective_energy_j - now.effective_energy_j) / std::max(now.time_s - faster.time_s, 1e-15);
-      if (rate < best_rate) {
-        best_rate = rate;
-        best = op;
-      }
-    }
     if (best < 0) {
       std::fill(options.begin(), options.end(), 0);
       break;
     }
-    options[best] = spec(best).faster_representative(options[best]);
+    options[best] = faster_option(best, options[best], SpeedUp::kRepresentative);
   }
 }
 
@@ -57,27 +62,10 @@ void RealTimeWalks::walk_faster(std::span<const int> seed, int max_steps, const 
   std::vector<int> options(seed.begin(), seed.end());
   const std::vector<int> fastest(count_, 0);
   const double minimum_s = evaluate(dag_, topology_, fastest, gpus_, start_s_).time_s;
-  auto real_time = [&](int op) { return spec(op).options()[options[op]].time_s; };
   for (int step = 0; step < max_steps; ++step) {
-    const double now_s = forward_pass<double>(topology_, start_s_, real_time);
-    if (now_s <= minimum_s * (1 + 1e-12)) break;
-    const double tolerance = 1e-12 * now_s;
-    latest_finish_pass(topology_, latest_finish_s_, now_s, real_time);
-    int best = -1;
-    double best_rate = kInfinity;
-    for (int op = 0; op < count_; ++op) {
-      if (options[op] == 0 || start_s_[op] + real_time(op) < latest_finish_s_[op] - tolerance) continue;
-      const std::vector<ExecutionOption>& all = spec(op).options();
-      const ExecutionOption& now = all[options[op]];
-      const ExecutionOption& faster = all[options[op] - 1];
-      const double rate =
-          (faster.effective_energy_j - now.effective_energy_j) / std::max(now.time_s - faster.time_s, 1e-15);
-      if (rate < best_rate) {
-        best_rate = rate;
-        best = op;
-      }
-    }
-    if (best < 0) break;
+    double now_s = 0;
+    const int best = cheapest_critical_speed_up(options, SpeedUp::kNextOption, now_s);
+    if (now_s <= minimum_s * (1 + 1e-12) || best < 0) break;
     --options[best];
     std::vector<int> reclaimed = options;
     reclaim_slack(dag_, topology_, reclaimed, start_s_, latest_finish_s_, finer_options_);

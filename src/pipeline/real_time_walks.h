@@ -64,6 +64,18 @@ class RealTimeWalks {
  private:
   const CandidateExecutionOptions& spec(int op) const { return dag_.specs[dag_.operations[op].spec]; }
 
+  /// Which faster option a speed-up step moves to: the next faster representative (the finer
+  /// options left to slack reclamation), or the next faster option.
+  enum class SpeedUp { kRepresentative, kNextOption };
+  int faster_option(int op, int option, SpeedUp step) const {
+    return step == SpeedUp::kRepresentative ? spec(op).faster_representative(option) : option - 1;
+  }
+
+  /// Times the plan `options` (start_s_ and latest_finish_s_ on real times) and returns its
+  /// real makespan in `now_s` and the operation on a real critical path whose faster option
+  /// costs the least effective energy per second saved, or -1 when none can go faster.
+  int cheapest_critical_speed_up(std::span<const int> options, SpeedUp step, double& now_s);
+
   const PipelineDag& dag_;
   const Topology& topology_;
   const int count_;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -74,6 +75,16 @@ partition::CommConfigs default_choices(const device::GpuSpec& gpu, const workloa
   return choices;
 }
 
+/// Appends to `direction`'s instruction of a stage one execution option (its time and energy)
+/// and the knobs that produce it, indexed alike.
+void add_option(pipeline::StageOptions& options, StageKnobs& knobs, Direction direction, double time_s, double energy_j,
+                Knob knob, double static_power_w) {
+  auto& list = direction == Direction::kForward ? options.forward : options.backward;
+  auto& knob_list = direction == Direction::kForward ? knobs.forward : knobs.backward;
+  list.push_back(pipeline::make_execution_option(time_s, energy_j, static_cast<int>(knob_list.size()), static_power_w));
+  knob_list.push_back(std::move(knob));
+}
+
 }  // namespace
 
 MethodOptions clock_options(device::Device& device, const workload::Workload& workload, const std::vector<int>& clocks,
@@ -93,11 +104,7 @@ MethodOptions clock_options(device::Device& device, const workload::Workload& wo
                                                    : partition::CommConfigs{};
         const device::InstructionRun run =
             device::run_instruction(device, chunks, stage, direction, clock, overlap, choices);
-        auto& list = direction == Direction::kForward ? options.forward : options.backward;
-        auto& knob_list = direction == Direction::kForward ? knobs.forward : knobs.backward;
-        list.push_back(pipeline::make_execution_option(run.time_s, run.energy_j, static_cast<int>(knob_list.size()),
-                                                       gpu.static_power_w));
-        knob_list.push_back({clock, overlap, choices});
+        add_option(options, knobs, direction, run.time_s, run.energy_j, {clock, overlap, choices}, gpu.static_power_w);
       }
     }
     method.stages.push_back(std::move(options));
@@ -164,8 +171,6 @@ MethodOptions composed_options(device::Device& device, const workload::Workload&
         throw Error(fmt::format("{}: no clock has measurements for every partition key", which));
       }
       method.pruned_points += composition.pruned_points;
-      auto& list = direction == Direction::kForward ? stage_options.forward : stage_options.backward;
-      auto& knob_list = direction == Direction::kForward ? knobs.forward : knobs.backward;
       for (const compose::ComposedOption& option : composition.options) {
         double time_s = option.time_s, energy_j = option.energy_j;
         if (options.recost_compositions) {
@@ -176,9 +181,8 @@ MethodOptions composed_options(device::Device& device, const workload::Workload&
           time_s = run.time_s;
           energy_j = run.energy_j;
         }
-        list.push_back(
-            pipeline::make_execution_option(time_s, energy_j, static_cast<int>(knob_list.size()), gpu.static_power_w));
-        knob_list.push_back({option.freq_mhz, device::OverlapMode::kNanobatch, option.choices});
+        add_option(stage_options, knobs, direction, time_s, energy_j,
+                   {option.freq_mhz, device::OverlapMode::kNanobatch, option.choices}, gpu.static_power_w);
       }
       if (!options.overlap_per_instruction) continue;
       // The baselines' executions are kareus choices too: without nanobatching, and nanobatched
@@ -190,9 +194,8 @@ MethodOptions composed_options(device::Device& device, const workload::Workload&
                                                std::pair{device::OverlapMode::kNanobatch, defaults}}) {
           const device::InstructionRun run =
               device::run_instruction(device, chunks, stage, direction, clock, overlap, choices);
-          list.push_back(pipeline::make_execution_option(run.time_s, run.energy_j, static_cast<int>(knob_list.size()),
-                                                         gpu.static_power_w));
-          knob_list.push_back({clock, overlap, choices});
+          add_option(stage_options, knobs, direction, run.time_s, run.energy_j, {clock, overlap, choices},
+                     gpu.static_power_w);
         }
       }
     }

@@ -5,6 +5,7 @@
 # `kareus serve` answers over HTTP and exits 0 on SIGTERM and on SIGINT.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/serve_helpers.sh"
+export PYTHONPATH="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)${PYTHONPATH:+:$PYTHONPATH}"  # serve_client.py
 KAREUS=${KAREUS:?set KAREUS to the kareus binary}
 tmp=$(mktemp -d)
 server_pid=
@@ -102,16 +103,9 @@ for signal in TERM INT; do
   server_pid=$!
   port=$(serve_port "$log") || { echo "kareus serve did not start:"; cat "$log"; exit 1; }
   python3 - "$port" "$tmp/out/summary.json" <<'PY'
-import json, sys, urllib.request, urllib.error
-base = f"http://127.0.0.1:{sys.argv[1]}"
-def call(path, body=None):
-    request = urllib.request.Request(base + path, data=None if body is None else json.dumps(body).encode(),
-                                     headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(request, timeout=10) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as error:
-        return error.code, json.loads(error.read())
+import functools, json, sys
+from serve_client import call
+call = functools.partial(call, int(sys.argv[1]))
 info = call("/info")[1]
 fastest = min(p["time_s"] for p in json.load(open(sys.argv[2]))["methods"]["kareus"]["frontier"])
 assert abs(info["frontier"][0]["time_s"] - fastest) < 1e-9 * fastest, (info["frontier"][0], fastest)
@@ -155,16 +149,9 @@ server_pid=$!
 port=$(serve_port "$log") || { echo "kareus serve did not start:"; cat "$log"; exit 1; }
 kill -HUP "$server_pid"
 python3 - "$port" <<'PY'
-import json, sys, time, urllib.request, urllib.error
-base = f"http://127.0.0.1:{sys.argv[1]}"
-def call(path, body):
-    request = urllib.request.Request(base + path, data=json.dumps(body).encode(),
-                                     headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(request, timeout=10) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as error:
-        return error.code, json.loads(error.read())
+import functools, json, sys, time
+from serve_client import call
+call = functools.partial(call, int(sys.argv[1]))
 time.sleep(0.3)  # the SIGHUP has arrived
 status, job = call("/register_job", {"job_id": "", "pp_degree": 2, "dp_degree": 1, "tp_degree": 8, "world_size": 16})
 assert status == 200, (status, job)

@@ -162,7 +162,7 @@ class Tricklers:
         self.thread.start()
 
     def run(self):
-        request_bytes = b"GET /info HTTP/1.1\r\nX-Slow: " + b"a" * 1000
+        request_bytes = b"GET /info HTTP/1.1\r\nHost: t\r\nX-Slow: " + b"a" * 1000
         for index in range(len(request_bytes)):
             if self.stop_flag or all(cut is not None for cut in self.cut_after):
                 return
@@ -229,7 +229,8 @@ def main(tmp):
         client = connect(port)
         body = json.dumps({"rank": 0, "iter_time": [4.5], "iter_energy": [2500.0]}).encode()
         post = (f"POST /result/{job} HTTP/1.1\r\nHost: t\r\nContent-Length: {len(body)}\r\n\r\n").encode() + body
-        client.sendall(post + b"GET /nope HTTP/1.1\r\n\r\n" + post + b"GET /info HTTP/1.1\r\n\r\n")
+        get = b"GET %s HTTP/1.1\r\nHost: t\r\n\r\n"
+        client.sendall(post + get % b"/nope" + post + get % b"/info")
         statuses = []
         for _ in range(4):
             statuses.append(read_response(client)[0])
@@ -254,7 +255,7 @@ def main(tmp):
             client = connect(port, receive_buffer=4096)
             client.setblocking(False)
             try:
-                client.send(b"GET /info HTTP/1.1\r\n\r\n" * 3000)
+                client.send(b"GET /info HTTP/1.1\r\nHost: t\r\n\r\n" * 3000)
             except BlockingIOError:
                 pass
             deaf.append(client)

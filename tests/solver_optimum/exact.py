@@ -114,11 +114,19 @@ class ExactModel:
         upper_bounds = np.full(self.columns, np.inf)
         upper_bounds[: self.x_count] = 1
         upper_bounds[self.m_index] = deadline_s
-        result = milp(self.cost, integrality=self.integrality, bounds=Bounds(lower_bounds, upper_bounds),
-                      constraints=LinearConstraint(self.matrix, self.lower, self.upper),
-                      options={"mip_rel_gap": rel_gap, "time_limit": time_limit_s, "presolve": True})
+        # HiGHS's limit is wall-clock: on a loaded machine it may stop before its first plan. Then
+        # the limit doubles, up to 16x, so that what is checked does not depend on the load.
+        limit_s = time_limit_s
+        while True:
+            result = milp(self.cost, integrality=self.integrality, bounds=Bounds(lower_bounds, upper_bounds),
+                          constraints=LinearConstraint(self.matrix, self.lower, self.upper),
+                          options={"mip_rel_gap": rel_gap, "time_limit": limit_s, "presolve": True})
+            if result.x is not None or result.status != 1 or limit_s >= 16 * time_limit_s:
+                break
+            limit_s *= 2
         if result.status == 2:  # infeasible
             return None
         if result.x is None:
-            raise RuntimeError(f"milp failed on seed {self.profile.seed} at {deadline_s} s: {result.message}")
+            raise RuntimeError(f"milp failed on seed {self.profile.seed} at {deadline_s} s after {limit_s} s: "
+                               f"{result.message}")
         return result.fun, result.mip_dual_bound, result.status == 0

@@ -400,42 +400,31 @@ def reduce_scatter_along(x: torch.Tensor, group, dim: int) -> torch.Tensor:
     return total.narrow(dim, rank * part, part).contiguous()
 
 
-class _GatherSequence(torch.autograd.Function):
-    """All-gather along ``dim`` over ``group`` in forward; in backward the sum of every rank's
-    gradient, this rank's part (a reduce-scatter)."""
+class _SequenceCollective(torch.autograd.Function):
+    """All-gather (``gather`` true) or reduce-scatter along ``dim`` over ``group`` in forward; in
+    backward the other one, its adjoint: the gradient of a gather is this rank's part of every
+    rank's gradient summed, and that of a reduce-scatter (a row-parallel output under sequence
+    parallelism) the gathered gradient."""
 
     @staticmethod
-    def forward(ctx, x: torch.Tensor, group, dim: int) -> torch.Tensor:
-        ctx.group, ctx.dim = group, dim
-        return all_gather_along(x, group, dim)
-
-    @staticmethod
-    def backward(ctx, grad: torch.Tensor):
-        return reduce_scatter_along(grad, ctx.group, ctx.dim), None, None
-
-
-class _ScatterSequence(torch.autograd.Function):
-    """Reduce-scatter along ``dim`` over ``group`` in forward (a row-parallel output under sequence
-    parallelism); in backward the all-gather of the gradient."""
-
-    @staticmethod
-    def forward(ctx, x: torch.Tensor, group, dim: int) -> torch.Tensor:
-        ctx.group, ctx.dim = group, dim
-        return reduce_scatter_along(x, group, dim)
+    def forward(ctx, x: torch.Tensor, group, dim: int, gather: bool) -> torch.Tensor:
+        ctx.group, ctx.dim, ctx.gather = group, dim, gather
+        return (all_gather_along if gather else reduce_scatter_along)(x, group, dim)
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
-        return all_gather_along(grad, ctx.group, ctx.dim), None, None
+        adjoint = reduce_scatter_along if ctx.gather else all_gather_along
+        return adjoint(grad, ctx.group, ctx.dim), None, None, None
 
 
 def gather_sequence(x: torch.Tensor, group, dim: int = SEQ_DIM) -> torch.Tensor:
     """The whole sequence from every rank's slice (its gradient reduce-scattered back)."""
-    return _GatherSequence.apply(x, group, dim)
+    return _SequenceCollective.apply(x, group, dim, True)
 
 
 def scatter_sequence(x: torch.Tensor, group, dim: int = SEQ_DIM) -> torch.Tensor:
     """This rank's slice of the sum over ranks (its gradient all-gathered)."""
-    return _ScatterSequence.apply(x, group, dim)
+    return _SequenceCollective.apply(x, group, dim, False)
 
 
 def reference_layer(layer: LayerShard, rope: Rope, h: torch.Tensor, group, tp: int, cp_group=None,
@@ -462,7 +451,7 @@ def reference_layer(layer: LayerShard, rope: Rope, h: torch.Tensor, group, tp: i
         (qkv,) = _qk_norm_op(layer, rope, qkv)
     q, k, v = _rope_op(layer, rope, qkv)
     if rope.cp > 1:
-        k, v = _GatherSequence.apply(torch.stack([k, v]), cp_group, KV_SEQ_DIM)
+        k, v = _SequenceCollective.apply(torch.stack([k, v]), cp_group, KV_SEQ_DIM, True)
     (context,) = _attention_op(layer, rope, q, k, v)
     h_mid = h + reduce_forward(F.linear(context, layer.w_out))
     normed2 = reduce_backward(rms_norm(h_mid, layer.mlp_norm, eps))

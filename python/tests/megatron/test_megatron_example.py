@@ -12,7 +12,6 @@ norms take no SP in stock Megatron), clocks and launch traces the plan's on ever
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 
@@ -98,34 +97,15 @@ def test_clocks_and_launch_trace_follow_the_plan_on_every_rank(trained):
     assert counts == [None] + sorted(planned | {load_gpu("a100-40gb")["default_comm_ctas"]})
 
 
-def _free_port():
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def test_a_plan_of_another_workload_exits_2_on_every_rank(trained):
     _, _, _, tmp = trained
     other, _ = _plan(tmp / "other.json", tmp / "other-plan", ["--microbatches", "8"])
-    # Each rank runs alone (not under torchrun, which stops the others as soon as one exits), with
-    # a rendezvous port of its own that no other rank joins: a rank that reached
-    # init_process_group before checking the plan would wait there until the timeout.
+    # Each rank alone (helpers.each_rank_alone): one that reached its rendezvous before checking
+    # the plan would wait there until the timeout.
     command = [sys.executable, str(mhelpers.EXAMPLE), "--model", helpers.TINY_MODEL] + WORKLOAD + [
         "--steps", "1", "--kareus-plan", str(other)]
-    ranks = []
-    for rank in range(4):
-        env = dict(helpers.python_env(), RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE="4",
-                   MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()))
-        ranks.append(subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                                      cwd=helpers.REPO))
-    for rank, process in enumerate(ranks):
-        try:
-            stdout, stderr = process.communicate(timeout=120)
-        except subprocess.TimeoutExpired:
-            for running in ranks:
-                running.kill()
-            pytest.fail(f"rank {rank} did not refuse the plan before its rendezvous (still running after 120 s)")
-        assert process.returncode == 2, f"rank {rank} exited {process.returncode}: {stderr[-3000:]}"
+    for rank, (code, stdout, stderr) in enumerate(helpers.each_rank_alone(command, 4)):
+        assert code == 2, f"rank {rank} exited {code}: {stderr[-3000:]}"
         assert f"error: rank {rank}:" in stderr and "microbatches 8" in stderr, stderr[-3000:]
         assert "loss" not in stdout
 

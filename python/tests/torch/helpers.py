@@ -6,6 +6,7 @@ import json
 import os
 import pathlib
 import socket
+import subprocess
 import sys
 from typing import Dict, List
 
@@ -113,6 +114,36 @@ def python_env() -> dict:
     env.setdefault("OMP_NUM_THREADS", "1")
     env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
     return env
+
+
+def each_rank_alone(command, ranks: int, timeout_s: float = 300, at_once: int = 2) -> List[tuple]:
+    """(returncode, stdout, stderr) of every rank of a ``ranks``-rank job run alone, as torchrun
+    would start it (not under torchrun, which stops the other ranks as soon as one exits, so how
+    many report would depend on the machine's load), each with a rendezvous port of its own that
+    no other rank joins: a rank that reached init_process_group before refusing would wait there
+    and fail the test at ``timeout_s``. ``at_once`` ranks at a time (this machine's cores), so a
+    loaded machine only makes it slower."""
+    results = []
+    for first in range(0, ranks, at_once):
+        wave = []
+        for rank in range(first, min(first + at_once, ranks)):
+            with socket.socket() as probe:
+                probe.bind(("127.0.0.1", 0))
+                port = probe.getsockname()[1]
+            env = dict(python_env(), RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(ranks),
+                       MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+            wave.append(subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                         env=env, cwd=REPO))
+        for offset, process in enumerate(wave):
+            try:
+                stdout, stderr = process.communicate(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                for running in wave:
+                    running.kill()
+                raise AssertionError(f"rank {first + offset} did not refuse before its rendezvous (still running "
+                                     f"after {timeout_s} s)") from None
+            results.append((process.returncode, stdout, stderr))
+    return results
 
 
 def relative(a, b) -> float:

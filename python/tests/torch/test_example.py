@@ -6,7 +6,6 @@ against 2 without, and TP 2 against TP 1; and a wrong plan failing on every rank
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 
@@ -26,32 +25,14 @@ def _torchrun(args, timeout, ranks=4, workload=WORKLOAD):
                           cwd=helpers.REPO)
 
 
-def _each_rank_alone(args, ranks, workload=WORKLOAD, timeout=120):
-    """Every rank of a ``ranks``-rank job started alone, as torchrun would start it (not under
-    torchrun, which stops the other ranks as soon as one exits, so how many report depends on the
-    machine's load), each with a rendezvous port of its own that no other rank joins: a rank that
-    reached init_process_group before refusing would wait there until the timeout. The stderr of
-    each rank, after checking that it exited 2."""
+def _each_rank_alone(args, ranks, workload=WORKLOAD):
+    """The stderr of every rank of a ``ranks``-rank train_llama.py job run alone
+    (helpers.each_rank_alone), after checking that each exited 2."""
     command = [sys.executable, str(helpers.REPO / "examples" / "train_llama.py"), "--model",
                helpers.TINY_MODEL] + workload + args
-    processes = []
-    for rank in range(ranks):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            port = probe.getsockname()[1]
-        env = dict(helpers.python_env(), RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(ranks),
-                   MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-        processes.append(subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                                          cwd=helpers.REPO))
     errors = []
-    for rank, process in enumerate(processes):
-        try:
-            _, stderr = process.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            for running in processes:
-                running.kill()
-            pytest.fail(f"rank {rank} did not refuse before its rendezvous (still running after {timeout} s)")
-        assert process.returncode == 2, f"rank {rank} exited {process.returncode}: {stderr[-3000:]}"
+    for rank, (code, _, stderr) in enumerate(helpers.each_rank_alone(command, ranks)):
+        assert code == 2, f"rank {rank} exited {code}: {stderr[-3000:]}"
         errors.append(stderr)
     return errors
 

@@ -35,7 +35,7 @@ expect 2 'huge\.csv:2: time must be in \(0, 1e\+06\] seconds, found 1e308' -- so
 sed '2s/"time_s":[^,]*/"time_s":1e308/' "$hostile/kernels.jsonl" >"$hostile/huge.jsonl"
 expect 2 "huge\.jsonl:2: field 'time_s' must be a number in \[0, 1e\+06\], found 1e\+?308" -- calibrate --measurements "$hostile/huge.jsonl" --out "$hostile/x.json"
 sed '3s/"freq_mhz":[0-9]*/"freq_mhz":-900/' "$hostile/kernels.jsonl" >"$hostile/negative.jsonl"
-expect 2 "negative\.jsonl:3: field 'freq_mhz' must be an integer in \[1, 100000\], found -900" -- calibrate --measurements "$hostile/negative.jsonl" --out "$hostile/x.json"
+expect 2 "negative\.jsonl:3: config: field 'freq_mhz' must be an integer in \[1, 100000\], found -900" -- calibrate --measurements "$hostile/negative.jsonl" --out "$hostile/x.json"
 sed '3s/"freq_mhz":[0-9]*/"freq_mhz":1409/' "$hostile/kernels.jsonl" >"$hostile/unsupported.jsonl"
 expect 2 'unsupported\.jsonl:3: .*1409' -- calibrate --measurements "$hostile/unsupported.jsonl" --out "$hostile/x.json"
 expect 2 "--out $hostile: is a directory, expected a file path" -- profile --partition fwd_mlp --budget 2 --out "$hostile"
