@@ -7,12 +7,15 @@ tensors in the pipeline schedules and in the attention's default causal mask;
 ``torch.cuda.synchronize()`` around P2P; the CUDA RNG tracker that attention dropout forks and
 the CUDA RNG state that activation checkpointing saves and restores. ``install()`` maps each of these to the CPU: a
 TorchFunctionMode rewrites CUDA devices of tensor factories and ``.to``/``.cuda`` to CPU,
-``current_device`` answers 0 (which the mode maps to CPU), ``synchronize`` does nothing and the
+``current_device`` answers the CPU, ``synchronize`` does nothing and the
 RNG tracker's ``fork`` and the CUDA RNG state's save and restore do nothing (the layers run
 without dropout); the causal mask, which
 recompute also builds inside autograd's backward (where the mode is not active), is made on
-the CPU. Nothing here is part of the
-kareus package.
+the CPU. Sequence parallelism needs apex's or TransformerEngine's norms (the local spec's
+``WrappedTorchNorm`` refuses it); here the torch norm is built anyway and its parameters marked
+``sequence_parallel`` as apex and TransformerEngine mark theirs, so that the finalize step sums
+their gradients over TP (a norm is per token: on a slice of the sequence it computes what it
+computes on the whole). Nothing here is part of the kareus package.
 """
 
 from __future__ import annotations
@@ -52,13 +55,36 @@ class _CpuDevices(TorchFunctionMode):
 _installed = []
 
 
+def allow_sequence_parallel_norms() -> None:
+    """WrappedTorchNorm under sequence_parallel=True: the torch norm, its parameters marked."""
+    import copy
+
+    from megatron.core.transformer import torch_norm
+
+    build = torch_norm.WrappedTorchNorm.__new__
+
+    def new(cls, config, hidden_size, *args, **kwargs):
+        plain = config
+        if config.sequence_parallel:
+            plain = copy.copy(config)  # the same settings, without re-running the config's checks
+            plain.sequence_parallel = False
+        norm = build(cls, plain, hidden_size, *args, **kwargs)
+        for param in norm.parameters():
+            param.sequence_parallel = config.sequence_parallel
+        return norm
+
+    torch_norm.WrappedTorchNorm.__new__ = new
+
+
 def install() -> None:
     """Maps Megatron-Core's CUDA calls to the CPU for the rest of this process (idempotent)."""
     if _installed:
         return
     from megatron.core.tensor_parallel import random as megatron_random
 
-    torch.cuda.current_device = lambda: 0
+    # The CPU itself, not index 0: with sequence parallelism Megatron's autograd functions also
+    # allocate with device=current_device() in their backward, where the mode below is not active.
+    torch.cuda.current_device = lambda: torch.device("cpu")
     torch.cuda.synchronize = lambda *args, **kwargs: None
 
     @contextlib.contextmanager
@@ -77,6 +103,7 @@ def install() -> None:
         return torch.triu(torch.ones(sq, sq, dtype=torch.bool), diagonal=1)
 
     fused_softmax.get_default_causal_mask = causal_mask
+    allow_sequence_parallel_norms()
     mode = _CpuDevices()
     mode.__enter__()
     _installed.append(mode)

@@ -11,6 +11,9 @@ trained by Megatron's own schedule (``get_forward_backward_func``) on synthetic 
 kareus.megatron applies the plan's clock per instruction (the clock backend) and runs every
 layer as the plan's partitions. --check trains the stock GPTModel again from the same seed and
 compares the losses, the recorded clocks and the launch trace with the plan.
+--sequence-parallel runs Megatron's sequence parallelism (its stock reference runs without: the
+local spec's norms take none in stock Megatron) and --vpp N interleaved 1F1B over N model chunks
+per rank; the plan must be made with the same flags.
 --write-model FILE writes the model .json kareus.megatron.workload derives from the Megatron
 config (for ``kareus plan --model``) and prints the plan command's workload flags; no torchrun
 needed. Without a GPU it runs on gloo through cpu_shim.py (beside this file). Exits 2 for bad
@@ -31,14 +34,19 @@ from training_support import add_training_flags, report  # noqa: E402  (examples
 def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_training_flags(parser, seq=64, steps=10)
-    parser.add_argument("--kareus-plan", default="", help="kareus.plan/1 file made by `kareus plan` for this workload")
+    parser.add_argument("--kareus-plan", default="", help="kareus.plan/2 (or /1) file made by `kareus plan` for this workload")
     parser.add_argument("--write-model", default="", help="write the workload's model .json here and exit")
     parser.add_argument("--cpu", action="store_true", help="run on CPU with gloo (the default without a GPU)")
+    parser.add_argument("--sequence-parallel", action="store_true",
+                        help="Megatron's sequence parallelism (the plan must be made with it too)")
+    parser.add_argument("--vpp", type=int, default=1,
+                        help="virtual pipeline stages (model chunks) per rank: Megatron's interleaved 1F1B")
     return parser.parse_args(argv)
 
 
-def megatron_config(model: dict, args, layers_per_stage):
-    """The TransformerConfig of the kareus model file under the flags."""
+def megatron_config(model: dict, args, layers_per_stage, sequence_parallel=None):
+    """The TransformerConfig of the kareus model file under the flags (``sequence_parallel``
+    overrides --sequence-parallel: the stock reference of an SP run on the local spec runs without)."""
     import torch
     import torch.nn.functional as F
     from megatron.core.transformer.transformer_config import TransformerConfig
@@ -61,7 +69,19 @@ def megatron_config(model: dict, args, layers_per_stage):
         masked_softmax_fusion=False, gradient_accumulation_fusion=False, persist_layer_norm=False,
         use_cpu_initialization=True, params_dtype=torch.float32, pipeline_dtype=torch.float32,
         tensor_model_parallel_size=args.tp, pipeline_model_parallel_size=args.pp,
-        context_parallel_size=args.cp, **split, **recompute)
+        context_parallel_size=args.cp, sequence_parallel=args.sequence_parallel if sequence_parallel is None
+        else sequence_parallel, virtual_pipeline_model_parallel_size=args.vpp if args.vpp > 1 else None,
+        **interleaving_p2p(args.vpp), **split, **recompute)
+
+
+def interleaving_p2p(vpp: int) -> dict:
+    """Megatron's point-to-point settings for interleaving. Batched P2P (the config's default) posts
+    send-to-previous before send-to-next; at PP 2 both go to the one other rank, whose receives come
+    in the other order, so an activation lands in a gradient's buffer and back (megatron-core
+    0.16.1, gloo: stock interleaved training then diverges from stock 1F1B on the same weights).
+    Unbatched P2P orders each pair's sends and receives by rank parity, as Megatron-LM's own
+    interleaved runs do (overlap_p2p_comm)."""
+    return {"batch_p2p_comm": False} if vpp > 1 else {}
 
 
 def main(argv) -> int:
@@ -103,16 +123,18 @@ def main(argv) -> int:
         print(f"error: rank {rank}: {error}", file=sys.stderr)
         return 2
 
-    if cpu:
-        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-        import cpu_shim
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import cpu_shim
 
+    if cpu:
         torch.set_num_threads(1)
         dist.init_process_group("gloo", rank=rank, world_size=world)
         cpu_shim.install()
     else:
         torch.cuda.set_device(local_rank)
         dist.init_process_group("nccl", rank=rank, world_size=world)
+        if args.sequence_parallel:  # the local spec's torch norms, marked as TransformerEngine's are
+            cpu_shim.allow_sequence_parallel_norms()
     from megatron.core import __version__ as megatron_version
     from megatron.core import parallel_state
     from megatron.core.models.gpt import GPTModel
@@ -121,39 +143,58 @@ def main(argv) -> int:
 
     from kareus.torch import describe_groups, synthetic_batch
 
+    vpp = args.vpp if args.vpp > 1 else None
     parallel_state.initialize_model_parallel(tensor_model_parallel_size=args.tp,
-                                             pipeline_model_parallel_size=args.pp, context_parallel_size=args.cp)
+                                             pipeline_model_parallel_size=args.pp, context_parallel_size=args.cp,
+                                             virtual_pipeline_model_parallel_size=vpp)
     first, last = parallel_state.is_pipeline_first_stage(), parallel_state.is_pipeline_last_stage()
     device = torch.device("cpu") if cpu else torch.device("cuda", local_rank)
 
-    def build():
+    def build(chunk_config):
+        """This rank's model chunks (one without interleaving), as Megatron builds them."""
         torch.manual_seed(args.seed)
-        gpt = GPTModel(config=config, transformer_layer_spec=get_gpt_layer_local_spec(
-                           normalization="RMSNorm", qk_layernorm=model["qk_norm"]),
-                       vocab_size=model["vocab"], max_sequence_length=args.seq, pre_process=first, post_process=last,
-                       share_embeddings_and_output_weights=model["tied_embeddings"], position_embedding_type="rope",
-                       **km.gpt_model_rope_args(model))
-        return gpt.to(device)
+        chunks = []
+        for vp_stage in range(args.vpp) if vpp else [None]:
+            chunks.append(GPTModel(
+                config=chunk_config, transformer_layer_spec=get_gpt_layer_local_spec(
+                    normalization="RMSNorm", qk_layernorm=model["qk_norm"]),
+                vocab_size=model["vocab"], max_sequence_length=args.seq,
+                pre_process=parallel_state.is_pipeline_first_stage(ignore_virtual=False, vp_stage=vp_stage),
+                post_process=parallel_state.is_pipeline_last_stage(ignore_virtual=False, vp_stage=vp_stage),
+                share_embeddings_and_output_weights=model["tied_embeddings"], position_embedding_type="rope",
+                vp_stage=vp_stage, **km.gpt_model_rope_args(model)).to(device))
+        return chunks
 
-    def train(gpt, forward_backward, after_step=None):
-        optimizer = torch.optim.SGD(gpt.parameters(), lr=args.lr)
-        dp_group = parallel_state.get_data_parallel_group()
+    def finalize_grads(chunks):
+        """What Megatron's finalize step does for this job: the DP mean, the sequence-parallel norms'
+        sum over TP (each rank's covers its tokens) and the tied embedding's sum over its copies."""
+        params = [p for chunk in chunks for p in chunk.parameters() if p.grad is not None]
+        for param in params:
+            if args.dp > 1:
+                dist.all_reduce(param.grad, group=parallel_state.get_data_parallel_group())
+                param.grad /= args.dp
+            if getattr(param, "sequence_parallel", False):
+                dist.all_reduce(param.grad, group=parallel_state.get_tensor_model_parallel_group())
+        if model["tied_embeddings"] and args.pp > 1:
+            for chunk in chunks:
+                if chunk.pre_process or chunk.post_process:
+                    shared = chunk.shared_embedding_or_output_weight()
+                    dist.all_reduce(shared.grad, group=parallel_state.get_embedding_group())
+
+    def train(chunks, forward_backward, after_step=None):
+        optimizer = torch.optim.SGD([p for chunk in chunks for p in chunk.parameters()], lr=args.lr)
         losses = []
         for step in range(args.steps):
             tokens, labels = synthetic_batch(model["vocab"], args.microbatches, args.mbs, args.seq,
                                              step * args.dp + parallel_state.get_data_parallel_rank(), args.seed)
-            batches = iter(zip(tokens, labels))
+            # Interleaved: each chunk reads the step's microbatches from an iterator of its own.
+            batches = [iter(list(zip(tokens, labels))) for _ in chunks]
             optimizer.zero_grad(set_to_none=True)
-            stored = forward_backward(forward_step_func=forward_step, data_iterator=batches, model=gpt,
-                                      num_microbatches=args.microbatches, seq_length=args.seq,
-                                      micro_batch_size=args.mbs, forward_only=False)
-            for param in gpt.parameters():  # mean over data-parallel replicas
-                if args.dp > 1 and param.grad is not None:
-                    dist.all_reduce(param.grad, group=dp_group)
-                    param.grad /= args.dp
-            if model["tied_embeddings"] and args.pp > 1 and (first or last):
-                shared = gpt.shared_embedding_or_output_weight()
-                dist.all_reduce(shared.grad, group=parallel_state.get_embedding_group())
+            stored = forward_backward(forward_step_func=forward_step,
+                                      data_iterator=batches if vpp else batches[0],
+                                      model=chunks if vpp else chunks[0], num_microbatches=args.microbatches,
+                                      seq_length=args.seq, micro_batch_size=args.mbs, forward_only=False)
+            finalize_grads(chunks)
             optimizer.step()
             local = sum(float(entry["loss"]) for entry in stored) / args.microbatches if stored else 0.0
             total = torch.tensor([local / args.dp if last and parallel_state.get_tensor_model_parallel_rank() == 0
@@ -176,8 +217,8 @@ def main(argv) -> int:
         return output, loss_func
 
     # The kareus run.
-    gpt = build()
-    job.attach(gpt)
+    gpt = build(config)
+    job.attach(gpt if vpp else gpt[0])
     problems = []
 
     def check_step(step):
@@ -199,7 +240,11 @@ def main(argv) -> int:
               "backend": dist.get_backend(), "rank0_clocks_mhz": clocks_mhz}
     status = 0
     if args.check:
-        reference_losses = train(build(), get_forward_backward_func())
+        # The stock reference: Megatron's own SP on the local spec needs apex or TransformerEngine
+        # norms, so an SP run is compared with stock Megatron without SP at the same TP (the same
+        # mathematics: SP only moves where the TP collectives cut the sequence).
+        reference = megatron_config(model, args, layers, sequence_parallel=False)
+        reference_losses = train(build(reference), get_forward_backward_func())
         flags = torch.tensor([0 if problems else 1, 1 if clocks_mhz == planned else 0], dtype=torch.int64)
         dist.all_reduce(flags, op=dist.ReduceOp.MIN)
         max_rel = max(abs(a - b) / abs(b) for a, b in zip(losses, reference_losses))

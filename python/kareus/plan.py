@@ -17,6 +17,8 @@ only arranges them per instruction for an executor (kareus.torch, kareus.megatro
 from __future__ import annotations
 
 import json
+import os
+import tempfile
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
@@ -59,6 +61,7 @@ class InstructionPlan:
     microbatch: int
     freq_mhz: int
     nanobatched: bool
+    chunk: int = 0  # the model chunk (virtual pipeline stage) it runs; 0 without interleaving
     choices: Dict[str, CommConfig] = field(default_factory=dict)  # the plan's configs by key
     # Execution order of partitions: for a backward with full recompute, the recompute forward
     # partitions then the backward ones.
@@ -95,30 +98,36 @@ class ExecutionPlan:
         check_plan_workload(plan, workload, gpu, self.path)
         check_plan_fits(plan, workload, self.path, gpu=gpu, max_ctas=sm_count, default_ctas=default_comm_ctas)
 
-        self.stage_partitions: List[Dict[str, List[PlannedPartition]]] = []
+        # Each model chunk's instruction runs the partitions of its own virtual stage.
+        chunks = chunk_stages(workload)
+        pp = int(workload.parallel["pp"])
+        built_of: Dict[int, Dict[str, List[PlannedPartition]]] = {}
+
+        def built(virtual: int) -> Dict[str, List[PlannedPartition]]:
+            if virtual not in built_of:
+                built_of[virtual] = {direction: [_planned(p) for p in chunks.partitions(virtual, direction)]
+                                     for direction in ("forward", "backward")}
+            return built_of[virtual]
+
         self.stages: List[List[InstructionPlan]] = []
         for stage, instructions in enumerate(plan.stages):
-            built = {
-                direction: [_planned(p) for p in workload.partitions(stage, direction)]
-                for direction in ("forward", "backward")
-            }
-            self.stage_partitions.append(built)
             planned: List[InstructionPlan] = []
             for entry in instructions:
+                virtual = entry.chunk * pp + stage
                 instruction = InstructionPlan(entry.type, entry.microbatch, entry.freq_mhz,
-                                              entry.overlap == "nanobatch")
+                                              entry.overlap == "nanobatch", entry.chunk)
                 if instruction.nanobatched:
                     instruction.choices = dict(entry.partitions)
                     for direction in workload.instruction_passes(entry.type):
-                        resolved = workload.comm_configs(stage, direction, instruction.choices, default_comm_ctas)
+                        resolved = chunks.comm_configs(virtual, direction, instruction.choices, default_comm_ctas)
                         instruction.passes.append(
-                            [_with_choice(p, choice) for p, choice in zip(built[direction], resolved)])
+                            [_with_choice(p, choice) for p, choice in zip(built(virtual)[direction], resolved)])
                     if entry.type == "backward":
                         instruction.recompute_pass = (
                             instruction.passes[0]
                             if len(instruction.passes) == 2
                             else [_with_choice(p, CommConfig(SLOT_NONE, 0) if p.collective else None)
-                                  for p in built["forward"]]
+                                  for p in built(virtual)["forward"]]
                         )
                 planned.append(instruction)
             self.stages.append(planned)
@@ -132,6 +141,26 @@ class ExecutionPlan:
                 for partitions in instruction.passes:
                     counts.update(p.choice.ctas for p in partitions if p.choice is not None)
         return sorted(counts)
+
+
+def chunk_stages(workload: Workload) -> Workload:
+    """``workload`` with every model chunk a pipeline stage of its own (C++
+    ``workload::chunk_stages``, what the planner and the plan check cut partitions from): chunk c of
+    stage s is stage c x pp + s, with layers_per_stage[s] / vpp layers. The workload itself without
+    interleaving."""
+    parallel = workload.parallel
+    vpp, pp = int(parallel["vpp"]), int(parallel["pp"])
+    if vpp == 1:
+        return workload
+    layers = [workload.stage_layers[stage] // vpp for _ in range(vpp) for stage in range(pp)]
+    with tempfile.TemporaryDirectory(prefix="kareus-chunks-") as folder:
+        model = os.path.join(folder, "model.json")
+        with open(model, "w", encoding="utf-8") as handle:
+            json.dump(workload.model, handle)
+        return Workload(model, tp=parallel["tp"], cp=parallel["cp"], pp=pp * vpp, dp=parallel["dp"],
+                        mbs=parallel["mbs"], seq=parallel["seq"], microbatches=parallel["microbatches"],
+                        nanobatches=parallel["nanobatches"], recompute=workload.recompute,
+                        layers_per_stage=layers, sequence_parallel=bool(parallel["sequence_parallel"]))
 
 
 def _check_sequence_parallel(plan, job: bool, path: str) -> None:

@@ -503,10 +503,10 @@ void bind_runtime(py::module_& module) {
       .def("on_step_begin", &Runtime::on_step_begin)
       .def(
           "on_instruction_begin",
-          [](Runtime& runtime, const std::string& name, std::optional<int> microbatch) {
-            runtime.on_instruction_begin(kareus::parse_direction(name, "instruction type"), microbatch);
+          [](Runtime& runtime, const std::string& name, std::optional<int> microbatch, int chunk) {
+            runtime.on_instruction_begin(kareus::parse_direction(name, "instruction type"), microbatch, chunk);
           },
-          py::arg("name"), py::arg("microbatch") = py::none())
+          py::arg("name"), py::arg("microbatch") = py::none(), py::arg("chunk") = 0)
       .def("on_instruction_end", &Runtime::on_instruction_end)
       .def("on_step_end", &Runtime::on_step_end)
       .def(

@@ -75,10 +75,10 @@ Runtime::~Runtime() { signal_guard_.reset(); }
 
 void Runtime::on_step_begin() { cursor_.on_step_begin(); }
 
-void Runtime::on_instruction_begin(Direction type, std::optional<int> microbatch) {
+void Runtime::on_instruction_begin(Direction type, std::optional<int> microbatch, int chunk) {
   // Zeus-style callers name only the type: take the next microbatch of that type.
   if (!microbatch) microbatch = cursor_.started_of_type(type);
-  const plan::PlannedInstruction& planned = cursor_.on_instruction_begin(type, *microbatch);
+  const plan::PlannedInstruction& planned = cursor_.on_instruction_begin(type, *microbatch, chunk);
   controller_.request_clock(planned.freq_mhz);
 }
 

@@ -56,8 +56,9 @@ class Runtime {
 
   void on_step_begin();
   /// Starts the instruction and requests its clock. `microbatch` nullopt means "the next
-  /// microbatch of this type" (Zeus-style callers that only name the type).
-  void on_instruction_begin(Direction type, std::optional<int> microbatch);
+  /// microbatch of this type" (Zeus-style callers that only name the type); `chunk` is the model
+  /// chunk (virtual pipeline stage) of an interleaved plan, 0 without interleaving.
+  void on_instruction_begin(Direction type, std::optional<int> microbatch, int chunk = 0);
   void on_instruction_end();
   void on_step_end();
   [[nodiscard]] const partition::CommConfig& comm_config(std::string_view partition_key) const;

@@ -11,7 +11,7 @@ the comm half, megatron-core (tested with 0.16.1).
 """
 
 from kareus.megatron.job import MegatronJob
-from kareus.megatron.schedule import InstructionHook, InstructionTimers, refuse_unsupported_schedule
+from kareus.megatron.schedule import InstructionHook, InstructionTimers, StepOrder, refuse_unsupported_schedule
 from kareus.megatron.workload import MegatronWorkload, gpt_model_rope_args, workload
 
 __all__ = [
@@ -20,6 +20,7 @@ __all__ = [
     "MegatronJob",
     "MegatronWorkload",
     "gpt_model_rope_args",
+    "StepOrder",
     "refuse_unsupported_schedule",
     "workload",
 ]

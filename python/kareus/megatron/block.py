@@ -31,17 +31,29 @@ except ImportError:  # pragma: no cover - exercised where megatron-core is absen
 
 
 class BlockFollower:
-    """The kareus state of one adopted block: its runner and the planned instruction running."""
+    """The kareus state of one adopted block (one model chunk's decoder): its runner and the
+    planned instruction running on it."""
 
-    def __init__(self, runner) -> None:
+    def __init__(self, runner, chunk: int = 0) -> None:
         self.runner = runner
-        self.instruction = None  # kareus.torch.InstructionPlan while a planned instruction runs
+        self.chunk = chunk
+        self.instruction = None  # kareus.torch.InstructionPlan while a planned instruction runs on it
+        self.running_chunk = None  # the chunk a planned instruction runs on, while one runs
 
-    def follow(self, instruction) -> None:
-        """The planned instruction that begins (None: the running one ended)."""
+    def follow(self, instruction, running_chunk=None) -> None:
+        """The planned instruction that begins on this chunk (None: none, or the running one
+        ended); ``running_chunk`` is the chunk the plan runs now (None between instructions)."""
         self.instruction = instruction
-        if instruction is not None:
-            self.runner.set_instruction(instruction)
+        self.running_chunk = running_chunk if instruction is None else self.chunk
+        # The runner keeps no instruction between its own: its backward outside one is refused.
+        self.runner.set_instruction(instruction)
+
+    def refuse_other_chunk(self) -> None:
+        """Raises InputError when this chunk's decoder runs while the plan runs another chunk (the
+        schedule and the plan disagree on which chunk the step is)."""
+        if self.instruction is None and self.running_chunk is not None:
+            raise InputError(f"kareus.megatron: model chunk {self.chunk}'s decoder ran while the plan runs chunk "
+                             f"{self.running_chunk}")
 
 
 if TransformerBlock is not None:
@@ -51,6 +63,8 @@ if TransformerBlock is not None:
 
         def forward(self, hidden_states, attention_mask=None, **kwargs):
             follower: Optional[BlockFollower] = self.__dict__.get("_kareus")
+            if follower is not None and self.training:
+                follower.refuse_other_chunk()
             if follower is None or follower.instruction is None or not self.training:
                 return super().forward(hidden_states, attention_mask, **kwargs)
             rotary_pos_emb = kwargs.pop("rotary_pos_emb", None)
@@ -90,10 +104,10 @@ def plain_layers(block, context_of):
     return run
 
 
-def adopt_block(model, make_runner) -> BlockFollower:
-    """Makes ``model.decoder`` (a GPTModel's, possibly inside Megatron's wrappers) a
-    KareusTransformerBlock driven by the returned follower. ``make_runner(layers, ops, plain,
-    batch_dim)`` builds the StageRunner over the block's layers."""
+def adopt_block(model, make_runner, chunk: int = 0) -> BlockFollower:
+    """Makes ``model.decoder`` (a GPTModel's, possibly inside Megatron's wrappers; model chunk
+    ``chunk`` of its rank) a KareusTransformerBlock driven by the returned follower.
+    ``make_runner(layers, ops, plain, batch_dim)`` builds the StageRunner over the block's layers."""
     if TransformerBlock is None:
         raise InputError("kareus.megatron needs megatron-core (pip install megatron-core)")
     module = model
@@ -113,7 +127,7 @@ def adopt_block(model, make_runner) -> BlockFollower:
     runner = make_runner(list(block.layers), megatron_ops(block.config),
                          plain_layers(block, lambda: runner_box["runner"].rope), BATCH_DIM)
     runner_box["runner"] = runner
-    follower = BlockFollower(runner)
+    follower = BlockFollower(runner, chunk)
     block.__dict__["_kareus"] = follower
     return follower
 

@@ -143,8 +143,6 @@ def refuse_unsupported_layers(config) -> None:
     checks = [
         ("tp_comm_overlap", False, "Megatron's own TP comm overlap must be off: kareus launches the layers' TP "
          "collectives at the plan's slots"),
-        ("sequence_parallel", False, "sequence parallelism replaces the TP all-reduces the plan schedules with "
-         "all-gathers and reduce-scatters"),
         ("context_parallel_size", 1, "Megatron-Core runs context parallelism only in TransformerEngine's attention "
          "(the local spec's DotProductAttention refuses it)"),
         ("add_bias_linear", False, "kareus models linear layers without bias"),

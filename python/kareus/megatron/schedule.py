@@ -1,4 +1,4 @@
-"""The clock half: a stand-in for ``config.timers`` that follows the plan's 1F1B order.
+"""The clock half: a stand-in for ``config.timers`` that follows the plan's (interleaved) 1F1B order.
 
 Megatron-Core's pipeline schedules start and stop ``config.timers('forward-compute')`` around
 each microbatch's forward step, ``'backward-compute'`` around each backward step and
@@ -6,16 +6,19 @@ each microbatch's forward step, ``'backward-compute'`` around each backward step
 None. ``InstructionTimers`` answers those calls: it passes every call through to the timers it
 wraps (Megatron's, or None) and, on the three names above, drives a
 ``kareus.PipelineFrequencyOptimizer`` (clock per instruction, any clock backend) and tells the
-comm half which planned instruction runs. The k-th forward (backward) of a step is microbatch k,
-as in every non-interleaved Megatron schedule; the optimizer checks it against the plan's 1F1B
-order and a mismatch closes the optimizer (resetting the clocks) and raises ``InputError``
-naming the rank, the stage, and the planned and the seen instruction.
+comm half which planned instruction runs. The timers name no model chunk and no microbatch:
+``StepOrder`` gives the (chunk, microbatch) of a rank's k-th forward and k-th backward, as
+Megatron's schedules pick them (without interleaving the k-th of each is microbatch k of the one
+chunk; with it, ``forward_backward_pipelining_with_interleaving``'s lookup table of microbatch
+groups). The optimizer checks every instruction against the plan's order, and a mismatch closes
+the optimizer (resetting the clocks) and raises ``InputError`` naming the rank, the stage, and
+the planned and the seen instruction.
 No Megatron patch and no torch import here.
 """
 
 from __future__ import annotations
 
-from typing import Callable, Optional
+from typing import Callable, List, Optional, Tuple
 
 from kareus import InputError
 
@@ -26,10 +29,9 @@ INSTRUCTION_TIMERS = {"forward-compute": "forward", "backward-compute": "backwar
 
 def refuse_unsupported_schedule(config) -> None:
     """Raises InputError when ``config`` selects a schedule in which one timed compute step is
-    not one forward or one backward of one microbatch (the clock could not follow the plan)."""
+    not one forward or one backward of one microbatch on one model chunk, or an interleaved order
+    other than the one kareus plans (microbatch groups of pp, Megatron's default)."""
     settings = [
-        ("virtual_pipeline_model_parallel_size", "interleaved 1F1B (virtual pipeline stages) runs several model "
-         "chunks per stage; kareus plans one forward and one backward per microbatch and stage"),
         ("overlap_moe_expert_parallel_comm", "the combined 1F1B EP-overlap schedule merges a forward and a "
          "backward into one step"),
         ("hybrid_context_parallel", "the hybrid context-parallel schedule runs a variable number of sub-steps"),
@@ -38,7 +40,39 @@ def refuse_unsupported_schedule(config) -> None:
         value = getattr(config, name, None)
         if value not in (None, False):
             raise InputError(f"kareus.megatron: {name}={value!r} is not supported: {why}")
+    vpp = getattr(config, "virtual_pipeline_model_parallel_size", None)
+    group = getattr(config, "microbatch_group_size_per_vp_stage", None)
+    pp = config.pipeline_model_parallel_size
+    if vpp not in (None, 1) and group not in (None, pp):
+        raise InputError(f"kareus.megatron: microbatch_group_size_per_vp_stage={group!r} is not supported: kareus "
+                         f"plans the interleaved order of microbatch groups of pipeline_model_parallel_size ({pp})")
 
+
+class StepOrder:
+    """The (chunk, microbatch) of one rank's k-th forward and k-th backward step in Megatron's
+    schedule of ``vpp`` model chunks (1: no interleaving) over ``pp`` stages.
+
+    With interleaving, forwards walk the table of microbatch groups of ``pp`` (the last group takes
+    the rest): every chunk in turn runs the group's microbatches; the k-th backward is the k-th
+    entry's microbatch on the mirrored chunk (vpp - 1 - chunk), as the gradients come back through
+    the chunks in reverse. The table does not depend on the rank: only when the backwards start
+    (the warmup) does, and the timers show that."""
+
+    def __init__(self, pp: int, vpp: int, microbatches: int) -> None:
+        self.vpp = vpp
+        self.microbatches = microbatches
+        self._table: List[Tuple[int, int]] = []  # (chunk, microbatch) of the k-th forward
+        for first in range(0, microbatches, pp):
+            last = microbatches if first + pp >= microbatches else first + pp
+            self._table += [(chunk, m) for chunk in range(vpp) for m in range(first, last)]
+
+    def step(self, kind: str, index: int) -> Tuple[int, int]:
+        """(chunk, microbatch) of the ``index``-th ``kind`` ("forward" | "backward") of a step;
+        past the last one, (0, index): the plan cursor then names the extra step."""
+        if index >= len(self._table):
+            return 0, index
+        chunk, microbatch = self._table[index]
+        return (chunk if kind == "forward" else self.vpp - 1 - chunk), microbatch
 
 class _NullTimer:
     def start(self, barrier: bool = False) -> None:
@@ -76,15 +110,18 @@ class InstructionHook:
     Args:
         frequency_optimizer: a ``kareus.PipelineFrequencyOptimizer`` for this rank.
         rank: the global rank (for messages).
-        on_instruction: called with (type, microbatch) as each instruction begins and with None
-            when it ends (the comm half follows it); may be None.
+        on_instruction: called with (type, chunk, microbatch) as each instruction begins and with
+            None when it ends (the comm half follows it); may be None.
+        order: the schedule's ``StepOrder`` (default: no interleaving, microbatch k is the k-th).
     """
 
     def __init__(self, frequency_optimizer, rank: int,
-                 on_instruction: Optional[Callable[[Optional[tuple]], None]] = None) -> None:
+                 on_instruction: Optional[Callable[[Optional[tuple]], None]] = None,
+                 order: Optional[StepOrder] = None) -> None:
         self.pfo = frequency_optimizer
         self.rank = rank
         self.on_instruction = on_instruction
+        self.order = order
         self.failed: Optional[str] = None
         self._counts = {"forward": 0, "backward": 0}
 
@@ -95,11 +132,15 @@ class InstructionHook:
             self._call(self.pfo.on_step_begin)
             return
         kind = INSTRUCTION_TIMERS[name]
-        microbatch = self._counts[kind]
-        self._call(lambda: self.pfo.on_instruction_begin(kind, microbatch))
+        index = self._counts[kind]
+        chunk, microbatch = (0, index) if self.order is None else self.order.step(kind, index)
+        if self.order is None or self.order.vpp == 1:
+            self._call(lambda: self.pfo.on_instruction_begin(kind, microbatch))
+        else:
+            self._call(lambda: self.pfo.on_instruction_begin(kind, microbatch, chunk=chunk))
         self._counts[kind] += 1
         if self.on_instruction is not None:
-            self.on_instruction((kind, microbatch))
+            self.on_instruction((kind, chunk, microbatch))
 
     def end(self, name: str) -> None:
         self._refuse_after_failure()

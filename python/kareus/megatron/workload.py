@@ -1,8 +1,9 @@
 """The kareus workload of a Megatron-Core GPT job, from its TransformerConfig and training sizes.
 
 ``workload(config, ...)`` reads the model shape (hidden size, heads, query groups, head size,
-FFN size, layers, MLP kind, q/k norm) and the parallel sizes (TP, CP, PP, the layer split,
-activation recompute) from Megatron's ``TransformerConfig``, takes what the config does not hold
+FFN size, layers, MLP kind, q/k norm) and the parallel settings (TP, CP, PP, the layer split,
+sequence parallelism, virtual pipeline stages, activation recompute) from Megatron's
+``TransformerConfig``, takes what the config does not hold
 (vocabulary, tied embeddings, rotary base and scaling, sequence, microbatch size, microbatches, DP)
 as arguments, and refuses what kareus does not model with a message naming the setting.
 ``gpt_model_rope_args(model)`` goes the other way: GPTModel's RoPE arguments for a kareus model.
@@ -47,6 +48,8 @@ class MegatronWorkload:
     microbatches: int
     recompute: str  # "full" | "none"
     layers_per_stage: List[int] = field(default_factory=list)
+    sequence_parallel: bool = False
+    vpp: int = 1  # model chunks (virtual pipeline stages) per pipeline rank
 
     def write_model(self, path: str) -> str:
         """Writes the model .json (``kareus plan --model PATH``) atomically; returns the path."""
@@ -64,6 +67,10 @@ class MegatronWorkload:
                  self.seq, "--microbatches", self.microbatches, "--recompute", self.recompute]
         if self.layers_per_stage:
             flags += ["--layers-per-stage", ",".join(map(str, self.layers_per_stage))]
+        if self.sequence_parallel:
+            flags.append("--sequence-parallel")
+        if self.vpp > 1:
+            flags += ["--vpp", self.vpp]
         return [str(flag) for flag in flags]
 
     def runtime_workload(self):
@@ -76,7 +83,8 @@ class MegatronWorkload:
             self.write_model(path)
             return Workload(path, tp=self.tp, cp=self.cp, pp=self.pp, dp=self.dp, mbs=self.mbs, seq=self.seq,
                             microbatches=self.microbatches, nanobatches=2, recompute=self.recompute,
-                            layers_per_stage=self.layers_per_stage)
+                            layers_per_stage=self.layers_per_stage, sequence_parallel=self.sequence_parallel,
+                            vpp=self.vpp)
         finally:
             os.unlink(path)
 
@@ -135,6 +143,14 @@ def _layer_split(config, pp: int) -> List[int]:
     return split
 
 
+def _virtual_stages(config) -> int:
+    """Model chunks per pipeline rank: Megatron's virtual_pipeline_model_parallel_size (None: 1).
+    The rules Megatron enforces on it (PP > 1, layers per stage divisible by it, microbatches
+    divisible by PP) are the workload's: the C++ check names the flag."""
+    vpp = getattr(config, "virtual_pipeline_model_parallel_size", None)
+    return 1 if vpp is None else int(vpp)
+
+
 def workload(config, *, vocab_size: int, seq_length: int, micro_batch_size: int, num_microbatches: int,
              data_parallel_size: int = 1, share_embeddings_and_output_weights: bool = False,
              rotary_base: float = DEFAULT_ROTARY_BASE, rope_scaling: bool = False, rope_scaling_factor: float = 8.0,
@@ -186,7 +202,8 @@ def workload(config, *, vocab_size: int, seq_length: int, micro_batch_size: int,
     return MegatronWorkload(
         model=model, tp=config.tensor_model_parallel_size, cp=config.context_parallel_size, pp=pp,
         dp=data_parallel_size, mbs=micro_batch_size, seq=seq_length, microbatches=num_microbatches,
-        recompute=_recompute(config), layers_per_stage=_layer_split(config, pp))
+        recompute=_recompute(config), layers_per_stage=_layer_split(config, pp),
+        sequence_parallel=bool(config.sequence_parallel), vpp=_virtual_stages(config))
 
 
 def gpt_model_rope_args(model: dict) -> Dict[str, object]:

@@ -4,7 +4,9 @@ The model .json comes from kareus.megatron.workload (the example's --write-model
 `kareus plan --model` of it. 10 training steps with --check: the same losses as the stock
 GPTModel from the same seed (within 1e-5 relative), every rank's recorded clocks and launch
 trace equal to the plan's; and a plan of another workload exits 2 on every rank before the first
-step.
+step. With --sequence-parallel (and, where kareus._runtime takes model chunks, with --vpp 2 too)
+the same job trains with the losses of stock Megatron without SP at the same TP (the local spec's
+norms take no SP in stock Megatron), clocks and launch traces the plan's on every rank.
 """
 
 from __future__ import annotations
@@ -106,3 +108,42 @@ def test_a_plan_of_another_workload_exits_2_on_every_rank(trained):
         assert code == 2, f"rank {rank} exited {code}: {stderr[-3000:]}"
         assert f"error: rank {rank}:" in stderr and "microbatches 8" in stderr, stderr[-3000:]
         assert "loss" not in stdout
+
+
+def _runtime_takes_chunks() -> bool:
+    """Whether this build of kareus._runtime passes an instruction's model chunk to the cursor."""
+    from kareus import _runtime
+
+    return "chunk" in (_runtime.Runtime.on_instruction_begin.__doc__ or "")
+
+
+def _train(tmp, extra, steps):
+    plan, _ = _plan(tmp / "model.json", tmp / "plan", extra)
+    out = tmp / "out.json"
+    run = _example([*extra, "--steps", str(steps), "--kareus-plan", str(plan), "--check", "--json", str(out)])
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-6000:]
+    return json.loads(out.read_text()), json.loads(plan.read_text())
+
+
+def _check_follows_stock_megatron(result, plan, steps):
+    assert len(result["loss"]) == steps and result["max_rel_loss_diff"] < 1e-5
+    assert result["loss"][-1] < result["loss"][0]
+    assert result["clocks_match_plan"] is True
+    assert result["trace_matches_plan"] is True, result["trace_problems"]
+    keys = {k for stage in plan["stages"] for i in stage["instructions"] for k in i["partitions"]}
+    assert any(key.endswith("_ag") for key in keys) and any(key.endswith("_rs") for key in keys), sorted(keys)
+
+
+def test_sequence_parallel_trains_as_stock_megatron_without_it(tmp_path):
+    mhelpers.require_megatron()
+    result, plan = _train(tmp_path, ["--sequence-parallel"], 5)
+    _check_follows_stock_megatron(result, plan, 5)
+
+
+def test_interleaved_sequence_parallel_trains_as_stock_megatron(tmp_path):
+    mhelpers.require_megatron()
+    if not _runtime_takes_chunks():
+        pytest.skip("this kareus._runtime was built before the runtime took model chunks (rebuild it)")
+    result, plan = _train(tmp_path, ["--sequence-parallel", "--vpp", "2"], 5)
+    _check_follows_stock_megatron(result, plan, 5)
+    assert {i["chunk"] for i in plan["stages"][0]["instructions"]} == {0, 1}

@@ -17,6 +17,10 @@ The derived order (``interleaved_order``) is written from the schedule's rules: 
 of microbatch groups (group size pp; the last group takes the remainder), chunk c's backwards
 running the table's chunks mirrored (vpp - 1 - c), warmup 2 (pp - rank - 1) + (vpp - 1) pp
 forwards capped at all of them, then one forward and one backward each, then the cool-down.
+
+The recorded timer calls, replayed into kareus.megatron's timers hook (``InstructionTimers`` over
+``InstructionHook`` with ``StepOrder``), must reach the frequency optimizer as exactly the steps
+Megatron ran, (type, chunk, microbatch) each, on every rank of every case.
 """
 
 from __future__ import annotations
@@ -194,3 +198,40 @@ def test_the_planner_s_interleaved_order_is_megatron_s(recorded, pp, vpp, microb
     for rank in range(pp):
         planned = [list(step) for step in interleaved_one_f_one_b(rank, pp, vpp, microbatches)]
         assert planned == steps_of(recorded[(pp, vpp, microbatches, rank)]), (pp, vpp, microbatches, rank)
+
+
+class _RecordingOptimizer:
+    """The frequency optimizer as the hook drives it: every instruction as (type, chunk, microbatch)."""
+
+    def __init__(self):
+        self.instructions = []
+
+    def on_step_begin(self):
+        pass
+
+    def on_step_end(self):
+        pass
+
+    def on_instruction_begin(self, kind, microbatch, chunk=0):
+        self.instructions.append([kind, chunk, microbatch])
+
+    def on_instruction_end(self, kind):
+        pass
+
+
+@pytest.mark.parametrize("pp, vpp, microbatches", CASES)
+def test_the_timers_hook_names_each_step_s_chunk_and_microbatch_as_megatron_ran_it(recorded, pp, vpp, microbatches):
+    # kareus.megatron sees only the timers: replayed into its hook, every rank's k-th compute step
+    # must reach the optimizer (whose plan cursor checks it) as the step Megatron really ran.
+    from kareus.megatron import InstructionHook, InstructionTimers, StepOrder
+
+    for rank in range(pp):
+        events = recorded[(pp, vpp, microbatches, rank)]
+        optimizer, seen = _RecordingOptimizer(), []
+        hook = InstructionHook(optimizer, rank, seen.append, StepOrder(pp, vpp, microbatches))
+        timers = InstructionTimers(None, hook)
+        for event in events:
+            if event[0] in ("start", "stop"):
+                getattr(timers(event[1]), event[0])()
+        assert optimizer.instructions == steps_of(events), (pp, vpp, microbatches, rank)
+        assert [list(s) for s in seen if s is not None] == optimizer.instructions

@@ -6,7 +6,9 @@ barrier) are replayed here by hand for stage 1 of a 2-stage, 4-microbatch plan, 
 the inner timers unchanged, and the recorder clock backend must see the stage's planned clocks
 in order. A mis-ordered step raises InputError naming rank, stage, the expected and the seen
 instruction, and closes the optimizer (which resets the clocks). ``forward_only`` leaves
-``config.timers`` alone. Interleaved and combined-1F1B schedules are refused by name.
+``config.timers`` alone. Combined-1F1B schedules, and interleaving in microbatch groups other than
+Megatron's default (pp), are refused by name; the interleaved schedule function is refused for a
+plan without virtual stages, the other one for a plan with them.
 """
 
 from __future__ import annotations
@@ -86,7 +88,7 @@ def test_the_recorder_sees_the_stage_clocks_in_order_and_megatron_every_call(pla
     assert [s.requested_mhz for s in pfo.timeline()] == collapsed
     assert collapsed[:4] == [1200, 1230, 1260, 1290] and len(collapsed) == 8
     # The comm half is told each instruction as it begins and that it ended.
-    assert seen[:4] == [("forward", 0), None, ("backward", 0), None]
+    assert seen[:4] == [("forward", 0, 0), None, ("backward", 0, 0), None]  # (type, chunk, microbatch)
     assert len(seen) == 2 * 2 * 2 * MICROBATCHES
     # Megatron's timers got every call, with its log level and barrier, in order.
     per_step = 4 + 8 * 2 * MICROBATCHES  # 2 calls per get + start/stop, 4 timers per instruction
@@ -137,14 +139,25 @@ def test_a_step_that_ends_early_is_refused(plan):
         timers("forward-backward").stop()
 
 
-@pytest.mark.parametrize("setting, value", [("virtual_pipeline_model_parallel_size", 2),
-                                            ("overlap_moe_expert_parallel_comm", True),
+@pytest.mark.parametrize("setting, value", [("overlap_moe_expert_parallel_comm", True),
                                             ("hybrid_context_parallel", True)])
 def test_schedules_without_one_instruction_per_step_are_refused_by_name(setting, value):
     config = types.SimpleNamespace(**{setting: value})
     with pytest.raises(InputError, match=f"{setting}={value!r} is not supported"):
         refuse_unsupported_schedule(config)
-    refuse_unsupported_schedule(types.SimpleNamespace())  # Megatron's defaults pass
+    refuse_unsupported_schedule(types.SimpleNamespace(pipeline_model_parallel_size=2))  # Megatron's defaults pass
+
+
+def test_interleaving_passes_in_megatrons_default_groups_and_other_groups_are_refused():
+    def config(group):
+        return types.SimpleNamespace(pipeline_model_parallel_size=2, virtual_pipeline_model_parallel_size=2,
+                                     microbatch_group_size_per_vp_stage=group)
+
+    refuse_unsupported_schedule(config(None))
+    refuse_unsupported_schedule(config(2))
+    with pytest.raises(InputError, match=r"microbatch_group_size_per_vp_stage=4 is not supported: kareus plans the "
+                                         r"interleaved order of microbatch groups of pipeline_model_parallel_size \(2\)"):
+        refuse_unsupported_schedule(config(4))
 
 
 def test_forward_only_runs_with_the_timers_megatron_has(plan):
@@ -178,7 +191,7 @@ def test_forward_only_runs_with_the_timers_megatron_has(plan):
         forward_backward(forward_only=False, num_microbatches=3)
     from megatron.core.pipeline_parallel.schedules import forward_backward_pipelining_with_interleaving
 
-    with pytest.raises(InputError, match="interleaved 1F1B schedule"):
+    with pytest.raises(InputError, match="forward_backward_pipelining_with_interleaving with a plan made for vpp 1"):
         job.forward_backward(forward_backward_pipelining_with_interleaving)
     job.close()
 

@@ -129,12 +129,35 @@ def test_layernorm_is_the_models_norm_and_another_norm_is_refused_by_name():
         _workload(config)
 
 
-def test_the_layers_kareus_runs_refuse_megatrons_own_comm_overlap_and_sequence_parallelism():
+def test_the_layers_kareus_runs_refuse_megatrons_own_comm_overlap_and_take_sequence_parallelism():
     from kareus.megatron.layer_ops import refuse_unsupported_layers
 
     refuse_unsupported_layers(mhelpers.tiny_config(tp=2))
-    for setting in ("tp_comm_overlap", "sequence_parallel"):
-        config = mhelpers.tiny_config(tp=2)
-        setattr(config, setting, True)
-        with pytest.raises(InputError, match=f"{setting}=True is not supported"):
-            refuse_unsupported_layers(config)
+    config = mhelpers.tiny_config(tp=2)
+    config.tp_comm_overlap = True
+    with pytest.raises(InputError, match="tp_comm_overlap=True is not supported"):
+        refuse_unsupported_layers(config)
+    config = mhelpers.tiny_config(tp=2)
+    config.sequence_parallel = True
+    refuse_unsupported_layers(config)  # the SP partitions run the plan's all-gathers and reduce-scatters
+
+
+def test_sequence_parallelism_and_virtual_stages_reach_the_workload_and_the_plan_flags():
+    config = mhelpers.tiny_config(tp=2, pp=2, sequence_parallel=True, virtual_pipeline_model_parallel_size=2)
+    job = _workload(config)
+    assert job.sequence_parallel is True and job.vpp == 2
+    assert job.plan_flags()[-3:] == ["--sequence-parallel", "--vpp", "2"]
+    parallel = job.runtime_workload().parallel
+    assert parallel["sequence_parallel"] is True and parallel["vpp"] == 2
+    plain = _workload(mhelpers.tiny_config(tp=2, pp=2))
+    assert plain.sequence_parallel is False and plain.vpp == 1
+    assert "--sequence-parallel" not in plain.plan_flags() and "--vpp" not in plain.plan_flags()
+
+
+def test_megatrons_rules_for_virtual_stages_are_refused_by_name():
+    config = mhelpers.tiny_config(tp=2, pp=2, virtual_pipeline_model_parallel_size=2)
+    with pytest.raises(InputError, match=r"--vpp 2 needs --microbatches 3 divisible by --pp 2"):
+        _workload(config, num_microbatches=3).runtime_workload()
+    six_layers = mhelpers.tiny_config(tp=2, pp=2, num_layers=6, virtual_pipeline_model_parallel_size=2)
+    with pytest.raises(InputError, match=r"--vpp 2 must divide every stage's layers; stage 0 has 3"):
+        _workload(six_layers).runtime_workload()
