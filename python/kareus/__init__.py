@@ -128,15 +128,7 @@ class PipelineFrequencyOptimizer:
     def on_instruction_begin(self, name: str, microbatch: Optional[int] = None, chunk: int = 0) -> None:
         """Starts "forward" or "backward" of ``microbatch`` on model ``chunk`` (the virtual pipeline
         stage; 0 without interleaving); without ``microbatch``, the next one of that type."""
-        runtime = self._live()
-        if chunk == 0:
-            runtime.on_instruction_begin(name, microbatch)
-        else:
-            try:
-                runtime.on_instruction_begin(name, microbatch, chunk)
-            except TypeError:  # a kareus._runtime built before chunks reached the runtime
-                raise InputError(f"stage {self.stage}: {name} microbatch {microbatch} chunk {chunk}: this build "
-                                 "of kareus._runtime follows no model chunks; rebuild it (pip install .)") from None
+        self._live().on_instruction_begin(name, microbatch, chunk)
         self._running = name
 
     def on_instruction_end(self, name: Optional[str] = None) -> None:

@@ -4,7 +4,7 @@ The model .json comes from kareus.megatron.workload (the example's --write-model
 `kareus plan --model` of it. 10 training steps with --check: the same losses as the stock
 GPTModel from the same seed (within 1e-5 relative), every rank's recorded clocks and launch
 trace equal to the plan's; and a plan of another workload exits 2 on every rank before the first
-step. With --sequence-parallel (and, where kareus._runtime takes model chunks, with --vpp 2 too)
+step. With --sequence-parallel (and with --vpp 2 too)
 the same job trains with the losses of stock Megatron without SP at the same TP (the local spec's
 norms take no SP in stock Megatron), clocks and launch traces the plan's on every rank.
 """
@@ -110,13 +110,6 @@ def test_a_plan_of_another_workload_exits_2_on_every_rank(trained):
         assert "loss" not in stdout
 
 
-def _runtime_takes_chunks() -> bool:
-    """Whether this build of kareus._runtime passes an instruction's model chunk to the cursor."""
-    from kareus import _runtime
-
-    return "chunk" in (_runtime.Runtime.on_instruction_begin.__doc__ or "")
-
-
 def _train(tmp, extra, steps):
     plan, _ = _plan(tmp / "model.json", tmp / "plan", extra)
     out = tmp / "out.json"
@@ -142,8 +135,6 @@ def test_sequence_parallel_trains_as_stock_megatron_without_it(tmp_path):
 
 def test_interleaved_sequence_parallel_trains_as_stock_megatron(tmp_path):
     mhelpers.require_megatron()
-    if not _runtime_takes_chunks():
-        pytest.skip("this kareus._runtime was built before the runtime took model chunks (rebuild it)")
     result, plan = _train(tmp_path, ["--sequence-parallel", "--vpp", "2"], 5)
     _check_follows_stock_megatron(result, plan, 5)
     assert {i["chunk"] for i in plan["stages"][0]["instructions"]} == {0, 1}
