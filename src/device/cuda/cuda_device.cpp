@@ -622,12 +622,20 @@ Measurement CudaDevice::measure(const partition::Partition& partition, const par
     details.window_s = wall_s;
     details.clock_mean_mhz = clock_sum / readings;
     details.temperature_end_c = impl.nvml->temperature_c(index);
-    const double energy_j = static_cast<double>(energy_end_mj - energy_start_mj) * 1e-3;
+    // A counter that stalled or went back (a wrap, a driver reload) gives no energy: the window
+    // is retried, and never recorded (the unsigned difference would be ~1.8e16 J).
+    const bool energy_moved = energy_end_mj > energy_start_mj;
+    const double energy_j = energy_moved ? static_cast<double>(energy_end_mj - energy_start_mj) * 1e-3 : 0;
     details.power_mean_w = energy_j / wall_s;
     measurement.time_s = elapsed_ms * 1e-3 / repetitions;
     measurement.energy_j = energy_j / repetitions;
-    details.stable =
-        window_is_stable(details, config.freq_mhz, options.clock_tolerance_mhz, energy_end_mj > energy_start_mj);
+    details.stable = window_is_stable(details, config.freq_mhz, options.clock_tolerance_mhz, energy_moved);
+    if (!energy_moved && attempt >= options.max_retries) {
+      throw Error(
+          fmt::format("gpu {}: NVML's energy counter did not advance over a {:.2f} s window in {} tries "
+                      "(stalled, or it went back from {} to {} mJ); {} at {} MHz is not recorded",
+                      index, wall_s, attempt + 1, energy_start_mj, energy_end_mj, partition.key, config.freq_mhz));
+    }
     if (details.stable || attempt >= options.max_retries) break;
   }
   impl.last = details;
