@@ -173,6 +173,9 @@ int nvmlInit_v2() {
   ++init_depth;
   return kSuccess;
 }
+// What pynvml (and so Zeus's monitor) initializes with; flags are ignored.
+int nvmlInitWithFlags(unsigned int /*flags*/) { return nvmlInit_v2(); }
+
 int nvmlShutdown() {
   if (init_depth == 0) return kUninitialized;
   --init_depth;
@@ -289,6 +292,14 @@ int nvmlDeviceGetName(void* device, char* name, unsigned int length) {
   std::strcpy(name, value);
   return kSuccess;
 }
+// NVML_DEVICE_ARCH_AMPERE: Zeus reads energy from the counter on Volta and newer.
+int nvmlDeviceGetArchitecture(void* device, unsigned int* arch) {
+  int gpu = 0;
+  if (const int code = begin("nvmlDeviceGetArchitecture", device, &gpu); code != kSuccess) return code;
+  *arch = 7;
+  return kSuccess;
+}
+
 const char* nvmlErrorString(int code) { return nvml_error_text(code); }
 
 }  // extern "C"
