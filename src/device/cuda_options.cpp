@@ -4,7 +4,6 @@
 
 #include "kareus/common/error.h"
 #include "kareus/device/cuda_device.h"
-#include "kareus/nvml/nvml.h"
 
 namespace kareus::device {
 
@@ -13,11 +12,6 @@ CollectiveBackend parse_collective_backend(const std::string& text) {
   if (text == "nccl") return CollectiveBackend::kNccl;
   if (text == "proxy") return CollectiveBackend::kProxy;
   throw InputError(fmt::format("--collective {}: expected auto, nccl or proxy", text));
-}
-
-bool window_is_stable(const MeasurementDetails& details, int locked_mhz, double tolerance_mhz, bool energy_moved) {
-  return energy_moved && (details.clock_events & nvml::clock_event::kThrottling) == 0 &&
-         details.clock_min_mhz >= locked_mhz - tolerance_mhz && details.clock_max_mhz <= locked_mhz + tolerance_mhz;
 }
 
 }  // namespace kareus::device

@@ -8,6 +8,7 @@
 
 #include "common/workloads.h"
 #include "kareus/common/error.h"
+#include "kareus/device/energy_window.h"
 #include "kareus/device/profile.h"
 #include "kareus/nvml/nvml.h"
 #include "kareus/workload/model.h"

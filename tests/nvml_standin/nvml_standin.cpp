@@ -7,6 +7,7 @@
 //                               3 NOT_SUPPORTED, 15 GPU_IS_LOST, ...) for every GPU
 //   fault CALL hang             CALL blocks until the line is gone (polled every 20 ms)
 //   energy stall | wrap         the energy counter stops, or counts modulo 1,000,000 mJ
+//   clock_events MASK           the clock-event (throttle) reasons reported, e.g. 4 (power cap)
 // Energy is integrated from the power draw (300 W unlocked, 100 W + 0.1 W per locked MHz) over
 // CLOCK_MONOTONIC and advances in 100 ms steps, as the driver's counter does.
 #include <fcntl.h>
@@ -45,6 +46,7 @@ struct State {
   double since_s = -1;
   std::map<std::string, std::string> faults;  // call -> code or "hang"
   std::string energy_mode;                    // "", "stall" or "wrap"
+  unsigned long long clock_events = 0;
 };
 
 double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
@@ -77,6 +79,8 @@ State parse(const std::string& text) {
       state.faults[call] = code;
     } else if (kind == "energy") {
       words >> state.energy_mode;
+    } else if (kind == "clock_events") {
+      words >> state.clock_events;
     }
   }
   return state;
@@ -92,6 +96,7 @@ std::string format(const State& state) {
   out << "since_s " << state.since_s << "\n";
   for (const auto& [call, code] : state.faults) out << "fault " << call << " " << code << "\n";
   if (!state.energy_mode.empty()) out << "energy " << state.energy_mode << "\n";
+  if (state.clock_events != 0) out << "clock_events " << state.clock_events << "\n";
   return out.str();
 }
 
@@ -244,11 +249,14 @@ int nvmlDeviceGetTotalEnergyConsumption(void* device, unsigned long long* energy
   int gpu = 0;
   if (const int code = begin("nvmlDeviceGetTotalEnergyConsumption", device, &gpu); code != kSuccess) return code;
   return with_state([&](State& state) {
-    // The counter moves in update periods: the value at the last 100 ms boundary.
+    // The counter moves in update periods: the value at the last 100 ms boundary (a stalled
+    // one stays where it stopped).
     const double at_boundary_mj =
-        state.energy_mj[gpu] -
-        power_mw(state, gpu) * (state.since_s - kUpdatePeriodS * static_cast<double>(static_cast<long long>(
-                                                                     state.since_s / kUpdatePeriodS)));
+        state.energy_mode == "stall"
+            ? state.energy_mj[gpu]
+            : state.energy_mj[gpu] -
+                  power_mw(state, gpu) * (state.since_s - kUpdatePeriodS * static_cast<double>(static_cast<long long>(
+                                                                               state.since_s / kUpdatePeriodS)));
     const auto value = static_cast<unsigned long long>(at_boundary_mj);
     *energy_mj = state.energy_mode == "wrap" ? value % kWrapMj : value;
     return kSuccess;
@@ -281,8 +289,10 @@ int nvmlDeviceGetTemperature(void* device, int sensor, unsigned int* celsius) {
 int nvmlDeviceGetCurrentClocksEventReasons(void* device, unsigned long long* reasons) {
   int gpu = 0;
   if (const int code = begin("nvmlDeviceGetCurrentClocksEventReasons", device, &gpu); code != kSuccess) return code;
-  *reasons = 0;
-  return kSuccess;
+  return with_state([&](State& state) {
+    *reasons = state.clock_events;
+    return kSuccess;
+  });
 }
 int nvmlDeviceGetName(void* device, char* name, unsigned int length) {
   int gpu = 0;

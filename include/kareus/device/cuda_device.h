@@ -58,13 +58,6 @@ struct ClockSwitchResult {
   int observed_mhz = 0;  ///< the clock read at the end
 };
 
-/// Whether a window's readings show that the locked clock held: every SM clock reading within
-/// `tolerance_mhz` of `locked_mhz`, no throttling clock-event reason (clock_event::kThrottling:
-/// power cap, thermal, hardware slowdowns; idle and application clocks do not count) and an
-/// energy counter that moved. Pure, so it is tested without a GPU.
-[[nodiscard]] bool window_is_stable(const MeasurementDetails& details, int locked_mhz, double tolerance_mhz,
-                                    bool energy_moved);
-
 /// True if this build has the CUDA backend compiled in.
 [[nodiscard]] bool cuda_backend_compiled();
 

@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "kareus/common/error.h"
+#include "kareus/device/energy_window.h"
 #include "kareus/device/stream_schedule.h"
 #include "kareus/nvml/nvml.h"
 #include "kernels.h"
@@ -38,17 +39,6 @@ void check_cublas(cublasStatus_t status, const std::string& what) {
 
 void check_nccl(ncclResult_t status, const std::string& what) {
   if (status != ncclSuccess) throw Error(fmt::format("{} failed: {}", what, ncclGetErrorString(status)));
-}
-
-/// Sleeps `seconds` in short slices so that SIGINT/SIGTERM is noticed promptly.
-void sleep_interruptible(double seconds) {
-  const auto until = Clock::now() + std::chrono::duration<double>(seconds);
-  while (Clock::now() < until) {
-    nvml::ClockLockGuard::throw_if_interrupted();
-    std::this_thread::sleep_for(
-        std::min(std::chrono::duration<double>(0.05), std::chrono::duration<double>(until - Clock::now())));
-  }
-  nvml::ClockLockGuard::throw_if_interrupted();
 }
 
 std::size_t round_down(double bytes, std::size_t multiple) {
@@ -552,21 +542,20 @@ Measurement CudaDevice::measure(const partition::Partition& partition, const par
   }
   const StreamSchedule schedule = schedule_partition(partition, config);
   const int participants = partition.collective ? std::max(1, impl.nccl_ranks(*partition.collective)) : 1;
-  impl.guard->lock(config.freq_mhz);
-  sleep_interruptible(options.clock_settle_s);
+  const cudaStream_t compute = impl.context(0).compute;
 
-  // As in the artifact: cool down at the locked clock, warm up, then the window. The warm-up
-  // also allocates and fills buffers and builds cuBLASLt plans and communicators, and times
-  // each run so the window knows how many runs fill it.
+  // As in the artifact: cool down at the locked clock (measure_window), warm up, then the
+  // window. The warm-up also allocates and fills buffers and builds cuBLASLt plans and
+  // communicators, and times each run so the window knows how many runs fill it.
   auto warm_up = [&] {
     double run_s = 0;
     const auto warmup_end = Clock::now() + std::chrono::duration<double>(options.warmup_s);
     int warmup_runs = 0;
     do {
       nvml::ClockLockGuard::throw_if_interrupted();
-      check_cuda(cudaEventRecord(impl.start, impl.context(0).compute), "cudaEventRecord");
+      check_cuda(cudaEventRecord(impl.start, compute), "cudaEventRecord");
       impl.enqueue(partition, config, schedule);
-      check_cuda(cudaEventRecord(impl.stop, impl.context(0).compute), "cudaEventRecord");
+      check_cuda(cudaEventRecord(impl.stop, compute), "cudaEventRecord");
       impl.synchronize(participants);
       float elapsed_ms = 0;
       check_cuda(cudaEventElapsedTime(&elapsed_ms, impl.start, impl.stop), "cudaEventElapsedTime");
@@ -575,71 +564,33 @@ Measurement CudaDevice::measure(const partition::Partition& partition, const par
     } while (Clock::now() < warmup_end || warmup_runs < 2);
     return std::max(run_s, 1e-6);
   };
-
-  MeasurementDetails details;
-  Measurement measurement;
-  for (int attempt = 0;; ++attempt) {
-    sleep_interruptible(options.cooldown_s);
+  auto run_window = [&](EnergyWindow& window) {
     const double run_s = warm_up();
     const int repetitions = std::max(1, static_cast<int>(std::ceil(options.window_s / run_s)));
     const int chunk = std::max(1, static_cast<int>(0.05 / run_s));  // ~50 ms between NVML readings
-    details = MeasurementDetails{};
-    details.retries = attempt;
-    details.repetitions = repetitions;
-    details.temperature_start_c = impl.nvml->temperature_c(index);
-    double clock_sum = 0;
-    int readings = 0;
-    details.clock_min_mhz = 1e9;
-    auto read_clock = [&] {
-      const double clock = impl.nvml->sm_clock_mhz(index);
-      details.clock_min_mhz = std::min(details.clock_min_mhz, clock);
-      details.clock_max_mhz = std::max(details.clock_max_mhz, clock);
-      clock_sum += clock;
-      ++readings;
-      details.clock_events |= impl.nvml->clock_event_reasons(index);
-    };
-    const std::uint64_t energy_start_mj = impl.nvml->total_energy_mj(index);
-    const auto wall_start = Clock::now();
-    check_cuda(cudaEventRecord(impl.start, impl.context(0).compute), "cudaEventRecord");
+    window.begin();
+    check_cuda(cudaEventRecord(impl.start, compute), "cudaEventRecord");
     for (int run = 0; run < repetitions; ++run) {
       impl.enqueue(partition, config, schedule);
       if ((run + 1) % chunk == 0 || run + 1 == repetitions) {
         // Keep at most two chunks in flight: wait for the previous one, read NVML meanwhile.
         const int slot = (run / chunk) % 2;
-        check_cuda(cudaEventRecord(impl.progress[slot], impl.context(0).compute), "cudaEventRecord");
+        check_cuda(cudaEventRecord(impl.progress[slot], compute), "cudaEventRecord");
         check_cuda(cudaEventSynchronize(impl.progress[1 - slot]), "cudaEventSynchronize");
-        read_clock();
-        nvml::ClockLockGuard::throw_if_interrupted();
+        window.sample();
       }
     }
-    check_cuda(cudaEventRecord(impl.stop, impl.context(0).compute), "cudaEventRecord");
+    check_cuda(cudaEventRecord(impl.stop, compute), "cudaEventRecord");
     impl.synchronize(participants);
-    const double wall_s = std::chrono::duration<double>(Clock::now() - wall_start).count();
-    const std::uint64_t energy_end_mj = impl.nvml->total_energy_mj(index);
-    read_clock();
+    window.end();
     float elapsed_ms = 0;
     check_cuda(cudaEventElapsedTime(&elapsed_ms, impl.start, impl.stop), "cudaEventElapsedTime");
-    details.window_s = wall_s;
-    details.clock_mean_mhz = clock_sum / readings;
-    details.temperature_end_c = impl.nvml->temperature_c(index);
-    // A counter that stalled or went back (a wrap, a driver reload) gives no energy: the window
-    // is retried, and never recorded (the unsigned difference would be ~1.8e16 J).
-    const bool energy_moved = energy_end_mj > energy_start_mj;
-    const double energy_j = energy_moved ? static_cast<double>(energy_end_mj - energy_start_mj) * 1e-3 : 0;
-    details.power_mean_w = energy_j / wall_s;
-    measurement.time_s = elapsed_ms * 1e-3 / repetitions;
-    measurement.energy_j = energy_j / repetitions;
-    details.stable = window_is_stable(details, config.freq_mhz, options.clock_tolerance_mhz, energy_moved);
-    if (!energy_moved && attempt >= options.max_retries) {
-      throw Error(
-          fmt::format("gpu {}: NVML's energy counter did not advance over a {:.2f} s window in {} tries "
-                      "(stalled, or it went back from {} to {} mJ); {} at {} MHz is not recorded",
-                      index, wall_s, attempt + 1, energy_start_mj, energy_end_mj, partition.key, config.freq_mhz));
-    }
-    if (details.stable || attempt >= options.max_retries) break;
-  }
-  impl.last = details;
-  return measurement;
+    return WindowWork{elapsed_ms * 1e-3, repetitions};
+  };
+  WindowMeasurement result =
+      measure_window(*impl.nvml, *impl.guard, options, config.freq_mhz, partition.key, run_window);
+  impl.last = result.details;
+  return result.per_run;
 }
 
 ClockSwitchResult CudaDevice::measure_clock_switch(int from_mhz, int to_mhz) {
