@@ -366,22 +366,23 @@ void bind_workload(py::module_& module) {
                        int microbatches, int nanobatches, const std::string& recompute,
                        const std::vector<int>& layers_per_stage, bool sequence_parallel, int vpp) {
              wl::ModelSpec spec = wl::load_model(model);
-             wl::Parallelism parallel;
-             parallel.tp = tp;
-             parallel.cp = cp;
-             parallel.pp = pp;
-             parallel.dp = dp;
-             parallel.mbs = mbs;
-             parallel.seq = seq ? *seq : wl::default_sequence(spec);
-             parallel.microbatches = microbatches;
-             parallel.nanobatches = nanobatches;
              if (recompute != "full" && recompute != "none") {
                throw kareus::InputError("--recompute " + recompute + ": expected full or none");
              }
-             parallel.recompute = recompute == "full" ? wl::Recompute::kFull : wl::Recompute::kNone;
-             parallel.layers_per_stage = layers_per_stage;
-             parallel.sequence_parallel = sequence_parallel;
-             parallel.vpp = vpp;
+             const int tokens = seq ? *seq : wl::default_sequence(spec);
+             const wl::Parallelism parallel{
+                 .tp = tp,
+                 .cp = cp,
+                 .pp = pp,
+                 .dp = dp,
+                 .mbs = mbs,
+                 .seq = tokens,
+                 .microbatches = microbatches,
+                 .nanobatches = nanobatches,
+                 .recompute = recompute == "full" ? wl::Recompute::kFull : wl::Recompute::kNone,
+                 .layers_per_stage = layers_per_stage,
+                 .sequence_parallel = sequence_parallel,
+                 .vpp = vpp};
              return wl::make_workload(std::move(spec), parallel);
            }),
            py::arg("model"), py::arg("tp") = 1, py::arg("cp") = 1, py::arg("pp") = 1, py::arg("dp") = 1,

@@ -85,17 +85,29 @@ void add_option(pipeline::StageOptions& options, StageKnobs& knobs, Direction di
   knob_list.push_back(std::move(knob));
 }
 
+/// A method's options with one entry per model chunk in pipeline order, each run as a stage of
+/// its own: `fill(chunks, stage, options, knobs)` adds that stage's options and knobs.
+template <typename Fill>
+MethodOptions per_chunk_stage(const workload::Workload& workload, Fill fill) {
+  MethodOptions method;
+  const workload::Workload chunks = workload::chunk_stages(workload);
+  for (int stage = 0; stage < chunks.parallel.pp; ++stage) {
+    pipeline::StageOptions options;
+    StageKnobs knobs;
+    fill(chunks, stage, options, knobs);
+    method.stages.push_back(std::move(options));
+    method.knobs.push_back(std::move(knobs));
+  }
+  return method;
+}
+
 }  // namespace
 
 MethodOptions clock_options(device::Device& device, const workload::Workload& workload, const std::vector<int>& clocks,
                             device::OverlapMode overlap) {
   const device::GpuSpec& gpu = device.gpu();
-  MethodOptions method;
-  // One entry per model chunk in pipeline order, each run as a stage of its own.
-  const workload::Workload chunks = workload::chunk_stages(workload);
-  for (int stage = 0; stage < chunks.parallel.pp; ++stage) {
-    pipeline::StageOptions options;
-    StageKnobs knobs;
+  return per_chunk_stage(workload, [&](const workload::Workload& chunks, int stage, pipeline::StageOptions& options,
+                                       StageKnobs& knobs) {
     for (int clock : clocks) {
       for (Direction direction : {Direction::kForward, Direction::kBackward}) {
         // A nanobatched plan names a config for every key it runs (plan_fit.h): the defaults.
@@ -107,10 +119,7 @@ MethodOptions clock_options(device::Device& device, const workload::Workload& wo
         add_option(options, knobs, direction, run.time_s, run.energy_j, {clock, overlap, choices}, gpu.static_power_w);
       }
     }
-    method.stages.push_back(std::move(options));
-    method.knobs.push_back(std::move(knobs));
-  }
-  return method;
+  });
 }
 
 compose::PartitionMeasurements measure_partitions(const PlanDevices& devices, const workload::Workload& workload,
@@ -154,12 +163,9 @@ compose::PartitionMeasurements measure_partitions(const PlanDevices& devices, co
 MethodOptions composed_options(device::Device& device, const workload::Workload& workload,
                                const compose::PartitionMeasurements& measurements, const PlanJobOptions& options) {
   const device::GpuSpec& gpu = device.gpu();
-  MethodOptions method;
-  // One entry per model chunk in pipeline order, each run as a stage of its own.
-  const workload::Workload chunks = workload::chunk_stages(workload);
-  for (int stage = 0; stage < chunks.parallel.pp; ++stage) {
-    pipeline::StageOptions stage_options;
-    StageKnobs knobs;
+  int pruned_points = 0;
+  MethodOptions method = per_chunk_stage(workload, [&](const workload::Workload& chunks, int stage,
+                                                       pipeline::StageOptions& stage_options, StageKnobs& knobs) {
     for (Direction direction : {Direction::kForward, Direction::kBackward}) {
       const compose::InstructionComposition composition = compose::compose_instruction(
           device, chunks, stage, direction, measurements, options.clocks_mhz, options.compose);
@@ -170,7 +176,7 @@ MethodOptions composed_options(device::Device& device, const workload::Workload&
                 : fmt::format("stage {} chunk {}", stage % workload.parallel.pp, stage / workload.parallel.pp);
         throw Error(fmt::format("{}: no clock has measurements for every partition key", which));
       }
-      method.pruned_points += composition.pruned_points;
+      pruned_points += composition.pruned_points;
       for (const compose::ComposedOption& option : composition.options) {
         double time_s = option.time_s, energy_j = option.energy_j;
         if (options.recost_compositions) {
@@ -199,9 +205,8 @@ MethodOptions composed_options(device::Device& device, const workload::Workload&
         }
       }
     }
-    method.stages.push_back(std::move(stage_options));
-    method.knobs.push_back(std::move(knobs));
-  }
+  });
+  method.pruned_points = pruned_points;
   return method;
 }
 

@@ -32,6 +32,21 @@ PartitionMeasurements exhaustive(const device::GpuSpec& gpu, const workload::Wor
   return measurements;
 }
 
+/// The A100 test workload (CP 1, TP 8) on the exact emulator, every config measured at `clocks`.
+struct MeasuredA100 {
+  explicit MeasuredA100(std::vector<int> at) : clocks(std::move(at)), measurements(exhaustive(gpu, workload, clocks)) {}
+  [[nodiscard]] InstructionComposition compose(Direction direction, const ComposeOptions& options,
+                                               const std::vector<int>& at = {}) {
+    return compose_instruction(exact, workload, 0, direction, measurements, at.empty() ? clocks : at, options);
+  }
+
+  device::GpuSpec gpu = device::load_gpu("a100-40gb");
+  device::EmulatedDevice exact = device::exact_emulator(gpu);
+  workload::Workload workload = llama_3b_15_13(1, 8);
+  std::vector<int> clocks;
+  PartitionMeasurements measurements;
+};
+
 TEST(ComposeInstruction, CountsEveryKeyInstanceOfTheStage) {
   const workload::Workload workload = llama_3b_15_13(1, 8);
   // 15 layers x 2 nanobatches per key; layer 0's first partition has no collective.
@@ -74,13 +89,9 @@ TEST(ComposeInstruction, PredictionMatchesTheSimulatedInstruction) {
 
 TEST(ComposeInstruction, ExactParetoSumMatchesBruteForceOverAllChoices) {
   // CP1: two forward keys; brute force every (fwd_attn, fwd_mlp) config pair at one clock.
-  const device::GpuSpec gpu = device::load_gpu("a100-40gb");
-  device::EmulatedDevice exact = device::exact_emulator(gpu);
-  const workload::Workload workload = llama_3b_15_13(1, 8);
-  const std::vector<int> clocks = {1260};
-  const PartitionMeasurements measurements = exhaustive(gpu, workload, clocks);
-  const InstructionComposition composition =
-      compose_instruction(exact, workload, 0, Direction::kForward, measurements, clocks, {0});
+  MeasuredA100 a100({1260});
+  auto& [gpu, exact, workload, clocks, measurements] = a100;
+  const InstructionComposition composition = a100.compose(Direction::kForward, {0});
   const auto counts = key_instance_counts(workload, 0, Direction::kForward);
   // The fixed work of the instruction, measured on its own (not taken from an option).
   const device::InstructionRun fixed = device::run_fixed_work(exact, workload, 0, Direction::kForward, 1260);
@@ -114,15 +125,9 @@ TEST(ComposeInstruction, ExactParetoSumMatchesBruteForceOverAllChoices) {
 }
 
 TEST(ComposeInstruction, PruningBoundsOptionsPerClockAndCountsWhatItDropped) {
-  const device::GpuSpec gpu = device::load_gpu("a100-40gb");
-  device::EmulatedDevice exact = device::exact_emulator(gpu);
-  const workload::Workload workload = llama_3b_15_13(1, 8);
-  const std::vector<int> clocks = {1410};
-  const PartitionMeasurements measurements = exhaustive(gpu, workload, clocks);
-  const InstructionComposition unpruned =
-      compose_instruction(exact, workload, 0, Direction::kBackward, measurements, clocks, {0});
-  const InstructionComposition pruned =
-      compose_instruction(exact, workload, 0, Direction::kBackward, measurements, clocks, {4});
+  MeasuredA100 a100({1410});
+  const InstructionComposition unpruned = a100.compose(Direction::kBackward, {0});
+  const InstructionComposition pruned = a100.compose(Direction::kBackward, {4});
   ASSERT_GT(unpruned.options.size(), 4u);
   EXPECT_LE(pruned.options.size(), 4u);
   EXPECT_GT(pruned.pruned_points, 0);
@@ -130,12 +135,8 @@ TEST(ComposeInstruction, PruningBoundsOptionsPerClockAndCountsWhatItDropped) {
 }
 
 TEST(ComposeInstruction, ClockWithoutMeasurementsIsSkippedAndReported) {
-  const device::GpuSpec gpu = device::load_gpu("a100-40gb");
-  device::EmulatedDevice exact = device::exact_emulator(gpu);
-  const workload::Workload workload = llama_3b_15_13(1, 8);
-  const PartitionMeasurements measurements = exhaustive(gpu, workload, {1410});
-  const InstructionComposition composition =
-      compose_instruction(exact, workload, 0, Direction::kForward, measurements, {1200, 1410});
+  MeasuredA100 a100({1410});
+  const InstructionComposition composition = a100.compose(Direction::kForward, {}, {1200, 1410});
   EXPECT_EQ(composition.skipped_clocks_mhz, std::vector<int>{1200});
   for (const ComposedOption& option : composition.options) EXPECT_EQ(option.freq_mhz, 1410);
 }

@@ -68,3 +68,43 @@ def write_job_plan(path, job_workload, slot_ctas: int = 6) -> str:
                                     for key, slot in helpers.first_slots(runtime_workload).items()})
     return helpers.write_plan(path, job_workload.pp, job_workload.microbatches, configs,
                               job_workload.recompute == "full", workload=json.loads(runtime_workload.to_json()))
+
+
+def start_block_test(rank: int, world: int, port: int, tp: int, seq: int, mbs: int):
+    """What the block tests start from: Megatron at TP ``tp`` on gloo, the RoPE table of ``seq``
+    positions (GPTModel's: the whole sequence, under SP too), the block's input and output
+    gradient ([seq, mbs, 64] as Megatron lays them out) and kareus's comm groups."""
+    import torch
+    from megatron.core.models.common.embeddings.rotary_pos_embedding import RotaryEmbedding
+
+    from kareus import torch as kt
+
+    init_megatron(rank, world, port, tp)
+    freqs = RotaryEmbedding(16, rotary_percent=1.0)(seq)
+    x = torch.randn(seq, mbs, 64, generator=torch.Generator().manual_seed(5))
+    grad = torch.randn(seq, mbs, 64, generator=torch.Generator().manual_seed(6))
+    return freqs, x, grad, kt.CommGroups([list(range(tp))], rank, "gloo")
+
+
+def seeded_block(config, spec):
+    """Megatron's TransformerBlock from seed 3, its norm weights (biases) drawn off their init of
+    ones (zeros) so that each norm matters."""
+    import torch
+    from megatron.core.transformer.transformer_block import TransformerBlock
+
+    torch.manual_seed(3)
+    block = TransformerBlock(config, spec, pre_process=True, post_process=False)
+    with torch.no_grad():
+        for name, param in block.named_parameters():
+            if "layernorm" in name:
+                param.uniform_(0.5, 1.5)
+    return block
+
+
+def holding(block):
+    """What kareus.megatron.block.adopt_block looks for: a model with a decoder."""
+    import torch
+
+    holder = torch.nn.Module()
+    holder.decoder = block
+    return holder

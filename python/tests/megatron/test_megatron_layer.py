@@ -29,8 +29,6 @@ TOLERANCE = 1e-5
 def _worker(rank, world, port, out_dir):
     import json
 
-    import torch
-    from megatron.core.models.common.embeddings.rotary_pos_embedding import RotaryEmbedding
     from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
     from megatron.core.transformer.transformer_block import TransformerBlock
 
@@ -39,17 +37,7 @@ def _worker(rank, world, port, out_dir):
     from kareus._runtime import Workload
     from kareus.megatron.block import adopt_block
 
-    mhelpers.init_megatron(rank, world, port, TP)
-    freqs = RotaryEmbedding(16, rotary_percent=1.0)(SEQ)
-    x = torch.randn(SEQ, MBS, 64, generator=torch.Generator().manual_seed(5))
-    grad = torch.randn(SEQ, MBS, 64, generator=torch.Generator().manual_seed(6))
-    groups = kt.CommGroups([[0, 1]], rank, "gloo")
-
-    class Holder(torch.nn.Module):  # what adopt_block looks for: a model with a decoder
-        def __init__(self, block):
-            super().__init__()
-            self.decoder = block
-
+    freqs, x, grad, groups = mhelpers.start_block_test(rank, world, port, TP, SEQ, MBS)
     results = {"cases": []}
     for qk_layernorm, normalization in ((False, "RMSNorm"), (True, "RMSNorm"), (False, "LayerNorm")):
         config = mhelpers.tiny_config(tp=TP, qk_layernorm=qk_layernorm, normalization=normalization)
@@ -63,19 +51,13 @@ def _worker(rank, world, port, out_dir):
             json.dump(model, handle)
 
         def build():
-            torch.manual_seed(3)
-            block = TransformerBlock(config, spec, pre_process=True, post_process=False)
-            with torch.no_grad():  # norm weights (biases) off their init of ones (zeros): q and k norms differ
-                for name, param in block.named_parameters():
-                    if "layernorm" in name:
-                        param.uniform_(0.5, 1.5)
-            return block
+            return mhelpers.seeded_block(config, spec)  # q and k norms differ
 
         if qk_layernorm:  # the config asks for q/k norms the spec did not build: refused by name
             plain_spec = get_gpt_layer_local_spec(normalization="RMSNorm")
+            plain_block = TransformerBlock(config, plain_spec, pre_process=True, post_process=False)
             try:
-                adopt_block(Holder(TransformerBlock(config, plain_spec, pre_process=True, post_process=False)),
-                            lambda *_: None)
+                adopt_block(mhelpers.holding(plain_block), lambda *_: None)
             except InputError as error:
                 results["spec_without_qk_norms"] = str(error)
         reference = build()
@@ -90,7 +72,7 @@ def _worker(rank, world, port, out_dir):
                 plan = kt.ExecutionPlan(path, workload, 108, 16)
                 groups.ensure(plan.distinct_ctas())
                 trace = kt.LaunchTrace()
-                holder = Holder(build())
+                holder = mhelpers.holding(build())
                 follower = adopt_block(holder, lambda layers, ops, plain, dim: kt.StageRunner(
                     layers, None, groups, TP, recompute, trace, ops=ops, plain=plain, batch_dim=dim))
                 follower.follow(plan.stages[0][0])

@@ -27,38 +27,19 @@ TOLERANCE = 1e-5
 
 
 def _worker(rank, world, port, out_dir):
-    import torch
     import torch.distributed as dist
-    from megatron.core.models.common.embeddings.rotary_pos_embedding import RotaryEmbedding
     from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
-    from megatron.core.transformer.transformer_block import TransformerBlock
 
     from kareus import torch as kt
     from kareus._runtime import Workload
     from kareus.megatron.block import adopt_block
 
-    mhelpers.init_megatron(rank, world, port, TP)
-    freqs = RotaryEmbedding(16, rotary_percent=1.0)(SEQ)  # GPTModel's: the whole sequence under SP too
-    x = torch.randn(SEQ, MBS, 64, generator=torch.Generator().manual_seed(5))
-    grad = torch.randn(SEQ, MBS, 64, generator=torch.Generator().manual_seed(6))
     mine = slice(rank * SEQ // TP, (rank + 1) * SEQ // TP)  # this TP rank's slice of the sequence
-    groups = kt.CommGroups([[0, 1]], rank, "gloo")
+    freqs, x, grad, groups = mhelpers.start_block_test(rank, world, port, TP, SEQ, MBS)
     spec = get_gpt_layer_local_spec(normalization="RMSNorm")
 
-    class Holder(torch.nn.Module):  # what adopt_block looks for: a model with a decoder
-        def __init__(self, block):
-            super().__init__()
-            self.decoder = block
-
     def build(sequence_parallel):
-        torch.manual_seed(3)
-        block = TransformerBlock(mhelpers.tiny_config(tp=TP, sequence_parallel=sequence_parallel), spec,
-                                 pre_process=True, post_process=False)
-        with torch.no_grad():
-            for name, param in block.named_parameters():
-                if "layernorm" in name:
-                    param.uniform_(0.5, 1.5)
-        return block
+        return mhelpers.seeded_block(mhelpers.tiny_config(tp=TP, sequence_parallel=sequence_parallel), spec)
 
     reference = build(False)
     x_ref = x.clone().requires_grad_()
@@ -75,7 +56,7 @@ def _worker(rank, world, port, out_dir):
             plan = kt.ExecutionPlan(path, workload, 108, 16)
             groups.ensure(plan.distinct_ctas())
             trace = kt.LaunchTrace()
-            holder = Holder(build(True))
+            holder = mhelpers.holding(build(True))
             follower = adopt_block(holder, lambda layers, ops, plain, dim: kt.StageRunner(
                 layers, None, groups, TP, recompute, trace, ops=ops, plain=plain, batch_dim=dim,
                 sequence_parallel=True))

@@ -59,22 +59,20 @@ def _job(plan, config, job_workload, rank=0):
     return MegatronJob(plan, config, job_workload, rank=rank)
 
 
-def test_a_plan_made_for_another_vpp_is_refused_naming_it(tmp_path):
-    interleaved_config, interleaved = _job_workload(virtual_pipeline_model_parallel_size=VPP)
+@pytest.mark.parametrize("setting, plain_plan_in_this_run, this_plan_in_a_plain_run", [
+    ({"virtual_pipeline_model_parallel_size": VPP}, "made for vpp 1, this run has vpp 2",
+     "made for vpp 2, this run has vpp 1"),
+    ({"sequence_parallel": True}, "made without --sequence-parallel, this run has --sequence-parallel",
+     "made with --sequence-parallel, this run is without --sequence-parallel"),
+])
+def test_a_plan_made_for_the_other_setting_is_refused_naming_it(tmp_path, setting, plain_plan_in_this_run,
+                                                                this_plan_in_a_plain_run):
+    config, job_workload = _job_workload(**setting)
     plain_config, plain = _job_workload()
-    with pytest.raises(InputError, match="made for vpp 1, this run has vpp 2"):
-        _job(_write_plan(tmp_path / "plain.json", plain), interleaved_config, interleaved)
-    with pytest.raises(InputError, match="made for vpp 2, this run has vpp 1"):
-        _job(_write_plan(tmp_path / "interleaved.json", interleaved), plain_config, plain)
-
-
-def test_a_plan_with_the_other_sequence_parallel_setting_is_refused_naming_it(tmp_path):
-    sp_config, sp = _job_workload(sequence_parallel=True)
-    plain_config, plain = _job_workload()
-    with pytest.raises(InputError, match="made without --sequence-parallel, this run has --sequence-parallel"):
-        _job(_write_plan(tmp_path / "plain.json", plain), sp_config, sp)
-    with pytest.raises(InputError, match="made with --sequence-parallel, this run is without --sequence-parallel"):
-        _job(_write_plan(tmp_path / "sp.json", sp), plain_config, plain)
+    with pytest.raises(InputError, match=plain_plan_in_this_run):
+        _job(_write_plan(tmp_path / "plain.json", plain), config, job_workload)
+    with pytest.raises(InputError, match=this_plan_in_a_plain_run):
+        _job(_write_plan(tmp_path / "this.json", job_workload), plain_config, plain)
 
 
 def test_an_interleaved_plan_gives_each_stage_megatrons_chunks_in_order(tmp_path):
