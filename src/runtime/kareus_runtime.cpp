@@ -1,6 +1,7 @@
 #include "kareus/runtime/kareus_runtime.h"
 
 #include <exception>
+#include <optional>
 #include <string>
 
 #include "kareus/common/error.h"
@@ -35,6 +36,14 @@ kareus_status guarded(Function&& function) {
 kareus_status null_argument(const char* what) {
   last_error = std::string(what) + " is NULL";
   return KAREUS_INVALID_ARGUMENT;
+}
+
+/// The instruction type of the C API as the runtime's, or nullopt (last_error set) when it is neither.
+std::optional<kareus::Direction> instruction_type(int type) {
+  if (type == KAREUS_FORWARD) return kareus::Direction::kForward;
+  if (type == KAREUS_BACKWARD) return kareus::Direction::kBackward;
+  last_error = "instruction type must be KAREUS_FORWARD or KAREUS_BACKWARD, found " + std::to_string(type);
+  return std::nullopt;
 }
 
 }  // namespace
@@ -77,14 +86,23 @@ kareus_status kareus_runtime_on_step_begin(kareus_runtime* runtime) {
 
 kareus_status kareus_runtime_on_instruction_begin(kareus_runtime* runtime, int type, int microbatch) {
   if (runtime == nullptr) return null_argument("runtime");
-  if (type != KAREUS_FORWARD && type != KAREUS_BACKWARD) {
-    last_error = "instruction type must be KAREUS_FORWARD or KAREUS_BACKWARD, found " + std::to_string(type);
+  const auto converted = instruction_type(type);
+  if (!converted) return KAREUS_INPUT_ERROR;
+  return guarded([&] {
+    runtime->runtime->on_instruction_begin(*converted, microbatch < 0 ? std::nullopt : std::optional<int>(microbatch));
+  });
+}
+
+kareus_status kareus_runtime_on_chunk_instruction_begin(kareus_runtime* runtime, int type, int microbatch, int chunk) {
+  if (runtime == nullptr) return null_argument("runtime");
+  const auto converted = instruction_type(type);
+  if (!converted) return KAREUS_INPUT_ERROR;
+  if (microbatch < 0 || chunk < 0) {
+    last_error = "kareus_runtime_on_chunk_instruction_begin: microbatch and chunk must be >= 0, found microbatch " +
+                 std::to_string(microbatch) + " chunk " + std::to_string(chunk);
     return KAREUS_INPUT_ERROR;
   }
-  return guarded([&] {
-    const auto converted = type == KAREUS_FORWARD ? kareus::Direction::kForward : kareus::Direction::kBackward;
-    runtime->runtime->on_instruction_begin(converted, microbatch < 0 ? std::nullopt : std::optional<int>(microbatch));
-  });
+  return guarded([&] { runtime->runtime->on_instruction_begin(*converted, microbatch, chunk); });
 }
 
 kareus_status kareus_runtime_on_instruction_end(kareus_runtime* runtime) {

@@ -43,6 +43,71 @@ TEST(CApi, DrivesAWholeStepAndAnswersCommConfigs) {
   kareus_runtime_free(runtime);
 }
 
+// Interleaved 1F1B (2 stages x 2 chunks x 4 microbatches): every instruction is found by its
+// chunk (the comm config differs per chunk and microbatch), and another chunk is refused by name.
+TEST(CApi, DrivesAnInterleavedStepByChunk) {
+  constexpr int kStages = 2, kChunks = 2, kMicrobatches = 4;
+  const auto ctas_of = [](Direction type, int microbatch, int chunk) {
+    return 4 + 10 * chunk + microbatch + (type == Direction::kBackward ? 50 : 0);
+  };
+  plan::Plan interleaved;
+  interleaved.predicted_time_s = 2.5;
+  interleaved.predicted_energy_j = 9000;
+  for (int stage = 0; stage < kStages; ++stage) {
+    plan::StagePlan stage_plan{stage, {}};
+    for (const auto& instruction : pipeline::interleaved_one_f_one_b(stage, kStages, kChunks, kMicrobatches)) {
+      plan::PlannedInstruction planned{instruction.type,
+                                       instruction.microbatch,
+                                       1980 - 15 * instruction.chunk,
+                                       workload::OverlapMode::kNanobatch,
+                                       {},
+                                       instruction.chunk};
+      const int ctas = ctas_of(instruction.type, instruction.microbatch, instruction.chunk);
+      planned.partitions[instruction.type == Direction::kForward ? "fwd_attn" : "bwd_attn"] = {"linear_0", ctas};
+      if (instruction.type == Direction::kBackward) planned.partitions["fwd_attn"] = {"linear_0", ctas};
+      stage_plan.instructions.push_back(planned);
+    }
+    interleaved.stages.push_back(stage_plan);
+  }
+  const auto path = testing::write_plan_file("c_api_interleaved.json", interleaved);
+  kareus_runtime_options options = kareus_runtime_default_options();
+  options.plan_path = path.c_str();
+  options.rank = 1;
+  options.pp = kStages;
+  kareus_runtime* runtime = nullptr;
+  ASSERT_EQ(kareus_runtime_init(&options, &runtime), KAREUS_OK) << kareus_last_error();
+  ASSERT_EQ(kareus_runtime_on_step_begin(runtime), KAREUS_OK);
+  const auto order = pipeline::interleaved_one_f_one_b(1, kStages, kChunks, kMicrobatches);
+  ASSERT_EQ(order.size(), 2u * kChunks * kMicrobatches);
+  for (const auto& instruction : order) {
+    const bool forward = instruction.type == Direction::kForward;
+    ASSERT_EQ(kareus_runtime_on_chunk_instruction_begin(runtime, forward ? KAREUS_FORWARD : KAREUS_BACKWARD,
+                                                        instruction.microbatch, instruction.chunk),
+              KAREUS_OK)
+        << kareus_last_error();
+    int ctas = 0;
+    const char* slot = nullptr;
+    ASSERT_EQ(kareus_runtime_comm_config(runtime, forward ? "fwd_attn" : "bwd_attn", &ctas, &slot), KAREUS_OK);
+    EXPECT_EQ(ctas, ctas_of(instruction.type, instruction.microbatch, instruction.chunk));
+    ASSERT_EQ(kareus_runtime_on_instruction_end(runtime), KAREUS_OK);
+  }
+  ASSERT_EQ(kareus_runtime_on_step_end(runtime), KAREUS_OK);
+
+  // Stage 1 starts with microbatch 0's forward on chunk 0; chunk 1 there is refused by name, and
+  // so is the chunk-less call of a microbatch that is not next.
+  ASSERT_EQ(kareus_runtime_on_step_begin(runtime), KAREUS_OK);
+  EXPECT_EQ(kareus_runtime_on_chunk_instruction_begin(runtime, KAREUS_FORWARD, 0, 1), KAREUS_INPUT_ERROR);
+  EXPECT_STREQ(kareus_last_error(), "stage 1: expected forward microbatch 0 chunk 0, got forward microbatch 0 chunk 1");
+  EXPECT_EQ(kareus_runtime_on_chunk_instruction_begin(runtime, KAREUS_FORWARD, -1, 0), KAREUS_INPUT_ERROR);
+  EXPECT_STREQ(
+      kareus_last_error(),
+      "kareus_runtime_on_chunk_instruction_begin: microbatch and chunk must be >= 0, found microbatch -1 chunk 0");
+  EXPECT_EQ(kareus_runtime_on_chunk_instruction_begin(runtime, 3, 0, 0), KAREUS_INPUT_ERROR);
+  EXPECT_STREQ(kareus_last_error(), "instruction type must be KAREUS_FORWARD or KAREUS_BACKWARD, found 3");
+  EXPECT_EQ(kareus_runtime_on_chunk_instruction_begin(nullptr, KAREUS_FORWARD, 0, 0), KAREUS_INVALID_ARGUMENT);
+  kareus_runtime_free(runtime);
+}
+
 TEST(CApi, ErrorsBecomeStatusesAndMessages) {
   const auto path = testing::write_plan_file("c_api_errors.json", testing::make_plan(2, 2));
   kareus_runtime_options options = kareus_runtime_default_options();

@@ -48,6 +48,9 @@ kareus_status kareus_runtime_on_step_begin(kareus_runtime* runtime);
 /* type: a kareus_instruction_type (an int, so a wrong value from an FFI is an error, not UB);
  * microbatch < 0: the next microbatch of this type. */
 kareus_status kareus_runtime_on_instruction_begin(kareus_runtime* runtime, int type, int microbatch);
+/* The same for an interleaved plan (vpp > 1): the instruction of `microbatch` (>= 0) on model
+ * chunk `chunk` (>= 0; 0 is all a plan without interleaving has). */
+kareus_status kareus_runtime_on_chunk_instruction_begin(kareus_runtime* runtime, int type, int microbatch, int chunk);
 kareus_status kareus_runtime_on_instruction_end(kareus_runtime* runtime);
 kareus_status kareus_runtime_on_step_end(kareus_runtime* runtime);
 
