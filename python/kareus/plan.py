@@ -97,6 +97,7 @@ class ExecutionPlan:
         _check_sequence_parallel(plan, self.sequence_parallel, self.path)
         check_plan_workload(plan, workload, gpu, self.path)
         check_plan_fits(plan, workload, self.path, gpu=gpu, max_ctas=sm_count, default_ctas=default_comm_ctas)
+        _check_no_token_nanobatches(plan, workload, self.path)
 
         # Each model chunk's instruction runs the partitions of its own virtual stage.
         chunks = chunk_stages(workload)
@@ -172,6 +173,22 @@ def _check_sequence_parallel(plan, job: bool, path: str) -> None:
         raise InputError(f"{path}: made {'with' if made else 'without'} --sequence-parallel, this run "
                          f"{'has' if job else 'is without'} --sequence-parallel (made for sequence_parallel "
                          f"{str(made).lower()}, this run has sequence_parallel {str(job).lower()})")
+
+
+def _check_no_token_nanobatches(plan, workload: Workload, path: str) -> None:
+    """Refuses a nanobatched instruction of a one-sequence microbatch: the planner prices its two
+    nanobatches as the halves of the sequence, and the executors split only the batch dimension."""
+    parallel = workload.parallel
+    if parallel["mbs"] >= parallel["nanobatches"]:
+        return
+    for stage, instructions in enumerate(plan.stages):
+        for entry in instructions:
+            if entry.overlap == "nanobatch":
+                raise InputError(
+                    f"{path}: stage {stage}'s {entry.type} of microbatch {entry.microbatch} is nanobatched, and with "
+                    f"--mbs 1 its nanobatches are the two halves of one sequence (token nanobatches), which "
+                    f"kareus.torch and kareus.megatron do not execute: follow a plan without overlap (e.g. "
+                    f"plans/perseus/) or train with --mbs >= 2")
 
 
 def _planned(entry: dict) -> PlannedPartition:

@@ -175,3 +175,19 @@ def test_the_gpus_own_grid_decides(tmp_path, workload):
     with pytest.raises(InputError, match=r"freq_mhz 1500 is not a clock of a100-40gb \(210\.\.1410 MHz"):
         ExecutionPlan(path, workload, 108, 16, gpu="a100-40gb")
     assert ExecutionPlan(path, workload, 132, 16, gpu="h100-sxm").stages[0][0].freq_mhz == 1500
+
+
+def test_token_nanobatches_are_planned_but_not_executed(tmp_path):
+    # --mbs 1: the planner prices the two halves of the one sequence; the executors split batches.
+    one_sequence = Workload(helpers.TINY_MODEL, tp=2, pp=2, mbs=1, seq=64, microbatches=2)
+    with pytest.raises(InputError, match=r"stage 0's forward of microbatch 0 is nanobatched, and with --mbs 1 "
+                                         r"its nanobatches are the two halves of one sequence"):
+        _plan(tmp_path, one_sequence)
+
+    def no_overlap(document):
+        for stage in document["stages"]:
+            for instruction in stage["instructions"]:
+                instruction.update(overlap="none", partitions={})
+
+    plan = _plan(tmp_path, one_sequence, edit=no_overlap)
+    assert not any(instruction.nanobatched for stage in plan.stages for instruction in stage)

@@ -12,7 +12,7 @@ constexpr double kBf16Bytes = 2;
 struct Shapes {
   double tokens;           // tokens of one nanobatch on one GPU (its CP shard)
   double sequence_tokens;  // tokens the norms and residual adds see: tokens / TP with SP
-  double batch;            // sequences in one nanobatch
+  double batch;            // sequences in one nanobatch (0.5 for a token nanobatch)
   double seq_full;         // full sequence (keys/values after the CP all-gather)
   double hidden;
   double q_width;      // query heads x head_dim on one TP rank
@@ -26,7 +26,7 @@ Shapes shapes_of(const Workload& workload) {
   const ModelSpec& model = workload.model;
   const Parallelism& p = workload.parallel;
   Shapes s{};
-  s.batch = workload.nanobatch_size();
+  s.batch = workload.nanobatch_sequences();
   s.tokens = workload.nanobatch_tokens_per_gpu();
   s.sequence_tokens = p.sequence_parallel ? s.tokens / p.tp : s.tokens;
   s.seq_full = p.seq;

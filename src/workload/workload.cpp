@@ -109,7 +109,18 @@ Workload make_workload(ModelSpec model, Parallelism parallel) {
   if (p.nanobatches != 1 && p.nanobatches != 2) {
     throw InputError(fmt::format("--nanobatches {} must be 1 (no overlap) or 2 (partitioned overlap)", p.nanobatches));
   }
-  if (p.mbs % p.nanobatches != 0) {
+  if (p.mbs == 1 && p.nanobatches == 2) {
+    // Token nanobatches: each half of the sequence is a nanobatch, and with SP each half of a
+    // rank's CP shard is split over TP again.
+    const int tokens_per_rank = p.seq / p.cp;
+    const int split = 2 * (p.sequence_parallel ? p.tp : 1);
+    if (p.seq % p.cp != 0 || tokens_per_rank % split != 0) {
+      throw InputError(fmt::format(
+          "--mbs 1 with --nanobatches 2 splits each sequence into two token nanobatches: --seq {} / --cp {} must "
+          "be divisible by {}{}",
+          p.seq, p.cp, split, p.sequence_parallel ? " (2 halves x --tp, sequence parallel)" : " (2 halves)"));
+    }
+  } else if (p.mbs % p.nanobatches != 0) {
     throw InputError(fmt::format("--mbs {} must split evenly into {} nanobatches", p.mbs, p.nanobatches));
   }
   if (p.pp > model.layers) {

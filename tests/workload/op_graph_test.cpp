@@ -485,6 +485,44 @@ TEST(LayerGraph, SequenceParallelShardsNormsAndResidualAddsOnly) {
   EXPECT_DOUBLE_EQ(find(sp.forward, "input_norm").bytes_read, 2048.0 * 3072 * 2);
 }
 
+// Token nanobatches (--mbs 1): each half of the sequence is priced as the mean of the two, so
+// both together do exactly the work of the whole microbatch, op by op, collectives included
+// (GEMMs: their FLOPs; each half reads the weights again).
+TEST(LayerGraph, TokenHalvesTogetherDoTheWholeMicrobatchsWork) {
+  Parallelism parallel;
+  parallel.mbs = 1;
+  parallel.tp = 4;
+  parallel.cp = 2;
+  parallel.sequence_parallel = true;
+  const LayerGraph half = build_layer_graph(make_workload(load_model("qwen3-1.7b"), parallel));
+  parallel.nanobatches = 1;
+  const LayerGraph whole = build_layer_graph(make_workload(load_model("qwen3-1.7b"), parallel));
+  for (const auto& [halves, wholes] :
+       {std::pair{&half.forward, &whole.forward}, std::pair{&half.backward, &whole.backward}}) {
+    ASSERT_EQ(names(*halves), names(*wholes));
+    for (std::size_t i = 0; i < halves->size(); ++i) {
+      const Op& mine = (*halves)[i];
+      const Op& theirs = (*wholes)[i];
+      SCOPED_TRACE(mine.name);
+      EXPECT_DOUBLE_EQ(2 * mine.flops, theirs.flops);
+      if (mine.kind == OpKind::kGemm) {
+        // Each half reads the weight (and writes a weight gradient) once of its own: only the
+        // token dimension halves.
+        EXPECT_DOUBLE_EQ(2 * mine.gemm.m * mine.gemm.n * mine.gemm.k, theirs.gemm.m * theirs.gemm.n * theirs.gemm.k);
+        continue;
+      }
+      EXPECT_DOUBLE_EQ(2 * mine.bytes_read, theirs.bytes_read);
+      EXPECT_DOUBLE_EQ(2 * mine.bytes_written, theirs.bytes_written);
+      ASSERT_EQ(mine.is_collective(), theirs.is_collective());
+      if (mine.is_collective()) {
+        EXPECT_DOUBLE_EQ(2 * mine.collective->bytes, theirs.collective->bytes);
+      }
+    }
+  }
+  // The QKV GEMM of one half: 4096 / CP 2 / 2 halves = 1024 tokens.
+  EXPECT_DOUBLE_EQ(find(half.forward, "qkv").gemm.m, 1024);
+}
+
 // The embedding is reduce-scattered onto the sequence, the output layer (column-parallel) gathers
 // its input and reduce-scatters its input gradient, and a stage sends its shard of the sequence.
 TEST(NonpartitionWork, SequenceParallelScattersTheEmbeddingAndGathersTheHead) {

@@ -19,8 +19,20 @@ TEST(MakeWorkload, DefaultsAreTheArtifactSettingWithEvenSplit) {
   const Workload workload = make_workload(load_model("llama3.2-3b"), Parallelism{});
   EXPECT_EQ(workload.stage_layers, (std::vector<int>{14, 14}));
   EXPECT_EQ(workload.gpus(), 16);
-  EXPECT_EQ(workload.nanobatch_size(), 4);
+  EXPECT_EQ(workload.nanobatch_sequences(), 4);
   EXPECT_DOUBLE_EQ(workload.nanobatch_tokens_per_gpu(), 4.0 * 4096);
+}
+
+TEST(MakeWorkload, OneSequenceMicrobatchesSplitIntoTokenHalves) {
+  Parallelism parallel;
+  parallel.mbs = 1;
+  parallel.cp = 2;
+  const Workload halves = make_workload(load_model("llama3.2-3b"), parallel);
+  EXPECT_TRUE(halves.token_nanobatches());
+  EXPECT_EQ(halves.nanobatch_sequences(), 0.5);
+  EXPECT_DOUBLE_EQ(halves.nanobatch_tokens_per_gpu(), 4096.0 / 2 / 2);
+  parallel.nanobatches = 1;
+  EXPECT_FALSE(make_workload(load_model("llama3.2-3b"), parallel).token_nanobatches());
 }
 
 TEST(MakeWorkload, UnevenSplitGivesEarlierStagesTheRemainder) {
@@ -70,6 +82,22 @@ TEST(MakeWorkload, EveryRuleNamesItsFlag) {
        },
        "--cp 2 needs --seq divisible by 2 x cp = 4", llama},
       {"mbs", [](Parallelism& p) { p.mbs = 7; }, "--mbs 7 must split evenly into 2 nanobatches", llama},
+      {"token halves",
+       [](Parallelism& p) {
+         p.mbs = 1;
+         p.seq = 4097;
+       },
+       "--mbs 1 with --nanobatches 2 splits each sequence into two token nanobatches: --seq 4097 / --cp 1 must be "
+       "divisible by 2 (2 halves)",
+       llama},
+      {"token halves sp",
+       [](Parallelism& p) {
+         p.mbs = 1;
+         p.tp = 4;
+         p.sequence_parallel = true;
+         p.seq = 4100;
+       },
+       "--seq 4100 / --cp 1 must be divisible by 8 (2 halves x --tp, sequence parallel)", llama},
       {"nanobatches", [](Parallelism& p) { p.nanobatches = 4; }, "--nanobatches 4 must be 1 (no overlap) or 2", llama},
       {"pp", [](Parallelism& p) { p.pp = 29; }, "--pp 29 must not exceed the 28 layers of llama3.2-3b", llama},
       {"dp", [](Parallelism& p) { p.dp = -1; }, "--dp -1 must be >= 1", llama},

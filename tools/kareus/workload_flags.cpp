@@ -98,7 +98,8 @@ void add_workload_flags(CLI::App* command, WorkloadFlags& flags) {
                   "position embeddings, e.g. 2048 for gpt3-175b)",
                   workload::kDefaultSequence));
   bind("--microbatches", p.microbatches, "microbatches per iteration");
-  bind("--nanobatches", p.nanobatches, "nanobatches per microbatch: 1 or 2");
+  bind("--nanobatches", p.nanobatches,
+       "nanobatches per microbatch: 1 or 2 (with --mbs 1, the two halves of the sequence)");
   bind("--recompute", flags.recompute, "activation checkpointing: full or none");
   flags.bound["--sequence-parallel"] = command->add_flag("--sequence-parallel", p.sequence_parallel,
                                                          "Megatron's sequence parallelism: all-gather / reduce-scatter "

@@ -75,12 +75,15 @@ struct Workload {
   /// The pipeline position of chunk `chunk` of `stage` among all pp x vpp chunks (Megatron's
   /// virtual stage): activations flow from virtual stage v to v + 1.
   [[nodiscard]] int virtual_stage(int stage, int chunk) const { return chunk * parallel.pp + stage; }
-  /// Sequences in one nanobatch.
-  [[nodiscard]] int nanobatch_size() const { return parallel.mbs / parallel.nanobatches; }
+  /// Whether the nanobatches split each microbatch's tokens rather than its sequences: a
+  /// one-sequence microbatch (--mbs 1) in two nanobatches, each one half of the sequence.
+  [[nodiscard]] bool token_nanobatches() const { return parallel.mbs < parallel.nanobatches; }
+  /// Sequences in one nanobatch; 0.5 for token nanobatches. The cost model prices each token
+  /// nanobatch as the mean of the two halves: exact for every linear op and, summed over both,
+  /// for causal attention (the second half's queries see twice the keys of the first's on average).
+  [[nodiscard]] double nanobatch_sequences() const { return static_cast<double>(parallel.mbs) / parallel.nanobatches; }
   /// Tokens one GPU processes in one nanobatch (its CP shard of the sequence).
-  [[nodiscard]] double nanobatch_tokens_per_gpu() const {
-    return static_cast<double>(nanobatch_size()) * parallel.seq / parallel.cp;
-  }
+  [[nodiscard]] double nanobatch_tokens_per_gpu() const { return nanobatch_sequences() * parallel.seq / parallel.cp; }
 };
 
 /// Validates `parallel` against `model` and resolves the stage split. Throws InputError

@@ -500,8 +500,15 @@ CudaDevice::CudaDevice(GpuSpec gpu, workload::Workload workload, CudaDeviceOptio
   }
   const workload::ModelSpec& model = impl.workload.model;
   const workload::Parallelism& parallel = impl.workload.parallel;
-  impl.attention = {impl.workload.nanobatch_size(), parallel.seq / parallel.cp, parallel.seq, model.heads / parallel.tp,
-                    model.head_dim};
+  if (impl.workload.token_nanobatches()) {
+    // The attention kernel here runs whole causal sequences; half of one has a different mask.
+    throw InputError(fmt::format(
+        "--backend cuda measures nanobatches of whole sequences; --mbs {} in --nanobatches {} splits tokens, which "
+        "only the emulator prices: profile with --mbs >= 2 or --nanobatches 1",
+        parallel.mbs, parallel.nanobatches));
+  }
+  impl.attention = {static_cast<int>(impl.workload.nanobatch_sequences()), parallel.seq / parallel.cp, parallel.seq,
+                    model.heads / parallel.tp, model.head_dim};
   impl.tokens = std::max(1.0, impl.workload.nanobatch_tokens_per_gpu());
   impl.supported_mhz = impl.nvml->supported_clocks_mhz(index);
   const int max_group = std::max(parallel.tp, parallel.cp);

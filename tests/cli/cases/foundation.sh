@@ -37,6 +37,9 @@ expect 2 'error: --tp 3 must divide the 8 key/value groups' -- partitions --tp 3
 expect 2 'error: --tp 0 must be >= 1' -- partitions --tp 0
 expect 2 'error: --cp 3 needs --seq divisible by 2 x cp = 6' -- partitions --cp 3
 expect 2 'error: --mbs 7 must split evenly into 2 nanobatches' -- partitions --mbs 7
+# --mbs 1: token nanobatches, each half of the sequence: the all-reduce of 1024 tokens (4096 / CP 2 / 2) x 3072 x 2 bytes.
+expect 0 '"bytes": 6291456' -- partitions --mbs 1 --cp 2 --tp 4 --json
+expect 2 'error: --mbs 1 with --nanobatches 2 splits each sequence into two token nanobatches: --seq 4100 / --cp 1 must be divisible by 8' -- partitions --mbs 1 --tp 4 --sequence-parallel --seq 4100
 expect 2 'error: --nanobatches 3 must be 1' -- partitions --nanobatches 3
 expect 2 'error: --nanobatches 1: the partitioned overlap model needs 2' -- partitions --nanobatches 1
 expect 2 'error: --pp 29 must not exceed the 28 layers' -- partitions --pp 29
