@@ -80,7 +80,7 @@ struct Workload {
   [[nodiscard]] bool token_nanobatches() const { return parallel.mbs < parallel.nanobatches; }
   /// Sequences in one nanobatch; 0.5 for token nanobatches. The cost model prices each token
   /// nanobatch as the mean of the two halves: exact for every linear op and, summed over both,
-  /// for causal attention (the second half's queries see twice the keys of the first's on average).
+  /// for causal attention (the second half's queries see three times the keys of the first's).
   [[nodiscard]] double nanobatch_sequences() const { return static_cast<double>(parallel.mbs) / parallel.nanobatches; }
   /// Tokens one GPU processes in one nanobatch (its CP shard of the sequence).
   [[nodiscard]] double nanobatch_tokens_per_gpu() const { return nanobatch_sequences() * parallel.seq / parallel.cp; }
