@@ -21,6 +21,7 @@
 
 #include <gtest/gtest.h>
 
+#include "common/input_error.h"
 #include "kareus/common/error.h"
 
 namespace kareus::device {
@@ -147,27 +148,19 @@ TEST_F(EnergyWindowTest, ACounterThatWentBackOnceIsRetriedAndTheNextWindowRecord
 TEST_F(EnergyWindowTest, ACounterThatNeverAdvancesIsAnErrorNamingTheGpuAndTheWork) {
   set_state_line("energy", "energy stall");
   nvml::ClockLockGuard guard(*nvml_, {0}, false);
-  try {
-    (void)measure_window(*nvml_, guard, options_, kLockedMhz, "kernel:fc1", timed_work(2, 0.1));
-    FAIL() << "a stalled counter was recorded";
-  } catch (const Error& error) {
-    const std::string message = error.what();
-    EXPECT_NE(message.find("gpu 0: NVML's energy counter did not advance"), std::string::npos) << message;
-    EXPECT_NE(message.find("in 3 tries"), std::string::npos) << message;
-    EXPECT_NE(message.find("kernel:fc1 at 1005 MHz is not recorded"), std::string::npos) << message;
-  }
+  const std::string message = test_common::error_of<Error>(
+      [&] { (void)measure_window(*nvml_, guard, options_, kLockedMhz, "kernel:fc1", timed_work(2, 0.1)); });
+  EXPECT_NE(message.find("gpu 0: NVML's energy counter did not advance"), std::string::npos) << message;
+  EXPECT_NE(message.find("in 3 tries"), std::string::npos) << message;
+  EXPECT_NE(message.find("kernel:fc1 at 1005 MHz is not recorded"), std::string::npos) << message;
 }
 
 TEST_F(EnergyWindowTest, AnNvmlFaultIsAnErrorNamingTheCall) {
   set_state_line("fault nvmlDeviceGetTotalEnergyConsumption", "fault nvmlDeviceGetTotalEnergyConsumption 15");
   nvml::ClockLockGuard guard(*nvml_, {0}, false);
-  try {
-    (void)measure_window(*nvml_, guard, options_, kLockedMhz, "kernel:fc1", timed_work(1, 0.01));
-    FAIL() << "a lost GPU's energy was recorded";
-  } catch (const Error& error) {
-    const std::string message = error.what();
-    EXPECT_NE(message.find("nvmlDeviceGetTotalEnergyConsumption(gpu 0"), std::string::npos) << message;
-  }
+  const std::string message = test_common::error_of<Error>(
+      [&] { (void)measure_window(*nvml_, guard, options_, kLockedMhz, "kernel:fc1", timed_work(1, 0.01)); });
+  EXPECT_NE(message.find("nvmlDeviceGetTotalEnergyConsumption(gpu 0"), std::string::npos) << message;
 }
 
 TEST_F(EnergyWindowTest, SigtermMidWindowStopsTheWindowAndTheGuardResetsTheClock) {
@@ -181,11 +174,8 @@ TEST_F(EnergyWindowTest, SigtermMidWindowStopsTheWindowAndTheGuardResetsTheClock
       window.end();
       return WindowWork{1, 1};
     };
-    try {
-      (void)measure_window(*nvml_, guard, options_, kLockedMhz, "kernel:fc1", work);
-    } catch (const Error& error) {
-      message = error.what();
-    }
+    message = test_common::error_of<Error>(
+        [&] { (void)measure_window(*nvml_, guard, options_, kLockedMhz, "kernel:fc1", work); });
     EXPECT_NE(state().find("gpu 0 locked_mhz 1005"), std::string::npos) << state();
   }
   EXPECT_NE(message.find("interrupted by signal 15"), std::string::npos) << message;
