@@ -58,6 +58,24 @@ def init_megatron(rank: int, world: int, port: int, tp: int, pp: int = 1) -> Non
     parallel_state.initialize_model_parallel(tensor_model_parallel_size=tp, pipeline_model_parallel_size=pp)
 
 
+def gpt_forward_step(seq: int):
+    """Megatron's forward_step_func for a GPTModel on (tokens, labels) batches of ``seq`` tokens:
+    the loss is the mean per-token loss, also reported as "loss" (what the training tests compare)."""
+    import torch
+
+    def forward_step(batches, gpt):
+        tokens, labels = next(batches)
+        output = gpt(tokens, torch.arange(seq).unsqueeze(0).expand_as(tokens), None, labels=labels)
+
+        def loss_func(per_token):
+            loss = per_token.float().sum() / per_token.numel()
+            return loss, {"loss": loss.detach().clone()}
+
+        return output, loss_func
+
+    return forward_step
+
+
 def write_job_plan(path, job_workload, slot_ctas: int = 6) -> str:
     """A plan for one stage of ``job_workload`` (a kareus.megatron.MegatronWorkload): every
     searchable key at its first slot on ``slot_ctas`` CTAs, the workload block the job's."""

@@ -53,16 +53,7 @@ def _worker(rank, world, port, out_dir):
             job.attach(model)  # through DDP's .module
             schedule = job.forward_backward(schedule)
 
-        def forward_step(batches, gpt_model):
-            tokens, labels = next(batches)
-            output = gpt_model(tokens, torch.arange(SEQ).unsqueeze(0).expand_as(tokens), None, labels=labels)
-
-            def loss_func(per_token):
-                loss = per_token.float().sum() / per_token.numel()
-                return loss, {"loss": loss.detach().clone()}
-
-            return output, loss_func
-
+        forward_step = mhelpers.gpt_forward_step(SEQ)
         losses = []
         for step in range(STEPS):
             tokens, labels = synthetic_batch(256, MICROBATCHES, MBS, SEQ, 2 * step + parallel_state.get_data_parallel_rank(), 1)

@@ -58,18 +58,8 @@ def _worker(rank, world, port, out_dir):
 
     def train(chunks, interleaved):
         optimizer = torch.optim.SGD([p for chunk in chunks for p in chunk.parameters()], lr=0.2)
+        forward_step = mhelpers.gpt_forward_step(SEQ)
         losses = []
-
-        def forward_step(batches, gpt):
-            tokens, labels = next(batches)
-            output = gpt(tokens, torch.arange(SEQ).unsqueeze(0).expand_as(tokens), None, labels=labels)
-
-            def loss_func(per_token):
-                loss = per_token.float().sum() / per_token.numel()
-                return loss, {"loss": loss.detach().clone()}
-
-            return output, loss_func
-
         for step in range(STEPS):
             tokens, labels = synthetic_batch(256, MICROBATCHES, MBS, SEQ, step, 1)
             batches = [iter(list(zip(tokens, labels))) for _ in chunks]

@@ -152,21 +152,133 @@ def relative(a, b) -> float:
     return (a - b).abs().max().item() / (scale if scale > 0 else 1.0)
 
 
+def seeded_inputs(mbs: int, seq: int) -> tuple:
+    """The stage input and output gradient [mbs, seq, 64] of the tiny model's tests (seeds 5 and 6)."""
+    import torch
+
+    x = torch.randn(mbs, seq, 64, generator=torch.Generator().manual_seed(5))
+    grad = torch.randn(mbs, seq, 64, generator=torch.Generator().manual_seed(6))
+    return x, grad
+
+
+def run_under_plan(kt, stage, rope, groups, tp, recompute, plan, x_run, grad, sequence_parallel=False) -> tuple:
+    """One forward of ``x_run`` (a leaf that requires grad) and backward of ``grad`` through ``stage``
+    by StageRunner under the plan's first stage's two instructions: the launch trace and the output."""
+    trace = kt.LaunchTrace()
+    runner = kt.StageRunner(stage.layers, rope, groups, tp, recompute, trace, sequence_parallel=sequence_parallel)
+    runner.set_instruction(plan.stages[0][0])
+    y = runner(x_run, 0)
+    runner.set_instruction(plan.stages[0][1])
+    y.backward(grad)
+    return trace, y
+
+
 def run_against_reference(kt, stage, reference, rope, groups, tp, recompute, plan, x, grad, y_ref, x_ref):
     """One forward and backward of ``stage`` through StageRunner under the plan's first stage's two
     instructions: the launch trace, and the relative errors of the output, the input gradient and
     every parameter gradient against the reference run's (y_ref, x_ref.grad, reference's grads)."""
-    trace = kt.LaunchTrace()
-    runner = kt.StageRunner(stage.layers, rope, groups, tp, recompute, trace)
-    runner.set_instruction(plan.stages[0][0])
     x_run = x.clone().requires_grad_()
-    y = runner(x_run, 0)
-    runner.set_instruction(plan.stages[0][1])
-    y.backward(grad)
+    trace, y = run_under_plan(kt, stage, rope, groups, tp, recompute, plan, x_run, grad)
     errors = {"output": relative(y, y_ref), "input_grad": relative(x_run.grad, x_ref.grad)}
     for (name, mine), (_, theirs) in zip(stage.layers.named_parameters(), reference.layers.named_parameters()):
         errors[name] = relative(mine.grad, theirs.grad)
     return trace, errors
+
+
+def start_tp_cp_test(rank: int, world: int, port: int, tp: int, cp: int, seq: int, mbs: int) -> tuple:
+    """What the TP x CP workers start from: gloo, this rank's TP and CP ranks, kareus's comm groups
+    (TP and CP), the RoPE tables of the whole sequence (the reference's) and of this CP rank's
+    part, and seeded_inputs over the whole sequence."""
+    import torch
+
+    from kareus import torch as kt
+    from kareus._runtime import load_model, map_rank
+
+    init_gloo(rank, world, port)
+    where = map_rank(rank, tp=tp, cp=cp)
+    tp_rank, cp_rank = where["tp_rank"], where["cp_rank"]
+    groups = kt.CommGroups(kt.tp_groups(tp, 1, 1, cp), rank, "gloo", kt.cp_groups(tp, 1, 1, cp))
+    cpu = torch.device("cpu")
+    model = load_model(TINY_MODEL)
+    full_rope = kt.Rope(model, seq, cpu, torch.float32)
+    rope = kt.Rope(model, seq, cpu, torch.float32, cp, cp_rank)
+    return (tp_rank, cp_rank, groups, full_rope, rope) + seeded_inputs(mbs, seq)
+
+
+# The norm weights whose gradients SP leaves partial on each TP rank (it runs the norms on the
+# rank's part of the sequence alone).
+SP_NORMS = ("input_norm", "mlp_norm")
+
+
+class ShardedStage:
+    """Stage 0 of ``workload`` run on this rank's part of the sequence, against the plain TP layer
+    over the whole sequence (neither SP nor CP, on ``full_rope``), which cannot share a mistake
+    with the SP or CP code. ``positions``: the rank's positions of the whole sequence, which
+    ``shard`` cuts out of a [batch, seq, ...] tensor (indexing at them by default); ``cp``: the
+    stage runs CP on groups.plain_cp; ``sequence_parallel``: it runs SP."""
+
+    def __init__(self, kt, workload, tp_rank, groups, full_rope, rope, x, grad, positions, shard=None, cp=False,
+                 sequence_parallel=False):
+        self.kt, self.workload, self.tp_rank, self.groups, self.rope = kt, workload, tp_rank, groups, rope
+        self.tp, self.recompute = workload.parallel["tp"], workload.recompute == "full"
+        self.x, self.grad, self.positions = x, grad, positions
+        self.shard = shard or (lambda tensor: tensor[:, positions])
+        self.cp_group = groups.plain_cp if cp else None
+        self.sequence_parallel = sequence_parallel
+        self.reference = self.stage(sequence_parallel=False)
+        self.x_ref = x.clone().requires_grad_()
+        self.y_ref = kt.reference_stack(self.reference.layers, full_rope, self.x_ref, groups.plain, self.tp)
+        self.y_ref.backward(grad)
+
+    def stage(self, sequence_parallel: bool):
+        return self.kt.LlamaStage(self.workload.model, list(self.workload.stage_layers), 0, self.tp, self.tp_rank, 3,
+                                  sequence_parallel=sequence_parallel)
+
+    def errors(self, stage, x_run, y) -> dict:
+        """Relative errors against the reference: the output and input gradient at the rank's
+        positions; each parameter gradient summed over CP first (a CP rank's covers its part of
+        the sequence only) and, under SP, each norm weight's over TP too."""
+        import torch.distributed as dist
+
+        errors = {"output": relative(y, self.y_ref[:, self.positions]),
+                  "input_grad": relative(x_run.grad, self.x_ref.grad[:, self.positions])}
+        for (name, mine), (_, theirs) in zip(stage.layers.named_parameters(), self.reference.layers.named_parameters()):
+            summed = mine.grad.clone()
+            if self.cp_group is not None:
+                dist.all_reduce(summed, group=self.cp_group)
+            if self.sequence_parallel and name.split(".")[-1] in SP_NORMS:
+                dist.all_reduce(summed, group=self.groups.plain)
+            errors[name] = relative(summed, theirs.grad)
+        return errors
+
+    def plain(self) -> dict:
+        """The errors of the plain (not nanobatched) sharded layer: reference_stack under CP and SP."""
+        stage = self.stage(self.sequence_parallel)
+        x_run = self.shard(self.x).clone().requires_grad_()
+        y = self.kt.reference_stack(stage.layers, self.rope, x_run, self.groups.plain, self.tp, self.cp_group,
+                                    sequence_parallel=self.sequence_parallel)
+        y.backward(self.shard(self.grad))
+        return self.errors(stage, x_run, y)
+
+    def cases(self, plan_path: str, collectives=None) -> List[dict]:
+        """The nanobatched stage under each case of case_configs(workload, collectives) (2 CTA
+        counts): key, slot, recompute, trace_ok and problems (the launch trace against the plan),
+        the collectives it enqueued, and its errors."""
+        kt = self.kt
+        made = {"sequence_parallel": True} if self.sequence_parallel else None
+        cases = []
+        for key, slot, configs in case_configs(self.workload, collectives, ctas_cycle=2):
+            plan = kt.ExecutionPlan(write_plan(plan_path, 1, 1, configs, self.recompute, made), self.workload, 108, 16)
+            self.groups.ensure(plan.distinct_ctas())
+            stage = self.stage(self.sequence_parallel)
+            x_run = self.shard(self.x).clone().requires_grad_()
+            trace, y = run_under_plan(kt, stage, self.rope, self.groups, self.tp, self.recompute, plan, x_run,
+                                      self.shard(self.grad), self.sequence_parallel)
+            ok, problems = kt.check_trace(trace.events, plan, 0, self.recompute)
+            cases.append({"key": key, "slot": slot, "recompute": self.recompute, "trace_ok": ok, "problems": problems,
+                          "collectives": sorted({e[2] for e in trace.events if e[0] == "enqueue"}),
+                          "errors": self.errors(stage, x_run, y)})
+        return cases
 
 
 def finish_worker(rank: int, out_dir: str, results: dict) -> None:
@@ -199,3 +311,17 @@ def check_slot_cases(cases, tolerance: float, errors_per_case: int) -> None:
         assert case["errors"][worst] < tolerance, (case["key"], case["slot"], case["recompute"], worst)
         assert len(case["errors"]) == errors_per_case
         assert case["trace_ok"], case["problems"]
+
+
+def check_sharded_cases(cases, tolerance: float, collectives, at_least: bool = False) -> None:
+    """Asserts ShardedStage's cases: each within ``tolerance`` on every compared tensor, with a
+    launch trace matching the plan, having enqueued ``collectives`` (at least those, when
+    ``at_least``: the TP ones may run beside them)."""
+    for case in cases:
+        worst = max(case["errors"], key=case["errors"].get)
+        assert case["errors"][worst] < tolerance, (case["key"], case["slot"], case["recompute"], worst,
+                                                   case["errors"][worst])
+        assert case["trace_ok"], case["problems"]
+        enqueued = set(case["collectives"])
+        matches = enqueued >= collectives if at_least else enqueued == collectives
+        assert matches, case["collectives"]

@@ -23,70 +23,22 @@ TP, CP = 2, 2
 SEQ = 16
 MBS = 2
 TOLERANCE = 1e-5
-NORMS = ("input_norm", "mlp_norm")
 
 
 def _worker(rank, world, port, out_dir):
-    import torch.distributed as dist
-
     from kareus import torch as kt
-    from kareus._runtime import Workload, load_model, map_rank
+    from kareus._runtime import Workload
 
-    helpers.init_gloo(rank, world, port)
-    where = map_rank(rank, tp=TP, cp=CP)
-    tp_rank, cp_rank = where["tp_rank"], where["cp_rank"]
-    groups = kt.CommGroups(kt.tp_groups(TP, 1, 1, CP), rank, "gloo", kt.cp_groups(TP, 1, 1, CP))
-    cpu = torch.device("cpu")
-    model = load_model(helpers.TINY_MODEL)
-    full_rope = kt.Rope(model, SEQ, cpu, torch.float32)
-    rope = kt.Rope(model, SEQ, cpu, torch.float32, CP, cp_rank)
-    x = torch.randn(MBS, SEQ, 64, generator=torch.Generator().manual_seed(5))
-    grad = torch.randn(MBS, SEQ, 64, generator=torch.Generator().manual_seed(6))
+    tp_rank, cp_rank, groups, full_rope, rope, x, grad = helpers.start_tp_cp_test(rank, world, port, TP, CP, SEQ, MBS)
     local = SEQ // CP // TP
     positions = kt.layer.cp_positions(SEQ, CP, cp_rank)[tp_rank * local:(tp_rank + 1) * local]
-    results = {"positions": positions.tolist(), "cases": []}
-
-    def compare(stage, reference, x_run, y, x_ref, y_ref):
-        errors = {"output": helpers.relative(y, y_ref[:, positions]),
-                  "input_grad": helpers.relative(x_run.grad, x_ref.grad[:, positions])}
-        for (name, mine), (_, theirs) in zip(stage.layers.named_parameters(), reference.layers.named_parameters()):
-            summed = mine.grad.clone()
-            dist.all_reduce(summed, group=groups.plain_cp)
-            if name.split(".")[-1] in NORMS:
-                dist.all_reduce(summed, group=groups.plain)
-            errors[name] = helpers.relative(summed, theirs.grad)
-        return errors
-
+    results = {"positions": positions.tolist()}
     workload = Workload(helpers.TINY_MODEL, tp=TP, cp=CP, pp=1, mbs=MBS, seq=SEQ, microbatches=1,
                         recompute="full", sequence_parallel=True)
-    layers = list(workload.stage_layers)
-    reference = kt.LlamaStage(workload.model, layers, 0, TP, tp_rank, 3)
-    x_ref = x.clone().requires_grad_()
-    y_ref = kt.reference_stack(reference.layers, full_rope, x_ref, groups.plain, TP)
-    y_ref.backward(grad)
-
-    stage = kt.LlamaStage(workload.model, layers, 0, TP, tp_rank, 3, sequence_parallel=True)
-    x_run = x[:, positions].clone().requires_grad_()
-    y = kt.reference_stack(stage.layers, rope, x_run, groups.plain, TP, groups.plain_cp, sequence_parallel=True)
-    y.backward(grad[:, positions])
-    results["plain"] = compare(stage, reference, x_run, y, x_ref, y_ref)
-
-    for key, slot, configs in helpers.case_configs(workload, ctas_cycle=2):
-        path = helpers.write_plan(f"{out_dir}/plan_{rank}.json", 1, 1, configs, True, {"sequence_parallel": True})
-        plan = kt.ExecutionPlan(path, workload, 108, 16)
-        groups.ensure(plan.distinct_ctas())
-        stage = kt.LlamaStage(workload.model, layers, 0, TP, tp_rank, 3, sequence_parallel=True)
-        trace = kt.LaunchTrace()
-        runner = kt.StageRunner(stage.layers, rope, groups, TP, True, trace, sequence_parallel=True)
-        runner.set_instruction(plan.stages[0][0])
-        x_run = x[:, positions].clone().requires_grad_()
-        y = runner(x_run, 0)
-        runner.set_instruction(plan.stages[0][1])
-        y.backward(grad[:, positions])
-        ok, problems = kt.check_trace(trace.events, plan, 0, True)
-        collectives = sorted({e[2] for e in trace.events if e[0] == "enqueue"})
-        results["cases"].append({"key": key, "slot": slot, "trace_ok": ok, "problems": problems,
-                                 "collectives": collectives, "errors": compare(stage, reference, x_run, y, x_ref, y_ref)})
+    sharded = helpers.ShardedStage(kt, workload, tp_rank, groups, full_rope, rope, x, grad, positions, cp=True,
+                                   sequence_parallel=True)
+    results["plain"] = sharded.plain()
+    results["cases"] = sharded.cases(f"{out_dir}/plan_{rank}.json")
     helpers.finish_worker(rank, out_dir, results)
 
 
@@ -117,11 +69,7 @@ def test_every_slot_matches_the_whole_sequence(results):
     cases = results["cases"]
     keys = {case["key"] for case in cases}
     assert len(keys) == 23 and len(cases) > len(keys), sorted(keys)
-    for case in cases:
-        worst = max(case["errors"], key=case["errors"].get)
-        assert case["errors"][worst] < TOLERANCE, (case["key"], case["slot"], worst, case["errors"][worst])
-        assert case["trace_ok"], case["problems"]
-        # No all-reduce is left on TP: SP replaces every one; CP's collectives run beside them.
-        assert set(case["collectives"]) == SP_COLLECTIVES | CP_COLLECTIVES, case["collectives"]
+    # No all-reduce is left on TP: SP replaces every one; CP's collectives run beside them.
+    helpers.check_sharded_cases(cases, TOLERANCE, SP_COLLECTIVES | CP_COLLECTIVES)
     print(f"worst relative error over {len(cases)} cases: "
           f"{max(max(c['errors'].values()) for c in cases):.3g}; plain {max(results['plain'].values()):.3g}")
