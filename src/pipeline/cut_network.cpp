@@ -2,13 +2,8 @@
 
 #include <algorithm>
 #include <cassert>
-#include <limits>
 
 namespace kareus::pipeline::detail {
-namespace {
-constexpr double kInfinity = std::numeric_limits<double>::infinity();
-}  // namespace
-
 CutNetwork::CutNetwork(const PipelineDag& dag, const Topology& topology)
     : dag_(dag), topology_(topology), count_(static_cast<int>(dag.operations.size())) {}
 

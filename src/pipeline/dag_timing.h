@@ -14,6 +14,7 @@
 #pragma once
 
 #include <algorithm>
+#include <limits>
 #include <span>
 #include <utility>
 #include <vector>
@@ -21,6 +22,9 @@
 #include "kareus/pipeline/pipeline_dag.h"
 
 namespace kareus::pipeline::detail {
+
+// An unreached or unbounded time, capacity or slack.
+inline constexpr double kInfinity = std::numeric_limits<double>::infinity();
 
 // Predecessors and successors in compressed form, a topological order and each operation's
 // position in it, and the sinks (operations without successors). Throws Error on a cycle.

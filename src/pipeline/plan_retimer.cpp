@@ -2,13 +2,8 @@
 
 #include <algorithm>
 #include <cassert>
-#include <limits>
 
 namespace kareus::pipeline::detail {
-namespace {
-constexpr double kInfinity = std::numeric_limits<double>::infinity();
-}  // namespace
-
 PlanRetimer::PlanRetimer(const PipelineDag& dag, const Topology& topology, int gpus, bool finer_options)
     : dag_(dag),
       topology_(topology),

@@ -1,15 +1,10 @@
 #include "pipeline/real_time_walks.h"
 
 #include <algorithm>
-#include <limits>
 
 #include "pipeline/plan_realization.h"
 
 namespace kareus::pipeline::detail {
-namespace {
-constexpr double kInfinity = std::numeric_limits<double>::infinity();
-}  // namespace
-
 RealTimeWalks::RealTimeWalks(const PipelineDag& dag, const Topology& topology, int gpus, bool finer_options)
     : dag_(dag),
       topology_(topology),
