@@ -18,7 +18,7 @@ import os
 from typing import Optional
 
 from kareus import InputError, PipelineFrequencyOptimizer, map_rank
-from kareus.megatron.layer_ops import refuse_unsupported_layers
+from kareus.megatron.layer_ops import refuse_unsupported_layers, refuse_unsupported_wrapping
 from kareus.megatron.schedule import InstructionHook, InstructionTimers, StepOrder, refuse_unsupported_schedule
 from kareus.megatron.workload import MegatronWorkload
 
@@ -79,6 +79,8 @@ class MegatronJob:
 
         refuse_unsupported_layers(self.config)
         chunks = self._chunks(model)
+        for chunk in chunks:
+            refuse_unsupported_wrapping(chunk)
         backend = backend or dist.get_backend()
         w = self.workload
         self.groups = kt.CommGroups(kt.tp_groups(w.tp, w.pp, w.dp, w.cp), self.rank, backend)

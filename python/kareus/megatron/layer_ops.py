@@ -161,3 +161,24 @@ def refuse_unsupported_layers(config) -> None:
             raise InputError(f"kareus.megatron: {name}={value!r} is not supported: {why}")
     if getattr(config, "recompute_granularity", None) == "full" and config.recompute_method not in ("uniform", "block"):
         raise InputError(f"kareus.megatron: recompute_method={config.recompute_method!r}: expected uniform or block")
+
+
+def refuse_unsupported_wrapping(chunk) -> None:
+    """Raises InputError where ``chunk``'s Megatron wrappers (DistributedDataParallel, Float16Module)
+    need a forward kareus does not run: the distributed optimizer's ``overlap_param_gather`` waits
+    for each bucket's parameter all-gather in forward pre-hooks of the modules that own the
+    weights, and kareus's partitions read the weights through ``F.linear`` without calling those
+    modules, so a layer could read weights before their gather completes."""
+    module = chunk
+    for _ in range(8):  # Megatron nests two wrappers at most; a cycle of .module ends here
+        if module is None:
+            return
+        ddp = getattr(module, "ddp_config", None)
+        if ddp is not None and getattr(ddp, "use_distributed_optimizer", False) \
+                and getattr(ddp, "overlap_param_gather", False):
+            raise InputError("kareus.megatron: overlap_param_gather=True with use_distributed_optimizer=True is not "
+                             "supported: its forward pre-hooks, which wait for each bucket's parameter all-gather, "
+                             "belong to modules kareus's partitions do not call, so a layer could read weights "
+                             "before their gather completes; set DistributedDataParallelConfig("
+                             "overlap_param_gather=False)")
+        module = getattr(module, "module", None)

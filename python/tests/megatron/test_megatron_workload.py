@@ -142,6 +142,33 @@ def test_the_layers_kareus_runs_refuse_megatrons_own_comm_overlap_and_take_seque
     refuse_unsupported_layers(config)  # the SP partitions run the plan's all-gathers and reduce-scatters
 
 
+
+def test_the_distributed_optimizers_param_gather_overlap_is_refused_through_the_wrappers():
+    # Megatron's own DDP config on stand-ins for its DDP(Float16Module(GPTModel)) nesting: the
+    # pre-hooks that wait for the gathers belong to modules kareus's partitions do not call.
+    from types import SimpleNamespace
+
+    from megatron.core.distributed import DistributedDataParallelConfig
+
+    from kareus.megatron.layer_ops import refuse_unsupported_wrapping
+
+    def wrapped(**ddp):
+        gpt = SimpleNamespace(decoder=object())
+        return SimpleNamespace(ddp_config=DistributedDataParallelConfig(**ddp), module=SimpleNamespace(module=gpt))
+
+    refuse_unsupported_wrapping(wrapped(use_distributed_optimizer=True, overlap_grad_reduce=True))
+    refuse_unsupported_wrapping(wrapped(overlap_param_gather=True))  # no gathers without the optimizer
+    refuse_unsupported_wrapping(SimpleNamespace(decoder=object()))  # unwrapped
+    with pytest.raises(InputError, match="overlap_param_gather=True with use_distributed_optimizer=True is not "
+                                         "supported: .* set DistributedDataParallelConfig"):
+        refuse_unsupported_wrapping(wrapped(use_distributed_optimizer=True, overlap_param_gather=True))
+    # Below a wrapper of its own too.
+    with pytest.raises(InputError, match="overlap_param_gather=True"):
+        refuse_unsupported_wrapping(SimpleNamespace(module=wrapped(use_distributed_optimizer=True,
+                                                                   overlap_grad_reduce=True,
+                                                                   overlap_param_gather=True)))
+
+
 def test_sequence_parallelism_and_virtual_stages_reach_the_workload_and_the_plan_flags():
     config = mhelpers.tiny_config(tp=2, pp=2, sequence_parallel=True, virtual_pipeline_model_parallel_size=2)
     job = _workload(config)
