@@ -115,7 +115,7 @@ CalibrationResult calibrate(const GpuSpec& start, const std::vector<MeasurementR
       throw InputError(fmt::format("parameter {} starts at {}: it must be positive to fit", name, *ref->value));
     refs.push_back(*ref);
     point.push_back(std::log(*ref->value));
-    result.parameters.push_back({name, *ref->value, *ref->value});
+    result.parameters.push_back({name, *ref->value, *ref->value, false, 0});
   }
   auto apply = [&](const std::vector<double>& log_values) {
     for (std::size_t index = 0; index < refs.size(); ++index) {
@@ -144,7 +144,17 @@ CalibrationResult calibrate(const GpuSpec& start, const std::vector<MeasurementR
   }
   apply(point);
   result.objective_after = best;
-  for (std::size_t index = 0; index < refs.size(); ++index) result.parameters[index].fitted = *refs[index].value;
+  for (std::size_t index = 0; index < refs.size(); ++index) {
+    FittedParameter& parameter = result.parameters[index];
+    parameter.fitted = *refs[index].value;
+    const double lower = std::max(refs[index].min, 1e-9);  // apply's clamp
+    for (const double limit : {lower, refs[index].max}) {
+      if (std::abs(parameter.fitted - limit) <= 1e-9 * std::max(1.0, std::abs(limit))) {
+        parameter.at_bound = true;
+        parameter.bound = limit;
+      }
+    }
+  }
   result.errors_after = fit_errors(result.gpu, stable);
   return result;
 }

@@ -144,6 +144,23 @@ TEST(Calibration, WritesFittedValuesWithTheirSource) {
   EXPECT_NEAR(parse_gpu(preset, "calibrated").hbm_efficiency, truth.hbm_efficiency, 1e-3);
 }
 
+// The H200's device check fitted gemm_efficiency and link_efficiency to their upper limit 1:
+// the fit says so instead of passing the limit off as a measurement.
+TEST(Calibration, AFitEndingOnTheSchemasLimitIsMarked) {
+  GpuSpec truth = load_gpu("h200");
+  truth.gemm_efficiency = 1;
+  truth.flop_per_clock_per_sm *= 1.3;  // GEMMs faster than any efficiency <= 1 explains
+  const std::vector<MeasurementRecord> kernels = measure(truth, plan_kernel_sweep(llama_3b_15_13(), {1380, 1980}, {8}));
+  CalibrationOptions options;
+  options.parameters = {"gemm_efficiency", "hbm_efficiency"};
+  const CalibrationResult result = calibrate(load_gpu("h200"), kernels, options);
+  ASSERT_EQ(result.parameters.size(), 2u);
+  EXPECT_EQ(result.parameters[0].fitted, 1);
+  EXPECT_TRUE(result.parameters[0].at_bound);
+  EXPECT_EQ(result.parameters[0].bound, 1);
+  EXPECT_FALSE(result.parameters[1].at_bound) << result.parameters[1].fitted;
+}
+
 TEST(Calibration, RefusesUnknownParametersAndUnstableOnlyData) {
   const GpuSpec gpu = load_gpu("h200");
   std::vector<MeasurementRecord> records = measure(gpu, plan_kernel_sweep(llama_3b_15_13(), {1980}, {8}));

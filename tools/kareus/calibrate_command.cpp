@@ -52,7 +52,11 @@ void run_calibrate(const CalibrateOptions& options) {
              result.parameters.size(), start.name, fit.size(), result.evaluations, result.objective_before,
              result.objective_after);
   for (const device::FittedParameter& parameter : result.parameters) {
-    fmt::print("  {:<32} {:>12.6g} -> {:<12.6g}\n", parameter.name, parameter.initial, parameter.fitted);
+    const std::string bound =
+        parameter.at_bound
+            ? fmt::format("  at its limit {:g}: the model does not fit these records there", parameter.bound)
+            : "";
+    fmt::print("  {:<32} {:>12.6g} -> {:<12.6g}{}\n", parameter.name, parameter.initial, parameter.fitted, bound);
   }
   print_errors("fit error before:", result.errors_before);
   print_errors("fit error after:", result.errors_after);

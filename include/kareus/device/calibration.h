@@ -42,6 +42,10 @@ struct FittedParameter {
   std::string name;
   double initial = 0;
   double fitted = 0;
+  /// The fit ended on the schema's lower or upper limit (`bound`): the model could not explain
+  /// the records inside the range, so the value is a symptom, not a measurement.
+  bool at_bound = false;
+  double bound = 0;
 };
 
 struct CalibrationResult {
