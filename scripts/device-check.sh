@@ -3,14 +3,16 @@
 # CAP_SYS_ADMIN to lock clocks). In order, each step bounded by `timeout`:
 #   1. configure and build with nvcc (sm_80;sm_90), release, all cores; skipped when KAREUS and
 #      DEVICE_TESTS name prebuilt binaries (the GPU image may lack fmt/CLI11/GTest dev files);
-#   2. the GPU tests of the device module (CudaDevice*; they skip without a GPU or permission);
+#   2. the GPU tests of the device module (CudaDevice*; they skip without a GPU or permission),
+#      then kareusd's NVML backend (scripts/device_kareusd_check.py: lock, and every way a lease
+#      ends resets the clock, read under a GEMM load; needs python3 with torch and nvidia-ml-py);
 #   3. clock-switch latency (min -> max -> min of CLOCKS);
 #   4. kernels: every GEMM, attention, memory-bound op and TP collective (one-GPU proxy) of one
 #      Llama 3.2 3B layer at 8 clocks (collectives at 3 CTA counts), short windows;
 #   5. a partition sweep: fwd_attn and fwd_mlp, a seeded sample of BUDGET configs each;
 #   6. calibrate an h200 preset on the kernels and report the held-out error on the partitions.
 # Under $OUT (at most 8 files, as the device tool returns): device-check.log (every step's
-# output), clock_switch.jsonl, kernels.jsonl, partitions.jsonl, $GPU.json, calibrate.txt.
+# output), kareusd.json, clock_switch.jsonl, kernels.jsonl, partitions.jsonl, $GPU.json, calibrate.txt.
 # Windows are much shorter than the artifact's 5 s + 5 s so that the run fits a 15-minute
 # device budget: treat its energies as a smoke test and a first calibration, not final data.
 # Usage: OUT=/tmp/out scripts/device-check.sh   (overrides: GPU, CLOCKS, CTAS, WINDOW, COOLDOWN,
@@ -24,12 +26,13 @@ set -uo pipefail
 if [[ ${1:-} == prepare ]]; then
   set -e
   BUILD=${BUILD:-build}
-  ninja -C "$BUILD" -j1 kareus device_tests
+  ninja -C "$BUILD" -j1 kareus device_tests kareusd
   mkdir -p "$BUILD/devrun"
   strip -o "$BUILD/devrun/kareus" "$BUILD/tools/kareus"
   strip -o "$BUILD/devrun/device_tests" "$BUILD/tests/device_tests"
+  strip -o "$BUILD/devrun/kareusd" "$BUILD/tools/kareusd/kareusd"
   # Shared libraries the image may lack (not the CUDA ones, which it has, nor libc/libstdc++).
-  for library in $(ldd "$BUILD/tools/kareus" "$BUILD/tests/device_tests" | awk '/=> \// {print $3}' | sort -u); do
+  for library in $(ldd "$BUILD"/devrun/{kareus,device_tests,kareusd} | awk '/=> \// {print $3}' | sort -u); do
     case $(basename "$library") in
       libcuda* | libcublas* | libnccl* | libc.so* | libm.so* | libstdc++* | libgcc_s* | libdl* | libpthread* | librt*) ;;
       *) cp -L "$library" "$BUILD/devrun/" ;;
@@ -42,6 +45,7 @@ if [[ -n ${PREBUILT:-} ]]; then
   PREBUILT=$(cd "$PREBUILT" && pwd)
   KAREUS=$PREBUILT/kareus
   DEVICE_TESTS=$PREBUILT/device_tests
+  KAREUSD=$PREBUILT/kareusd
   export LD_LIBRARY_PATH=$PREBUILT${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 fi
 OUT=${OUT:?set OUT to a writable folder}
@@ -88,9 +92,10 @@ if [[ -n ${KAREUS:-} && -n ${DEVICE_TESTS:-} ]]; then
 else
   step configure 120 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKAREUS_CUDA=ON \
     -DKAREUS_BUILD_BENCH=OFF -DKAREUS_BUILD_PYTHON=OFF || exit 1
-  step build 420 ninja -C "$BUILD" -j "$JOBS" kareus device_tests || exit 1
+  step build 420 ninja -C "$BUILD" -j "$JOBS" kareus device_tests kareusd || exit 1
   KAREUS=$BUILD/tools/kareus
   DEVICE_TESTS=$BUILD/tests/device_tests
+  KAREUSD=$BUILD/tools/kareusd/kareusd
 fi
 # cuBLASLt and NCCL may live in pip wheels (nvidia-cublas, nvidia-nccl-cu13) rather than the toolkit.
 for library in libcublasLt.so.13 libnccl.so.2 libcudart.so.13; do
@@ -103,6 +108,9 @@ export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}
 ldd "$KAREUS" | grep -E "cublas|nccl|cudart|fmt|not found" | tee -a "$LOG"
 
 step gpu_tests 180 "$DEVICE_TESTS" --gtest_filter='CudaDevice*'
+if [[ -n ${KAREUSD:-} && -x $KAREUSD ]]; then
+  step kareusd 90 python3 "$(dirname "$0")/device_kareusd_check.py" "$KAREUSD" "$OUT/kareusd.json"
+fi
 step clock_switch 60 bash -c "'$KAREUS' profile --backend cuda --gpu '$GPU' --clock-switch \
   --clocks $clock_min:$clock_max:$((clock_max - clock_min)) > '$OUT/clock_switch.jsonl'"
 
