@@ -116,12 +116,23 @@ def hopper(name, description, hbm_gbps, hbm_source, stream_efficiency, stream_so
     return preset
 
 
+def h200():
+    preset = hopper("h200", "NVIDIA H200 SXM 141GB in an 8-GPU NVSwitch node", 4800, "[S] 4.8 TB/s",
+                    0.87, "[M] project: device-to-device copy ~4.3 TB/s read+write; AZ STREAM 4.01-4.15")
+    # Measured on one H200 (scripts/device-check.sh); the H100 keeps the estimates until measured.
+    preset["parameters"]["clock_step_mhz"] = (
+        15, "[M] device check 2026-12-04: NVML lists 110 SM clocks, 345-1980 MHz in 15 MHz steps")
+    preset["parameters"]["clock_switch_latency_ms"] = (
+        90, "[M] device check 2026-12-04 (bench/RESULTS.md): NVML's call 8.6-13.2 ms; under load the new clock "
+            "read 44 ms (1980 -> 1140 MHz) and 135 ms (1140 -> 1980) after the call; their mean")
+    return preset
+
+
 PRESETS = [
     A100,
     hopper("h100-sxm", "NVIDIA H100 SXM5 80GB in an 8-GPU NVSwitch node", 3350, "[S] 2619 MHz x 2 x 5120 bit",
            0.87, "[M] AZ STREAM copy 2.90 of 3.35 TB/s"),
-    hopper("h200", "NVIDIA H200 SXM 141GB in an 8-GPU NVSwitch node", 4800, "[S] 4.8 TB/s",
-           0.87, "[M] project: device-to-device copy ~4.3 TB/s read+write; AZ STREAM 4.01-4.15"),
+    h200(),
 ]
 
 
