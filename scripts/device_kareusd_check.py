@@ -3,8 +3,9 @@ on each way a lease ends (the client's reset, its disconnect, its SIGKILL, the d
 
 Run as root on a GPU machine with torch and nvidia-ml-py (the GPU session's image has both):
     python3 scripts/device_kareusd_check.py KAREUSD_BINARY OUT.json [MHZ]
-Whether a clock is locked is read the only way NVML shows it: the SM clock under a bf16 GEMM
-load (at idle a locked GPU still drops its clock). Locked: at most MHZ + 15 throughout; free:
+Whether a clock is locked is read where NVML shows it plainly: the SM clock under a bf16 GEMM
+load (an idle GPU's reading tells little; right after the call it still shows the previous
+clock). Locked: at most MHZ + 15 throughout; free:
 above MHZ + 100 at some sample (the GPU's own boost, or its power cap, well above a low lock).
 Writes every reply, the clocks sampled and each check's outcome to OUT.json; exits 1 if one fails.
 """
