@@ -114,13 +114,13 @@ CalibrationResult calibrate(const GpuSpec& start, const std::vector<MeasurementR
     if (*ref->value <= 0)
       throw InputError(fmt::format("parameter {} starts at {}: it must be positive to fit", name, *ref->value));
     refs.push_back(*ref);
+    refs.back().min = std::max(ref->min, 1e-9);  // the fit runs in log space: a positive floor
     point.push_back(std::log(*ref->value));
     result.parameters.push_back({name, *ref->value, *ref->value, false, 0});
   }
   auto apply = [&](const std::vector<double>& log_values) {
     for (std::size_t index = 0; index < refs.size(); ++index) {
-      const double lower = std::max(refs[index].min, 1e-9);
-      *refs[index].value = std::clamp(std::exp(log_values[index]), lower, refs[index].max);
+      *refs[index].value = std::clamp(std::exp(log_values[index]), refs[index].min, refs[index].max);
     }
   };
   auto objective = [&](const std::vector<double>& log_values) {
@@ -147,8 +147,7 @@ CalibrationResult calibrate(const GpuSpec& start, const std::vector<MeasurementR
   for (std::size_t index = 0; index < refs.size(); ++index) {
     FittedParameter& parameter = result.parameters[index];
     parameter.fitted = *refs[index].value;
-    const double lower = std::max(refs[index].min, 1e-9);  // apply's clamp
-    for (const double limit : {lower, refs[index].max}) {
+    for (const double limit : {refs[index].min, refs[index].max}) {
       if (std::abs(parameter.fitted - limit) <= 1e-9 * std::max(1.0, std::abs(limit))) {
         parameter.at_bound = true;
         parameter.bound = limit;

@@ -19,7 +19,7 @@ from typing import Optional
 import torch
 
 from kareus import InputError
-from kareus.megatron.layer_ops import BATCH_DIM, LayerContext, megatron_ops
+from kareus.megatron.layer_ops import BATCH_DIM, LayerContext, megatron_ops, unwrap
 
 try:  # The package imports without Megatron-Core; adopt_block needs it.
     from megatron.core.tensor_parallel import ColumnParallelLinear, RowParallelLinear
@@ -110,9 +110,7 @@ def adopt_block(model, make_runner, chunk: int = 0) -> BlockFollower:
     ``make_runner(layers, ops, plain, batch_dim)`` builds the StageRunner over the block's layers."""
     if TransformerBlock is None:
         raise InputError("kareus.megatron needs megatron-core (pip install megatron-core)")
-    module = model
-    while not hasattr(module, "decoder") and hasattr(module, "module"):
-        module = module.module  # Megatron's DDP / Float16Module wrappers
+    module = unwrap(model, "decoder")  # through Megatron's DDP / Float16Module wrappers
     block = getattr(module, "decoder", None)
     if not isinstance(block, TransformerBlock):
         raise InputError(f"kareus.megatron: {type(module).__name__} has no TransformerBlock decoder (expected a "

@@ -18,7 +18,7 @@ import os
 from typing import Optional
 
 from kareus import InputError, PipelineFrequencyOptimizer, map_rank
-from kareus.megatron.layer_ops import refuse_unsupported_layers, refuse_unsupported_wrapping
+from kareus.megatron.layer_ops import refuse_unsupported_layers, refuse_unsupported_wrapping, unwrap
 from kareus.megatron.schedule import InstructionHook, InstructionTimers, StepOrder, refuse_unsupported_schedule
 from kareus.megatron.workload import MegatronWorkload
 
@@ -197,10 +197,7 @@ def _model_config(model):
 
 def _vp_stage(chunk):
     """The vp_stage a GPTModel chunk was built with (through Megatron's DDP / Float16Module)."""
-    module = chunk
-    while not hasattr(module, "vp_stage") and hasattr(module, "module"):
-        module = module.module
-    return getattr(module, "vp_stage", None)
+    return getattr(unwrap(chunk, "vp_stage"), "vp_stage", None)
 
 
 def _cuda_sm_count(device_id: int) -> Optional[int]:

@@ -163,16 +163,33 @@ def refuse_unsupported_layers(config) -> None:
         raise InputError(f"kareus.megatron: recompute_method={config.recompute_method!r}: expected uniform or block")
 
 
-def refuse_unsupported_wrapping(chunk) -> None:
-    """Raises InputError where ``chunk``'s Megatron wrappers (DistributedDataParallel, Float16Module)
-    need a forward kareus does not run: the distributed optimizer's ``overlap_param_gather`` waits
-    for each bucket's parameter all-gather in forward pre-hooks of the modules that own the
-    weights, and kareus's partitions read the weights through ``F.linear`` without calling those
-    modules, so a layer could read weights before their gather completes."""
-    module = chunk
-    for _ in range(8):  # Megatron nests two wrappers at most; a cycle of .module ends here
+def wrapper_chain(model):
+    """``model``, then each module Megatron's wrappers (DistributedDataParallel, Float16Module)
+    hold in ``.module``, outermost first; a cycle of ``.module`` ends after 8 levels (Megatron
+    nests two)."""
+    module = model
+    for _ in range(8):
+        yield module
+        module = getattr(module, "module", None)
         if module is None:
             return
+
+
+def unwrap(model, attribute: str):
+    """The outermost module of ``wrapper_chain(model)`` that has ``attribute``, else the innermost."""
+    for module in wrapper_chain(model):
+        if hasattr(module, attribute):
+            return module
+    return module
+
+
+def refuse_unsupported_wrapping(chunk) -> None:
+    """Raises InputError where ``chunk``'s Megatron wrappers need a forward kareus does not run:
+    the distributed optimizer's ``overlap_param_gather`` waits for each bucket's parameter
+    all-gather in forward pre-hooks of the modules that own the weights, and kareus's partitions
+    read the weights through ``F.linear`` without calling those modules, so a layer could read
+    weights before their gather completes."""
+    for module in wrapper_chain(chunk):
         ddp = getattr(module, "ddp_config", None)
         if ddp is not None and getattr(ddp, "use_distributed_optimizer", False) \
                 and getattr(ddp, "overlap_param_gather", False):
@@ -181,4 +198,3 @@ def refuse_unsupported_wrapping(chunk) -> None:
                              "belong to modules kareus's partitions do not call, so a layer could read weights "
                              "before their gather completes; set DistributedDataParallelConfig("
                              "overlap_param_gather=False)")
-        module = getattr(module, "module", None)

@@ -298,6 +298,14 @@ def run_workers(fn, world: int, out: pathlib.Path, *args) -> dict:
     return json.loads((out / "results.json").read_text())
 
 
+def check_case(case, tolerance: float) -> None:
+    """One slot case: every compared tensor within ``tolerance``, the launch trace the plan's."""
+    worst = max(case["errors"], key=case["errors"].get)
+    assert case["errors"][worst] < tolerance, (case["key"], case["slot"], case["recompute"], worst,
+                                               case["errors"][worst])
+    assert case["trace_ok"], case["problems"]
+
+
 def check_slot_cases(cases, tolerance: float, errors_per_case: int) -> None:
     """Asserts the per-slot cases of a layer test (case_configs, recompute and not): every slot
     of the tiny model's four keys (fwd_attn 5, fwd_mlp 4, bwd_mlp 5, bwd_attn 5 slots, each + none:
@@ -307,10 +315,8 @@ def check_slot_cases(cases, tolerance: float, errors_per_case: int) -> None:
     assert {(c["key"], c["slot"]) for c in cases} >= {("fwd_attn", "rope_0"), ("bwd_attn", "attn_0"),
                                                       ("fwd_mlp", "none"), ("bwd_mlp", "elementwise_0")}
     for case in cases:
-        worst = max(case["errors"], key=case["errors"].get)
-        assert case["errors"][worst] < tolerance, (case["key"], case["slot"], case["recompute"], worst)
+        check_case(case, tolerance)
         assert len(case["errors"]) == errors_per_case
-        assert case["trace_ok"], case["problems"]
 
 
 def check_sharded_cases(cases, tolerance: float, collectives, at_least: bool = False) -> None:
@@ -318,10 +324,7 @@ def check_sharded_cases(cases, tolerance: float, collectives, at_least: bool = F
     launch trace matching the plan, having enqueued ``collectives`` (at least those, when
     ``at_least``: the TP ones may run beside them)."""
     for case in cases:
-        worst = max(case["errors"], key=case["errors"].get)
-        assert case["errors"][worst] < tolerance, (case["key"], case["slot"], case["recompute"], worst,
-                                                   case["errors"][worst])
-        assert case["trace_ok"], case["problems"]
+        check_case(case, tolerance)
         enqueued = set(case["collectives"])
         matches = enqueued >= collectives if at_least else enqueued == collectives
         assert matches, case["collectives"]
