@@ -17,6 +17,7 @@
 #include "pipeline/frontier_record.h"
 #include "pipeline/plan_realization.h"
 #include "pipeline/real_time_walks.h"
+#include "pipeline/stage_reassignment.h"
 
 namespace kareus::pipeline {
 
@@ -67,7 +68,8 @@ class Solver {
         planned_options_(count_),
         start_try_(count_),
         latest_finish_try_(count_),
-        walks_(dag, topology_, gpus_, finer_options_) {
+        walks_(dag, topology_, gpus_, finer_options_),
+        reassignment_(dag, topology_) {
     for (int op = 0; op < count_; ++op) op_specs_[op] = &dag.specs[dag.operations[op].spec];
     for (int op = 0; op < count_; ++op) {
       duration_[op] = spec(op).max_quant_time();
@@ -105,7 +107,12 @@ class Solver {
     }
     if (result_.stop_reason == StopReason::kMinimumTime) {
       repair_to_minimum_time();
-      if (options_.reclaim_slack) walk_slower_from_frontier();
+      if (options_.reclaim_slack) {
+        const std::vector<int> minimum_time_plan = last_plan_;
+        const double minimum_time_s = result_.iterations.back().time_s;
+        walk_slower_from_frontier();
+        reassign_minimum_time_plan(minimum_time_plan, minimum_time_s);
+      }
     }
     result_.frontier = frontier_.indices();
     return std::move(result_);
@@ -380,6 +387,22 @@ class Solver {
     }
   }
 
+  // The improvement step at the minimum time: the minimum-time plan's stages re-chosen exactly,
+  // one at a time with the others pinned (stage_reassignment.h), and a walk slower from what it
+  // gives, beside the walk from the plan before it (a walk is greedy: from each it finds other
+  // plans, and neither's are all cheaper).
+  void reassign_minimum_time_plan(std::vector<int> options, double minimum_time_s) {
+    if (!reassignment_.improve(options, minimum_time_s)) return;
+    option_indices_ = options;
+    record_realized();
+    const RealTimeWalks::KeepPlan keep = [&](std::span<const int> walked, const PlanEvaluation& evaluated) {
+      option_indices_.assign(walked.begin(), walked.end());
+      record_realized(evaluated);
+    };
+    const int steps = RealTimeWalks::kWalkStepsPerOperation * count_;
+    walks_.walk_slower(last_plan_, steps, steps, frontier_, keep);
+  }
+
   const PipelineDag& dag_;
   const PhillipsDessoukyOptions& options_;
   const Topology topology_;
@@ -409,6 +432,7 @@ class Solver {
   std::vector<std::int64_t> start_try_, latest_finish_try_;
 
   RealTimeWalks walks_;
+  detail::StageReassignment reassignment_;
   PhillipsDessoukyResult result_;
 };
 

@@ -1,6 +1,9 @@
 #include "kareus/runtime/daemon_protocol.h"
 
+#include <algorithm>
+#include <array>
 #include <cstdint>
+#include <utility>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -13,6 +16,13 @@ namespace kareus::runtime {
 namespace {
 
 using nlohmann::json;
+
+// The ops' wire names: the one list that writing and parsing a request both read.
+constexpr std::array<std::pair<DaemonOp, std::string_view>, 5> kOpNames{{{DaemonOp::kSet, "set"},
+                                                                         {DaemonOp::kReset, "reset"},
+                                                                         {DaemonOp::kGet, "get"},
+                                                                         {DaemonOp::kSupported, "supported"},
+                                                                         {DaemonOp::kEnergy, "energy"}}};
 
 int require_int(const json& object, const char* key, long long minimum) {
   auto found = object.find(key);
@@ -37,17 +47,8 @@ json parse_line(std::string_view line, std::string_view what) {
 }  // namespace
 
 std::string_view to_string(DaemonOp op) {
-  switch (op) {
-    case DaemonOp::kSet:
-      return "set";
-    case DaemonOp::kReset:
-      return "reset";
-    case DaemonOp::kGet:
-      return "get";
-    case DaemonOp::kSupported:
-      return "supported";
-    case DaemonOp::kEnergy:
-      return "energy";
+  for (const auto& [named, name] : kOpNames) {
+    if (named == op) return name;
   }
   return "?";
 }
@@ -59,20 +60,13 @@ DaemonRequest parse_daemon_request(std::string_view line) {
   auto op = document.find("op");
   if (op == document.end() || !op->is_string()) throw InputError("request: field 'op' must be a string");
   const std::string name = op->get<std::string>();
-  if (name == "set") {
-    request.op = DaemonOp::kSet;
-  } else if (name == "reset") {
-    request.op = DaemonOp::kReset;
-  } else if (name == "get") {
-    request.op = DaemonOp::kGet;
-  } else if (name == "supported") {
-    request.op = DaemonOp::kSupported;
-  } else if (name == "energy") {
-    request.op = DaemonOp::kEnergy;
-  } else {
+  const auto named =
+      std::find_if(kOpNames.begin(), kOpNames.end(), [&](const auto& entry) { return entry.second == name; });
+  if (named == kOpNames.end()) {
     throw InputError(fmt::format("request: unknown op {} (expected set, reset, get, supported or energy)",
                                  json(name).dump(-1, ' ', false, json::error_handler_t::replace)));
   }
+  request.op = named->first;
   if (request.op == DaemonOp::kSet) {
     json_fields::reject_unknown(document, {"op", "gpu", "freq_mhz", "id"}, "request");
     request.freq_mhz = require_int(document, "freq_mhz", 1);

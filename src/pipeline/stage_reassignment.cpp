@@ -1,0 +1,141 @@
+#include "pipeline/stage_reassignment.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace kareus::pipeline::detail {
+namespace {
+
+// Real times are sums of measured seconds: a finish equal to its bound up to rounding fits.
+bool within(double time_s, double bound_s) { return time_s <= bound_s + 1e-12 * std::max(1.0, bound_s); }
+
+}  // namespace
+
+StageReassignment::StageReassignment(const PipelineDag& dag, const Topology& topology)
+    : dag_(dag),
+      topology_(topology),
+      chains_(dag.stages),
+      stage_of_(dag.operations.size(), -1),
+      start_s_(dag.operations.size()),
+      latest_finish_s_(dag.operations.size()),
+      pinned_start_s_(dag.operations.size()) {
+  for (const int op : topology.order) {
+    const Operation& operation = dag.operations[op];
+    if (operation.kind != OperationKind::kInstruction) continue;
+    stage_of_[op] = operation.instruction.stage;
+    chains_[operation.instruction.stage].push_back(op);
+  }
+}
+
+bool StageReassignment::improve(std::vector<int>& options, double deadline_s) {
+  auto time_s = [&](int op) { return option(op, options[op]).time_s; };
+  // One program per (stage, pinning); one that changed nothing is run again only after another
+  // changed the plan (a last pass that changes nothing was most of the work).
+  const int programs = 2 * static_cast<int>(chains_.size());
+  std::vector<char> settled(programs, 0);
+  bool changed = false;
+  for (int pass = 0; pass < kMaxPasses; ++pass) {
+    bool changed_in_pass = false;
+    for (int program = 0; program < programs; ++program) {
+      if (settled[program]) continue;
+      const int stage = program / 2;
+      const bool earliest = program % 2 == 0;
+      const double makespan_s = forward_pass<double>(topology_, start_s_, time_s);
+      if (!within(makespan_s, deadline_s)) return changed;
+      latest_finish_pass<double>(topology_, latest_finish_s_, deadline_s, time_s);
+      for (int op = 0; op < topology_.size(); ++op)
+        pinned_start_s_[op] = earliest ? start_s_[op] : latest_finish_s_[op] - time_s(op);
+      if (reassign(stage, options, deadline_s)) {
+        changed = changed_in_pass = true;
+        std::fill(settled.begin(), settled.end(), 0);
+      }
+      settled[program] = 1;
+    }
+    if (!changed_in_pass) break;
+  }
+  return changed;
+}
+
+bool StageReassignment::reassign(int stage, std::vector<int>& options, double deadline_s) {
+  const std::vector<int>& chain = chains_[stage];
+  if (chain.empty()) return false;
+  release_s_.resize(chain.size());
+  due_s_.resize(chain.size());
+  // A chain that runs back to back from its first release to each due time has no room to
+  // trade, and its options stay (at the minimum time, the bottleneck stage's).
+  double current_j = 0;
+  double finish_s = 0;
+  bool room = false;
+  for (std::size_t position = 0; position < chain.size(); ++position) {
+    const int op = chain[position];
+    release_s_[position] = 0;
+    for (int index = topology_.pred_first[op]; index < topology_.pred_first[op + 1]; ++index) {
+      const int pred = topology_.preds[index];
+      if (stage_of_[pred] == stage) continue;
+      release_s_[position] = std::max(release_s_[position], pinned_start_s_[pred] + option(pred, options[pred]).time_s);
+    }
+    due_s_[position] = deadline_s;
+    for (int index = topology_.succ_first[op]; index < topology_.succ_first[op + 1]; ++index) {
+      const int succ = topology_.succs[index];
+      if (stage_of_[succ] != stage) due_s_[position] = std::min(due_s_[position], pinned_start_s_[succ]);
+    }
+    current_j += option(op, options[op]).effective_energy_j;
+    finish_s = std::max(finish_s, release_s_[position]) + option(op, options[op]).time_s;
+    room |= !within(due_s_[position], finish_s);
+  }
+  if (!room) return false;
+  levels_.resize(chain.size());
+  for (std::size_t position = 0; position < chain.size(); ++position) {
+    std::vector<State>& states = levels_[position];
+    states.clear();
+    const std::vector<ExecutionOption>& choices = dag_.specs[dag_.operations[chain[position]].spec].options();
+    const std::size_t parents = position == 0 ? 1 : levels_[position - 1].size();
+    for (std::size_t parent = 0; parent < parents; ++parent) {
+      const State* before = position == 0 ? nullptr : &levels_[position - 1][parent];
+      const double start_s = std::max(before != nullptr ? before->finish_s : 0.0, release_s_[position]);
+      const double base_j = before != nullptr ? before->effective_j : 0.0;
+      // Options are time ascending: past the first that misses the due time, all do.
+      for (std::size_t k = 0; k < choices.size() && within(start_s + choices[k].time_s, due_s_[position]); ++k) {
+        states.push_back({start_s + choices[k].time_s, base_j + choices[k].effective_energy_j,
+                          position == 0 ? -1 : static_cast<int>(parent), static_cast<int>(k)});
+      }
+    }
+    keep_pareto(states);
+    if (states.empty()) return false;
+  }
+  const std::vector<State>& last = levels_.back();
+  const auto best = std::min_element(last.begin(), last.end(),
+                                     [](const State& a, const State& b) { return a.effective_j < b.effective_j; });
+  if (best->effective_j >= current_j - 1e-9 * std::max(1.0, std::abs(current_j))) return false;
+  std::vector<int> before(chain.size());
+  int index = static_cast<int>(best - last.begin());
+  for (std::size_t position = chain.size(); position-- > 0;) {
+    const int op = chain[position];
+    before[position] = options[op];
+    options[op] = levels_[position][index].option;
+    index = levels_[position][index].parent;
+  }
+  // The others keep their pinned starts, so this holds unless the chain's operations were not
+  // one sequence on their GPU; then the old options stay.
+  auto time_s = [&](int op) { return option(op, options[op]).time_s; };
+  if (within(forward_pass<double>(topology_, start_s_, time_s), deadline_s)) return true;
+  for (std::size_t position = 0; position < chain.size(); ++position) options[chain[position]] = before[position];
+  return false;
+}
+
+void StageReassignment::keep_pareto(std::vector<State>& states) const {
+  std::sort(states.begin(), states.end(), [](const State& a, const State& b) {
+    return a.finish_s != b.finish_s ? a.finish_s < b.finish_s : a.effective_j < b.effective_j;
+  });
+  std::size_t kept = 0;
+  for (const State& state : states) {
+    if (kept == 0 || state.effective_j < states[kept - 1].effective_j) states[kept++] = state;
+  }
+  states.resize(kept);
+  if (kept <= kMaxStates) return;
+  // Evenly spaced by rank: the earliest finish and the cheapest (the last) stay.
+  for (std::size_t slot = 0; slot < kMaxStates; ++slot) states[slot] = states[slot * (kept - 1) / (kMaxStates - 1)];
+  states.resize(kMaxStates);
+}
+
+}  // namespace kareus::pipeline::detail
