@@ -92,6 +92,9 @@ bool StageReassignment::reassign(int stage, std::vector<int>& options, double de
     const std::size_t parents = position == 0 ? 1 : levels_[position - 1].size();
     for (std::size_t parent = 0; parent < parents; ++parent) {
       const State* before = position == 0 ? nullptr : &levels_[position - 1][parent];
+      // States are finish ascending, energy descending: of those done by the release, which all
+      // start this operation at the release, only the last (the cheapest) can lead anywhere.
+      if (parent + 1 < parents && levels_[position - 1][parent + 1].finish_s <= release_s_[position]) continue;
       const double start_s = std::max(before != nullptr ? before->finish_s : 0.0, release_s_[position]);
       const double base_j = before != nullptr ? before->effective_j : 0.0;
       // Options are time ascending: past the first that misses the due time, all do.

@@ -14,6 +14,7 @@
 // checked on the whole DAG before it is kept. Units: seconds, joules.
 #pragma once
 
+#include <cstddef>
 #include <vector>
 
 #include "kareus/pipeline/pipeline_dag.h"
@@ -47,7 +48,7 @@ class StageReassignment {
   const ExecutionOption& option(int op, int index) const {
     return dag_.specs[dag_.operations[op].spec].options()[index];
   }
-  // The cheapest options of `stage`'s chain with the other operations pinned at `pinned_start_s`;
+  // The cheapest options of `stage`'s chain with the other operations pinned at pinned_start_s_;
   // false when the current ones are already the cheapest (or nothing fits).
   bool reassign(int stage, std::vector<int>& options, double deadline_s);
   void keep_pareto(std::vector<State>& states) const;

@@ -33,6 +33,13 @@ from profiles import generate, seeds  # noqa: E402
 from reference import gaps  # noqa: E402
 
 GAP_BOUND = float(os.environ.get("KAREUS_SOLVER_GAP_BOUND", "0.015"))
+# At the minimum time (the first deadline), where a plan at the same speed as the fastest is
+# asked for, the solver re-chooses each stage's options exactly with the others pinned
+# (src/pipeline/stage_reassignment.h): there the bound is tighter. Worst measured on the 40 first
+# profiles of the holdout label 0.215% (1.023% before the step); on the slow tier's 200, one
+# profile above 0.5%, 39311047 (10 ms unit) at 1.72% (7.14% before), so the slow tier holds the
+# minimum time to 2% (tests/CMakeLists.txt).
+MINIMUM_TIME_GAP_BOUND = float(os.environ.get("KAREUS_SOLVER_MINIMUM_TIME_GAP_BOUND", "0.005"))
 LABEL = os.environ.get("KAREUS_SOLVER_SEEDS", "holdout-2026-12")
 COUNT = int(os.environ.get("KAREUS_SOLVER_PROFILES", "4"))
 BINARY = os.environ.get("KAREUS")
@@ -47,11 +54,12 @@ def test_frontier_within_promise_of_the_optimum(seed):
     profile = generate(seed)
     rows, points, model, _ = gaps(BINARY, profile, time_limit_s=MILP_LIMIT_S)
     assert abs(points[0][0] - model.fastest_s()) <= 1e-9 * model.fastest_s(), "kareus misses the minimum time"
-    for row in rows:
+    for index, row in enumerate(rows):
         context = f"seed {seed} ({profile.shape}) at {row['deadline_s']:.6f} s"
+        bound = MINIMUM_TIME_GAP_BOUND if index == 0 else GAP_BOUND
         assert row["kareus_j"] >= row["bound_j"] * (1 - 1e-9), f"{context}: below the optimum's bound: {row}"
-        assert row["gap_to_found"] <= GAP_BOUND, f"{context}: {100 * row['gap_to_found']:.4f}% above a plan: {row}"
+        assert row["gap_to_found"] <= bound, f"{context}: {100 * row['gap_to_found']:.4f}% above a plan: {row}"
         if row["proven"]:
-            assert row["gap"] <= GAP_BOUND, f"{context}: {100 * row['gap']:.4f}% above the optimum: {row}"
-        elif row["gap"] > GAP_BOUND:
+            assert row["gap"] <= bound, f"{context}: {100 * row['gap']:.4f}% above the optimum: {row}"
+        elif row["gap"] > bound:
             print(f"{context}: unproven (MILP time limit), {100 * row['gap']:.4f}% above its lower bound")
