@@ -21,9 +21,11 @@ StageReassignment::StageReassignment(const PipelineDag& dag, const Topology& top
       pinned_start_s_(dag.operations.size()) {
   for (const int op : topology.order) {
     const Operation& operation = dag.operations[op];
-    if (operation.kind != OperationKind::kInstruction) continue;
-    stage_of_[op] = operation.instruction.stage;
-    chains_[operation.instruction.stage].push_back(op);
+    const int stage = operation.instruction.stage;
+    if (operation.kind != OperationKind::kInstruction || stage < 0) continue;
+    if (stage >= static_cast<int>(chains_.size())) chains_.resize(stage + 1);  // a hand-made DAG's
+    stage_of_[op] = stage;
+    chains_[stage].push_back(op);
   }
 }
 
