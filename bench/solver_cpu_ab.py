@@ -14,6 +14,7 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "solver_optimum"))
 from profiles import generate, seeds  # noqa: E402
+from reference import solver_cpu_s as parse_cpu_s  # noqa: E402
 
 BENCH_PROFILES = [("a100 2x8", "a100_2stages.csv", 2, 8, 0.001), ("convex 2x8 5 ms", "convex_2stages.csv", 2, 8, 0.005),
                   ("a100 4x16", "a100_4stages.csv", 4, 16, 0.001), ("a100 8x64", "a100_8stages.csv", 8, 64, 0.001)]
@@ -23,7 +24,7 @@ def solver_cpu_s(binary, csv_path, flags):
     with tempfile.TemporaryDirectory() as folder:
         stdout = subprocess.run([binary, "solve", "--profile", csv_path, *flags, "--out", os.path.join(folder, "out")],
                                 check=True, capture_output=True, text=True).stdout
-    return float(stdout.split(" s cpu)")[0].rsplit("(", 1)[1])
+    return parse_cpu_s(stdout)
 
 
 def main():

@@ -371,16 +371,11 @@ class Solver {
   // steps from each find the options between its quantized ones.
   void walk_slower_from_frontier() {
     const std::vector<int> seeds = frontier_.indices();
-    const RealTimeWalks::KeepPlan keep = [&](std::span<const int> options, const PlanEvaluation& evaluated) {
-      option_indices_.assign(options.begin(), options.end());
-      record_realized(evaluated);
-    };
-    const int min_time_steps = RealTimeWalks::kWalkStepsPerOperation * count_;
-    const std::vector<int> minimum_time_plan = last_plan_;
-    walks_.walk_slower(minimum_time_plan, min_time_steps, min_time_steps, frontier_, keep);
+    walk_slower_across(last_plan_);
     std::vector<int> slowest(count_);
     for (int op = 0; op < count_; ++op) slowest[op] = static_cast<int>(spec(op).options().size()) - 1;
-    walks_.walk_faster(slowest, min_time_steps, frontier_, keep);
+    walks_.walk_faster(slowest, walk_across_steps(), frontier_, record_walked());
+    const RealTimeWalks::KeepPlan keep = record_walked();
     for (const int seed : seeds) {
       walks_.walk_slower(result_.options_of(seed), RealTimeWalks::kWalkStepsFromEachPlan, RealTimeWalks::kWalkPatience,
                          frontier_, keep);
@@ -393,14 +388,25 @@ class Solver {
   // plans, and neither's are all cheaper).
   void reassign_minimum_time_plan(std::vector<int> options, double minimum_time_s) {
     if (!reassignment_.improve(options, minimum_time_s)) return;
-    option_indices_ = options;
-    record_realized();
-    const RealTimeWalks::KeepPlan keep = [&](std::span<const int> walked, const PlanEvaluation& evaluated) {
-      option_indices_.assign(walked.begin(), walked.end());
+    option_indices_ = std::move(options);
+    record_realized();  // reclaims slack: the walk starts from the plan recorded
+    walk_slower_across(last_plan_);
+  }
+
+  // Records each plan a walk keeps.
+  RealTimeWalks::KeepPlan record_walked() {
+    return [this](std::span<const int> options, const PlanEvaluation& evaluated) {
+      option_indices_.assign(options.begin(), options.end());
       record_realized(evaluated);
     };
-    const int steps = RealTimeWalks::kWalkStepsPerOperation * count_;
-    walks_.walk_slower(last_plan_, steps, steps, frontier_, keep);
+  }
+
+  // The walks from the minimum-time and the all-slowest plans may cross the whole frontier.
+  int walk_across_steps() const { return RealTimeWalks::kWalkStepsPerOperation * count_; }
+
+  // A walk slower from `seed` (a copy: what the walk keeps changes last_plan_) across the frontier.
+  void walk_slower_across(std::vector<int> seed) {
+    walks_.walk_slower(seed, walk_across_steps(), walk_across_steps(), frontier_, record_walked());
   }
 
   const PipelineDag& dag_;

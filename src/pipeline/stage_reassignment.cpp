@@ -18,7 +18,8 @@ StageReassignment::StageReassignment(const PipelineDag& dag, const Topology& top
       stage_of_(dag.operations.size(), -1),
       start_s_(dag.operations.size()),
       latest_finish_s_(dag.operations.size()),
-      pinned_start_s_(dag.operations.size()) {
+      pinned_start_s_(dag.operations.size()),
+      trial_start_s_(dag.operations.size()) {
   for (const int op : topology.order) {
     const Operation& operation = dag.operations[op];
     const int stage = operation.instruction.stage;
@@ -36,19 +37,23 @@ bool StageReassignment::improve(std::vector<int>& options, double deadline_s) {
   const int programs = 2 * static_cast<int>(chains_.size());
   std::vector<char> settled(programs, 0);
   bool changed = false;
+  bool timed = false;  // start_s_ and latest_finish_s_ are those of `options`
   for (int pass = 0; pass < kMaxPasses; ++pass) {
     bool changed_in_pass = false;
     for (int program = 0; program < programs; ++program) {
       if (settled[program]) continue;
       const int stage = program / 2;
       const bool earliest = program % 2 == 0;
-      const double makespan_s = forward_pass<double>(topology_, start_s_, time_s);
-      if (!within(makespan_s, deadline_s)) return changed;
-      latest_finish_pass<double>(topology_, latest_finish_s_, deadline_s, time_s);
+      if (!timed) {
+        if (!within(forward_pass<double>(topology_, start_s_, time_s), deadline_s)) return changed;
+        latest_finish_pass<double>(topology_, latest_finish_s_, deadline_s, time_s);
+        timed = true;
+      }
       for (int op = 0; op < topology_.size(); ++op)
         pinned_start_s_[op] = earliest ? start_s_[op] : latest_finish_s_[op] - time_s(op);
       if (reassign(stage, options, deadline_s)) {
         changed = changed_in_pass = true;
+        timed = false;
         std::fill(settled.begin(), settled.end(), 0);
       }
       settled[program] = 1;
@@ -123,7 +128,7 @@ bool StageReassignment::reassign(int stage, std::vector<int>& options, double de
   // The others keep their pinned starts, so this holds unless the chain's operations were not
   // one sequence on their GPU; then the old options stay.
   auto time_s = [&](int op) { return option(op, options[op]).time_s; };
-  if (within(forward_pass<double>(topology_, start_s_, time_s), deadline_s)) return true;
+  if (within(forward_pass<double>(topology_, trial_start_s_, time_s), deadline_s)) return true;
   for (std::size_t position = 0; position < chain.size(); ++position) options[chain[position]] = before[position];
   return false;
 }

@@ -58,6 +58,7 @@ class StageReassignment {
   std::vector<std::vector<int>> chains_;  // per stage: its instructions in topological order
   std::vector<int> stage_of_;             // per operation: its chain, or -1 (transfers, reductions)
   std::vector<double> start_s_, latest_finish_s_, pinned_start_s_;
+  std::vector<double> trial_start_s_;       // the check of a re-chosen chain, so start_s_ stays the plan's
   std::vector<double> release_s_, due_s_;   // per chain position, from the pinned operations
   std::vector<std::vector<State>> levels_;  // per chain position: the program's states
 };

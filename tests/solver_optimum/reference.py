@@ -26,8 +26,13 @@ def solve_kareus(binary, profile):
              repr(profile.static_power_w), "--out", out], check=True, capture_output=True, text=True)
         with open(os.path.join(out, "frontier.json")) as file:
             points = [(p["time_s"], p["energy_j"]) for p in json.load(file)["points"]]
-        cpu_s = float(completed.stdout.split(" s cpu)")[0].rsplit("(", 1)[1])
+        cpu_s = solver_cpu_s(completed.stdout)
     return sorted(points), cpu_s
+
+
+def solver_cpu_s(stdout):
+    """The solver's CPU seconds from `kareus solve`'s summary line ("... in T s (C s cpu), ...")."""
+    return float(stdout.split(" s cpu)")[0].rsplit("(", 1)[1])
 
 
 def least_energy_by(points, deadline_s):
