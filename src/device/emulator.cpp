@@ -168,8 +168,9 @@ PartitionRun run_partition(const GpuSpec& gpu, const partition::Partition& parti
     }
   }
   // The host issues a partition (its ops, the collective's call, the stream events) from Python
-  // in partition_host_us and runs ahead of the GPU while partitions take longer; a shorter one
-  // leaves the GPU waiting for the next, idle at static power with the clock held.
+  // in partition_host_us; a shorter partition leaves the GPU waiting, idle at static power with
+  // the clock held. Per partition, a fitted stand-in: the executor's host may run ahead across an
+  // instruction's partitions, a form that fits the real runs worse (bench/RESULTS.md).
   if (timeline.now() < gpu.partition_host_us * 1e-6) {
     timeline.add(gpu.partition_host_us * 1e-6 - timeline.now(), gpu.static_power_w, freq, "", false);
   }
