@@ -54,12 +54,12 @@ constexpr double kNoiseFactorFloor = 0.5;
 /// also contend with the op's in L2 (comm_overlap_slowdown).
 struct SharedRun {
   KernelRun compute;
-  double comm_time_s = 0;
+  CollectiveRun comm;  ///< slowed: the same bytes over its longer time, so its traffic rates fall
 };
 
 SharedRun hbm_share(const GpuSpec& gpu, const workload::Op& op, double clock, const ComputeResources& resources,
                     const CollectiveRun& comm) {
-  SharedRun run{compute_kernel(gpu, op, clock, resources), comm.time_s};
+  SharedRun run{compute_kernel(gpu, op, clock, resources), comm};
   const double demand = run.compute.hbm_bytes_per_s + comm.hbm_bytes_per_s;
   double comm_share = 1;
   if (demand > resources.hbm_bytes_per_s) {
@@ -67,7 +67,10 @@ SharedRun hbm_share(const GpuSpec& gpu, const workload::Op& op, double clock, co
     run.compute = compute_kernel(gpu, op, clock, {resources.sms, compute_bandwidth});
     comm_share = std::min(1.0, (resources.hbm_bytes_per_s - run.compute.hbm_bytes_per_s) / comm.hbm_bytes_per_s);
   }
-  run.comm_time_s = comm.time_s * (1 + gpu.comm_overlap_slowdown) / comm_share;
+  const double slowdown = (1 + gpu.comm_overlap_slowdown) / comm_share;
+  run.comm.time_s = comm.time_s * slowdown;
+  run.comm.bus_bytes_per_s = comm.bus_bytes_per_s / slowdown;
+  run.comm.hbm_bytes_per_s = comm.hbm_bytes_per_s / slowdown;
   return run;
 }
 
@@ -132,7 +135,6 @@ PartitionRun run_partition(const GpuSpec& gpu, const partition::Partition& parti
     }
     const bool computing = op_index < ops.size();
     const bool communicating = comm_started && comm_remaining > kDone;
-    const CollectiveRun* active = communicating ? &comm : nullptr;
     if (!computing) {
       const double duration = comm_remaining * comm.time_s;
       timeline.add(duration, power_w(gpu, freq, nullptr, &comm, config.ctas), freq, "", true);
@@ -142,20 +144,20 @@ PartitionRun run_partition(const GpuSpec& gpu, const partition::Partition& parti
     }
     const workload::Op& op = ops[op_index];
     auto run_at = [&](double clock) {
-      if (!communicating) return SharedRun{compute_kernel(gpu, op, clock, full), 0};
+      if (!communicating) return SharedRun{compute_kernel(gpu, op, clock, full), {}};
       return hbm_share(gpu, op, clock, {shared_sms, full.hbm_bytes_per_s}, comm);
     };
-    auto power_at = [&](double clock) {
-      const KernelRun kernel = run_at(clock).compute;
-      return power_w(gpu, clock, &kernel, active, config.ctas);
+    // Power from the slowed collective: its bytes spread over its longer time.
+    auto power_of = [&](double clock, const SharedRun& run) {
+      return power_w(gpu, clock, &run.compute, communicating ? &run.comm : nullptr, config.ctas);
     };
-    const double clock = throttled_clock(gpu, freq, power_at);
+    const double clock = throttled_clock(gpu, freq, [&](double at) { return power_of(at, run_at(at)); });
     const SharedRun both = run_at(clock);
     const KernelRun& kernel = both.compute;
-    const double comm_time_s = both.comm_time_s;
+    const double comm_time_s = both.comm.time_s;
     double duration = op_remaining * kernel.time_s;
     if (communicating) duration = std::min(duration, comm_remaining * comm_time_s);
-    timeline.add(duration, power_w(gpu, clock, &kernel, active, config.ctas), clock, op.name, communicating);
+    timeline.add(duration, power_of(clock, both), clock, op.name, communicating);
     op_remaining -= duration / kernel.time_s;
     if (communicating) {
       comm_remaining -= duration / comm_time_s;

@@ -190,6 +190,39 @@ TEST(Emulator, HbmIsSharedInProportionToDemandOnlyWhenSaturated) {
   EXPECT_NEAR(apart.comm_end_s, comm.time_s, 1e-12);
 }
 
+TEST(Emulator, ASlowedCollectiveMovesItsBytesOverTheLinkOnce) {
+  // Power only from the link: the energy above static is the collective's bus bytes at the
+  // link's energy per byte, however long sharing the SMs (slowdown) or HBM (a streaming op)
+  // stretches it.
+  GpuSpec gpu = load_gpu("a100-40gb");
+  gpu.power_limit_w = 1e4;
+  gpu.partition_sync_us = 0;
+  gpu.partition_host_us = 0;
+  gpu.sm_dynamic_power_w = 0;
+  gpu.hbm_power_w_per_tbps = 0;
+  const workload::Op all_reduce = tp8_all_reduce_96mib();
+  const CollectiveRun alone = collective_kernel(gpu, all_reduce, 24, 1410);
+  const double link_energy_j =
+      gpu.link_power_w * alone.bus_bytes_per_s * alone.time_s / (gpu.link_bandwidth_gbps * 1e9);
+  workload::Op stream;  // wants all of HBM: the collective's share falls below 1
+  stream.name = "swiglu";
+  stream.kind = workload::OpKind::kElementwise;
+  stream.flops = 1e8;
+  stream.bytes_read = 1.5e8;
+  stream.bytes_written = 0.5e8;
+  for (const double slowdown : {0.0, 0.5}) {
+    gpu.comm_overlap_slowdown = slowdown;
+    partition::Partition partition;
+    partition.key = "test";
+    partition.compute_ops = {stream, stream};
+    partition.collective = all_reduce;
+    partition.slots = {{"norm_0", 0}};
+    const PartitionRun run = run_partition(gpu, partition, {1410, 24, "norm_0"});
+    ASSERT_GT(run.comm_end_s, alone.time_s * (1 + slowdown / 4)) << slowdown;  // it was slowed
+    EXPECT_NEAR(run.energy_j - gpu.static_power_w * run.time_s, link_energy_j, 1e-9 * link_energy_j) << slowdown;
+  }
+}
+
 TEST(Emulator, MeasurementIsSeededAndNoisyNearTheTruth) {
   const GpuSpec gpu = load_gpu("a100-40gb");
   const partition::Partition partition = partition::representative_partition(llama_cp1_tp8(), "fwd_attn");
