@@ -2,11 +2,12 @@
 solver unit closes it (issue 28's hypothesis (a), tested through the CLI's --unit-time).
 
 Usage: KAREUS=build/tools/kareus python bench/solver_gap_scan.py [--label L --count N | --seeds S ...]
-       [--unit-divisors 1 4 10] [--milp-limit-s 2]
+       [--unit-divisors 1 4 10] [--units refined exact] [--milp-limit-s 2]
 Per profile and unit divisor: the gap at each deadline fraction (tests/solver_optimum/reference.py's
 deadlines), the solver CPU, and the options' spread in units (distinct quantized times per
 instruction). gap = kareus over the MILP's best plan - 1 when unproven (a lower bound on the true
-gap), over its proven bound when proven. MILP results are cached in --cache (they do not depend on
+gap), over its proven bound when proven. --units: the solver's own unit refinement (refined, the
+default) and/or exactly the given unit (exact: `kareus solve --exact-unit`), side by side. MILP results are cached in --cache (they do not depend on
 kareus), so a rerun costs only the kareus solves.
 """
 import argparse
@@ -40,37 +41,39 @@ def main():
     parser.add_argument("--count", type=int, default=0)
     parser.add_argument("--seeds", type=int, nargs="*", default=[])
     parser.add_argument("--unit-divisors", type=float, nargs="*", default=[1.0])
+    parser.add_argument("--units", nargs="*", choices=["refined", "exact"], default=["refined"])
     parser.add_argument("--milp-limit-s", type=float, default=2.0)
     parser.add_argument("--cache", default="build/solver_gap_milp_cache.json")
     args = parser.parse_args()
     binary = os.environ["KAREUS"]
     cache = json.load(open(args.cache)) if os.path.exists(args.cache) else {}
     chosen = args.seeds or seeds(args.label, args.count)
-    summary = {divisor: {"worst": [], "cpu_ms": []} for divisor in args.unit_divisors}
+    variants = [(divisor, units) for divisor in args.unit_divisors for units in args.units]
+    summary = {variant: {"worst": [], "cpu_ms": []} for variant in variants}
     for seed in chosen:
         profile = generate(seed)
         model = ExactModel(profile)
         times = deadlines(model, seed)
         optima = [milp_at(model, seed, t, args.milp_limit_s, cache) for t in times]
         print(f"seed {seed}: {profile.shape}")
-        for divisor in args.unit_divisors:
+        for divisor, units in variants:
             run = dataclasses.replace(profile, unit_time_s=profile.unit_time_s / divisor)
-            points, cpu_s = solve_kareus(binary, run)
+            points, cpu_s = solve_kareus(binary, run, ["--exact-unit"] if units == "exact" else [])
             row = []
             for deadline_s, (found_j, bound_j, proven) in zip(times, optima):
                 kareus_j = least_energy_by(points, deadline_s)
                 row.append(kareus_j / (bound_j if proven else found_j) - 1)
-            summary[divisor]["worst"].append(max(row))
-            summary[divisor]["cpu_ms"].append(1e3 * cpu_s)
-            print(f"  unit {run.unit_time_s * 1e3:g} ms (distinct quantized times {distinct_quantized(run, run.unit_time_s)})"
+            summary[(divisor, units)]["worst"].append(max(row))
+            summary[(divisor, units)]["cpu_ms"].append(1e3 * cpu_s)
+            print(f"  unit {run.unit_time_s * 1e3:g} ms {units} (distinct quantized times {distinct_quantized(run, run.unit_time_s)})"
                   f" cpu {1e3 * cpu_s:.2f} ms, {len(points)} points; gap % by fraction: "
                   + " ".join(f"{f:g}:{100 * g:.3f}" for f, g in zip(DEADLINE_FRACTIONS, row)))
         os.makedirs(os.path.dirname(args.cache) or ".", exist_ok=True)
         json.dump(cache, open(args.cache, "w"))
-    for divisor, values in summary.items():
+    for (divisor, units), values in summary.items():
         worst = sorted(values["worst"])
         p95 = worst[min(len(worst) - 1, math.ceil(0.95 * len(worst)) - 1)]
-        print(f"unit / {divisor:g}: {len(worst)} profiles, worst gap {100 * worst[-1]:.3f}%, p95 {100 * p95:.3f}%, "
+        print(f"unit / {divisor:g} {units}: {len(worst)} profiles, worst gap {100 * worst[-1]:.3f}%, p95 {100 * p95:.3f}%, "
               f"median {100 * statistics.median(worst):.3f}%, above 1.5%: {sum(g > 0.015 for g in worst)}, "
               f"above 0.1%: {sum(g > 0.001 for g in worst)}; solver cpu ms median "
               f"{statistics.median(values['cpu_ms']):.2f}, max {max(values['cpu_ms']):.2f}")

@@ -18,6 +18,7 @@
 #include "kareus/planner/comparison.h"
 #include "kareus/planner/plan_simulator.h"
 #include "kareus/planner/solved_plan.h"
+#include "kareus/planner/solver_unit.h"
 #include "kareus/search/search.h"
 #include "method_options.h"
 
@@ -178,8 +179,8 @@ MethodSolve start_solve(Method name, device::Device& device, const workload::Wor
   }
   MethodSolve solve;
   solve.name = name;
+  solve.dag = std::make_unique<pipeline::PipelineDag>(build_solver_dag(config, !options.exact_unit));
   solve.unit_time_s = config.unit_time_s;
-  solve.dag = std::make_unique<pipeline::PipelineDag>(pipeline::build_one_f_one_b_dag(config));
   pipeline::PhillipsDessoukyOptions solver_options;
   solver_options.gpus = workload.parallel.pp;
   if (options.progress) {

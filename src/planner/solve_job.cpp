@@ -13,6 +13,7 @@
 #include "kareus/common/file_io.h"
 #include "kareus/plan/perseus_csv.h"
 #include "kareus/planner/solved_plan.h"
+#include "kareus/planner/solver_unit.h"
 #include "kareus/workload/workload.h"
 
 namespace kareus::planner {
@@ -57,16 +58,10 @@ pipeline::OneFOneBConfig one_f_one_b_config(const plan::PerseusProfile& profile,
   return config;
 }
 
-/// One iteration per unit of makespan between the all-slowest and all-fastest plans; each
-/// keeps one option per operation. Refuses a unit that would take hours or tens of GB.
+/// Refuses a unit that would take hours or tens of GB.
 void check_solve_size(const pipeline::PipelineDag& dag, double unit_time_s) {
-  std::vector<int> slowest, fastest(dag.operations.size(), 0);
-  for (const pipeline::Operation& operation : dag.operations) {
-    slowest.push_back(static_cast<int>(dag.specs[operation.spec].options().size()) - 1);
-  }
-  const double range_s = pipeline::evaluate_plan(dag, slowest, dag.stages).time_s -
-                         pipeline::evaluate_plan(dag, fastest, dag.stages).time_s;
-  const double work = (range_s / unit_time_s + 1) * static_cast<double>(dag.operations.size());
+  const double range_s = makespan_range_s(dag);
+  const double work = solve_work(range_s, unit_time_s, dag.operations.size());
   if (work > 5e7) {
     throw InputError(
         fmt::format("--unit-time {} s over a makespan range of {:.6g} s and {} operations needs {:.3g} "
@@ -97,7 +92,7 @@ std::string workload_json(const SolveRequest& request) {
   workload["profile"] = request.profile.string();
   workload["stages"] = request.stages;
   workload["microbatches"] = request.microbatches;
-  workload["unit_time_s"] = request.unit_time_s;
+  workload["unit_time_s"] = request.unit_time_s;  // as given: the plan's source, not the solver's unit
   workload["static_power_w"] = request.static_power_w;
   return workload.dump();
 }
@@ -162,8 +157,8 @@ SolveSummary solve_perseus_profile(const SolveRequest& request) {
   const plan::PerseusProfile profile = plan::read_perseus_csv(request.profile, request.stages);
   ensure_writable_directory(request.out, "--out");
   pipeline::OneFOneBConfig config = one_f_one_b_config(profile, request);
-  const pipeline::PipelineDag dag = pipeline::build_one_f_one_b_dag(config);
-  check_solve_size(dag, request.unit_time_s);
+  check_solve_size(pipeline::build_one_f_one_b_dag(config), request.unit_time_s);
+  const pipeline::PipelineDag dag = build_solver_dag(config, request.refine_unit);
 
   pipeline::PhillipsDessoukyOptions options;
   options.progress = request.progress;
@@ -176,6 +171,7 @@ SolveSummary solve_perseus_profile(const SolveRequest& request) {
   summary.bound = request.bound;
   summary.stop_reason = result.stop_reason;
   summary.iterations = static_cast<int>(result.iterations.size());
+  summary.unit_time_s = config.unit_time_s;
 
   clear_outputs(request.out);
   std::vector<pipeline::BoundPoint> bound;
@@ -185,7 +181,7 @@ SolveSummary solve_perseus_profile(const SolveRequest& request) {
   }
   summary.points = write_plans(request, dag, result, bound);
   write_file_atomic(request.out / "solve.json",
-                    solve_report_to_json(summary, request.unit_time_s, request.static_power_w));
+                    solve_report_to_json(summary, summary.unit_time_s, request.static_power_w));
   write_file_atomic(request.out / "frontier.json", plan::frontier_to_json(summary.points));
   return summary;
 }

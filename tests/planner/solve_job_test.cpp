@@ -91,6 +91,18 @@ TEST(SolvePerseusProfile, MaxPointsKeepsEnds) {
   EXPECT_NEAR(summary.points.front().time_s, 0.162, 1e-12);
 }
 
+TEST(SolvePerseusProfile, RefinesACoarseUnitUnlessAskedNotTo) {
+  // valid.csv's stage 0 forward options take 10 and 12 ms: at 10 ms both are one quantum, at
+  // 1.25 ms they are 8 and 9 (the backward's 20 and 24 ms: 16 and 19).
+  SolveRequest request = valid_request("refined_unit");
+  request.unit_time_s = 0.01;
+  EXPECT_DOUBLE_EQ(solve_perseus_profile(request).unit_time_s, 0.00125);
+  EXPECT_DOUBLE_EQ(read_json_file(request.out / "solve.json")["unit_time_s"].get<double>(), 0.00125);
+  request.refine_unit = false;
+  EXPECT_DOUBLE_EQ(solve_perseus_profile(request).unit_time_s, 0.01);
+  EXPECT_DOUBLE_EQ(read_json_file(request.out / "solve.json")["unit_time_s"].get<double>(), 0.01);
+}
+
 TEST(SolvePerseusProfile, BadInputFailsBeforeWriting) {
   SolveRequest request;
   request.profile = std::string(KAREUS_TEST_DATA_DIR) + "/plan/perseus_csv/missing_stage.csv";

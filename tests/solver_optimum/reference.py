@@ -14,7 +14,7 @@ from exact import ExactModel
 DEADLINE_FRACTIONS = [0.0, 0.01, 0.03, 0.07, 0.15, 0.3, 0.5, 0.8]
 
 
-def solve_kareus(binary, profile):
+def solve_kareus(binary, profile, extra_args=()):
     """(frontier [(time_s, energy_j)] time ascending, solver cpu seconds)."""
     with tempfile.TemporaryDirectory() as folder:
         csv_path = os.path.join(folder, "profile.csv")
@@ -23,7 +23,7 @@ def solve_kareus(binary, profile):
         completed = subprocess.run(
             [binary, "solve", "--profile", csv_path, "--stages", str(profile.stages), "--microbatches",
              str(profile.microbatches), "--unit-time", repr(profile.unit_time_s), "--static-power",
-             repr(profile.static_power_w), "--out", out], check=True, capture_output=True, text=True)
+             repr(profile.static_power_w), "--out", out, *extra_args], check=True, capture_output=True, text=True)
         with open(os.path.join(out, "frontier.json")) as file:
             points = [(p["time_s"], p["energy_j"]) for p in json.load(file)["points"]]
         cpu_s = solver_cpu_s(completed.stdout)

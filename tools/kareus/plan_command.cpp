@@ -25,6 +25,7 @@ struct PlanOptions {
   double search_budget = 0.1;
   bool exhaustive = false;
   double unit_time_s = 0;
+  bool exact_unit = false;
   int max_plans = 10;
   int front_repeats = 2;
   bool always_nanobatch = false;
@@ -54,6 +55,7 @@ void run_plan(const PlanOptions& options) {
   job.clocks_mhz = options.space.resolve_clocks(gpu);
   job.space = options.space.resolve_space();
   job.unit_time_s = options.unit_time_s;
+  job.exact_unit = options.exact_unit;
   job.seed = options.seed;
   job.search_budget_fraction = options.exhaustive ? 0 : options.search_budget;
   job.max_plans = options.max_plans;
@@ -101,8 +103,10 @@ void add_plan_command(CLI::App& app) {
   command->add_flag("--exhaustive", options->exhaustive, "measure every config of every partition instead");
   command
       ->add_option("--unit-time", options->unit_time_s,
-                   "solver time unit in seconds (default: 1 ms, coarser for long iterations)")
+                   "solver time unit in seconds (default: 1 ms, coarser for long iterations); refined up to 16x "
+                   "where options would share one")
       ->check(CLI::NonNegativeNumber);
+  command->add_flag("--exact-unit", options->exact_unit, "solve at exactly the unit, never finer");
   command->add_option("--max-plans", options->max_plans, "frontier plans written per method")
       ->check(CLI::Range(2, 1000));
   command

@@ -17,6 +17,7 @@ struct SolveOptions {
   int stages = 0;
   int microbatches = 0;
   double unit_time_s = 0.001;
+  bool exact_unit = false;
   double static_power_w = 0;
   int max_points = 0;
   bool bound = false;
@@ -31,20 +32,21 @@ void run_solve(const SolveOptions& options) {
   request.stages = options.stages;
   request.microbatches = options.microbatches;
   request.unit_time_s = options.unit_time_s;
+  request.refine_unit = !options.exact_unit;
   request.static_power_w = options.static_power_w;
   request.max_points = options.max_points;
   request.bound = options.bound;
   request.out = out.staging();
-  request.progress = [unit_time_s = options.unit_time_s](const pipeline::IterationResult& iteration) {
+  request.progress = [](const pipeline::IterationResult& iteration) {
     if (iteration.iteration == 0 || iteration.iteration % 2000 != 0) return;
-    fmt::print(stderr, "kareus solve: iteration {}, planned makespan {:.3f} s (this plan: {:.3f} s, {:.1f} J)\n",
-               iteration.iteration, static_cast<double>(iteration.quant_time) * unit_time_s, iteration.time_s,
-               iteration.energy_j);
+    fmt::print(stderr, "kareus solve: iteration {}, this plan {:.3f} s, {:.1f} J\n", iteration.iteration,
+               iteration.time_s, iteration.energy_j);
   };
   const planner::SolveSummary summary = planner::solve_perseus_profile(request);
   out.commit();
-  fmt::print("{} iterations ({}) in {:.6f} s ({:.6f} s cpu), {} frontier points\n", summary.iterations,
-             pipeline::to_string(summary.stop_reason), summary.solver_s, summary.solver_cpu_s, summary.points.size());
+  fmt::print("{} iterations ({}) in {:.6f} s ({:.6f} s cpu), {} frontier points, unit {:g} s\n", summary.iterations,
+             pipeline::to_string(summary.stop_reason), summary.solver_s, summary.solver_cpu_s, summary.points.size(),
+             summary.unit_time_s);
   if (!summary.points.empty()) {
     fmt::print("fastest:      {:.6f} s  {:.3f} J\n", summary.points.front().time_s, summary.points.front().energy_j);
     fmt::print("least energy: {:.6f} s  {:.3f} J\n", summary.points.back().time_s, summary.points.back().energy_j);
@@ -69,8 +71,12 @@ void add_solve_command(CLI::App& app) {
   command->add_option("--microbatches", options->microbatches, "microbatches per iteration")
       ->required()
       ->check(CLI::PositiveNumber);
-  command->add_option("--unit-time", options->unit_time_s, "time quantum of the solver, seconds (default 0.001)")
+  command
+      ->add_option("--unit-time", options->unit_time_s,
+                   "time quantum of the solver, seconds (default 0.001); refined up to 16x where options would share "
+                   "one (solve.json says the unit used)")
       ->check(CLI::PositiveNumber);
+  command->add_flag("--exact-unit", options->exact_unit, "solve at exactly --unit-time, never finer");
   command
       ->add_option("--static-power", options->static_power_w,
                    "static power per GPU, watts (default 0; A100: 85); energy = effective + static x makespan x stages")

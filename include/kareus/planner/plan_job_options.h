@@ -24,7 +24,8 @@ struct PlanJobOptions {
   /// Solver time unit; 0 = automatic: 1 ms, or coarser so a solve takes at most ~20,000 steps
   /// (long iterations, e.g. 70B at PP 8, would otherwise need 100,000s of max-flows).
   double unit_time_s = 0;
-  int max_plans = 10;  ///< frontier plans per method written and simulated (evenly spread in time)
+  bool exact_unit = false;  ///< solve at exactly the unit, never finer (planner/solver_unit.h)
+  int max_plans = 10;       ///< frontier plans per method written and simulated (evenly spread in time)
   compose::ComposeOptions compose;
   /// Per-partition search budget as a fraction of each key's space (the artifact's spaces are
   /// searched with 10%); 0 = measure every config (exhaustive).

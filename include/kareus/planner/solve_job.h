@@ -29,7 +29,8 @@ struct SolveRequest {
   std::filesystem::path profile;  ///< Perseus CSV
   int stages = 0;
   int microbatches = 0;
-  double unit_time_s = 0.001;
+  double unit_time_s = 0.001;  ///< the coarsest unit (planner/solver_unit.h)
+  bool refine_unit = true;     ///< false: solve at exactly unit_time_s (--exact-unit)
   double static_power_w = 0;
   int max_points = 0;  ///< 0 = every frontier point; else at most this many, evenly spread in time
   bool bound = false;  ///< also compute pipeline::relaxation_lower_bound (a second solve)
@@ -41,6 +42,7 @@ struct SolveSummary {
   std::vector<plan::FrontierPoint> points;
   pipeline::StopReason stop_reason = pipeline::StopReason::kMinimumTime;
   int iterations = 0;
+  double unit_time_s = 0;   ///< the unit the solver used (solver_unit_time_s)
   double solver_s = 0;      ///< wall time of PhillipsDessouky::run alone
   double solver_cpu_s = 0;  ///< its CPU time (robust when the machine is shared)
   bool bound = false;       ///< points carry lower_bound_energy_j
