@@ -122,9 +122,13 @@ OutputFolder::~OutputFolder() {
   std::filesystem::remove_all(staging_, ignored);
 }
 
-std::filesystem::path OutputFolder::final_path(const std::filesystem::path& written,
-                                               const std::filesystem::path& user_folder) const {
-  return user_folder / written.lexically_relative(staging_);
+std::vector<std::filesystem::path> OutputFolder::commit(const std::vector<std::filesystem::path>& written,
+                                                        const std::filesystem::path& user_folder) {
+  commit();
+  std::vector<std::filesystem::path> named;
+  named.reserve(written.size());
+  for (const std::filesystem::path& path : written) named.push_back(user_folder / path.lexically_relative(staging_));
+  return named;
 }
 
 void OutputFolder::check_input_outside(const std::filesystem::path& input, std::string_view input_flag) const {

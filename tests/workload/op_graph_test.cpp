@@ -489,11 +489,7 @@ TEST(LayerGraph, SequenceParallelShardsNormsAndResidualAddsOnly) {
 // both together do exactly the work of the whole microbatch, op by op, collectives included
 // (GEMMs: their FLOPs; each half reads the weights again).
 TEST(LayerGraph, TokenHalvesTogetherDoTheWholeMicrobatchsWork) {
-  Parallelism parallel;
-  parallel.mbs = 1;
-  parallel.tp = 4;
-  parallel.cp = 2;
-  parallel.sequence_parallel = true;
+  Parallelism parallel{.tp = 4, .cp = 2, .mbs = 1, .sequence_parallel = true};
   const LayerGraph half = build_layer_graph(make_workload(load_model("qwen3-1.7b"), parallel));
   parallel.nanobatches = 1;
   const LayerGraph whole = build_layer_graph(make_workload(load_model("qwen3-1.7b"), parallel));

@@ -202,12 +202,7 @@ TEST(MakeWorkload, InterleavedChunksFollowMegatronsLayerOffsets) {
 }
 
 TEST(WorkloadJson, RoundTripsSequenceParallelAndVppAndReadsOldBlocksAsNeither) {
-  Parallelism parallel;
-  parallel.tp = 4;
-  parallel.pp = 4;
-  parallel.vpp = 7;
-  parallel.sequence_parallel = true;
-  parallel.microbatches = 8;
+  const Parallelism parallel{.tp = 4, .pp = 4, .microbatches = 8, .sequence_parallel = true, .vpp = 7};
   const std::string text = workload_to_json(make_workload(load_model("llama3.2-3b"), parallel));
   const auto document = nlohmann::json::parse(text);
   EXPECT_EQ(document["sequence_parallel"], true);

@@ -47,8 +47,7 @@ void run_export(const ExportOptions& options) {
   const std::string first = plans.front().plan.string();
   const workload::Workload workload = options.workload.resolve_for_plan(plan::read_plan(first), first);
   const auto written = interop::export_artifact_files(plans, workload, out.staging());
-  out.commit();
-  for (const auto& path : written) fmt::print("{}\n", out.final_path(path, options.out).string());
+  for (const auto& path : out.commit(written, options.out)) fmt::print("{}\n", path.string());
 }
 
 }  // namespace

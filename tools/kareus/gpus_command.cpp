@@ -1,28 +1,24 @@
 // kareus gpus: the built-in GPU presets of the emulator, with their headline numbers.
 #include <fmt/format.h>
-#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include "commands.h"
 #include "kareus/device/gpu_spec.h"
+#include "listing_command.h"
 
 namespace kareus::cli {
 namespace {
 
-struct GpusOptions {
-  bool json = false;
-};
-
-void run_gpus(const GpusOptions& options) {
+void print_gpus(bool json) {
   nlohmann::ordered_json gpus = nlohmann::ordered_json::array();
-  if (!options.json) {
+  if (!json) {
     fmt::print("{:<10} {:>4} {:>16} {:>12} {:>9} {:>9} {:>8} {:>9}  {}\n", "name", "SMs", "clocks MHz", "bf16 TFLOP/s",
                "HBM GB/s", "link GB/s", "limit W", "static W", "description");
   }
   for (const std::string& name : device::gpu_preset_names()) {
     const device::GpuSpec gpu = device::load_gpu(name);
     const double peak_tflops = gpu.peak_flops(gpu.clock_max_mhz, gpu.sm_count) / 1e12;
-    if (options.json) {
+    if (json) {
       gpus.push_back({{"name", gpu.name},
                       {"description", gpu.description},
                       {"sm_count", gpu.sm_count},
@@ -41,16 +37,13 @@ void run_gpus(const GpusOptions& options) {
                clocks, peak_tflops, gpu.hbm_bandwidth_gbps, gpu.link_bandwidth_gbps, gpu.power_limit_w,
                gpu.static_power_w, gpu.description);
   }
-  if (options.json) fmt::print("{}\n", nlohmann::ordered_json{{"gpus", gpus}}.dump(2));
+  if (json) fmt::print("{}\n", nlohmann::ordered_json{{"gpus", gpus}}.dump(2));
 }
 
 }  // namespace
 
 void add_gpus_command(CLI::App& app) {
-  auto options = std::make_shared<GpusOptions>();
-  CLI::App* command = app.add_subcommand("gpus", "list the GPU presets of the emulator (peak at the max clock)");
-  command->add_flag("--json", options->json, "print JSON instead of a table");
-  command->callback([options] { run_gpus(*options); });
+  add_listing_command(app, "gpus", "list the GPU presets of the emulator (peak at the max clock)", print_gpus);
 }
 
 }  // namespace kareus::cli

@@ -28,8 +28,7 @@ void run_import(const ImportOptions& options) {
   OutputFolder out(options.out, "--out", "kareus import");
   out.check_input_outside(options.in, "dir");
   const auto written = interop::import_artifact_files(options.in, workload, gpu.name, out.staging());
-  out.commit();
-  for (const auto& path : written) fmt::print("{}\n", out.final_path(path, options.out).string());
+  for (const auto& path : out.commit(written, options.out)) fmt::print("{}\n", path.string());
 }
 
 }  // namespace

@@ -21,13 +21,8 @@ struct PlanOptions {
   GpuFlags gpu;
   SpaceFlags space;
   std::vector<std::string> methods = {"megatron", "perseus", "nanobatch_perseus", "kareus"};
-  std::uint64_t seed = 0;
-  double search_budget = 0.1;
+  planner::PlanJobOptions job;  ///< what the flags set directly; run_plan fills in the rest
   bool exhaustive = false;
-  double unit_time_s = 0;
-  bool exact_unit = false;
-  int max_plans = 10;
-  int front_repeats = 2;
   bool always_nanobatch = false;
   planner::DeviceChoice device;
   std::string out;
@@ -49,23 +44,18 @@ void run_plan(const PlanOptions& options) {
   OutputFolder out(options.out, "--out", "kareus plan");
   for (const std::string& log : options.device.measurements) out.check_input_outside(log, "--measurements");
   if (!options.device.log.empty()) out.check_input_outside(options.device.log, "--log");
-  planner::PlanJobOptions job;  // checked (check_plan_job) before any measurement
+  planner::PlanJobOptions job = options.job;  // checked (check_plan_job) before any measurement
   job.methods.clear();
   for (const std::string& name : options.methods) job.methods.push_back(planner::parse_method(name));
   job.clocks_mhz = options.space.resolve_clocks(gpu);
   job.space = options.space.resolve_space();
-  job.unit_time_s = options.unit_time_s;
-  job.exact_unit = options.exact_unit;
-  job.seed = options.seed;
-  job.search_budget_fraction = options.exhaustive ? 0 : options.search_budget;
-  job.max_plans = options.max_plans;
-  job.front_repeats = options.front_repeats;
+  if (options.exhaustive) job.search_budget_fraction = 0;
   job.overlap_per_instruction = !options.always_nanobatch;
   job.progress = [](const std::string& line) { fmt::print(stderr, "kareus plan: {}\n", line); };
   job.recost_compositions = options.device.backend != "cuda";
   planner::check_plan_job(gpu, workload, job);
   planner::DeviceChoice device = options.device;
-  device.seed = options.seed;
+  device.seed = job.seed;
   const planner::JobDevices devices(device, gpu, workload, print_warning);
   const planner::PlanJobResult result = planner::run_plan_job(devices.devices(), workload, job);
   planner::write_plan_job(out.staging(), workload, result);
@@ -95,22 +85,22 @@ void add_plan_command(CLI::App& app) {
   CLI::App* command = app.add_subcommand("plan", "time-energy frontier of execution plans, with the baselines");
   add_job_flags(command, options->workload, options->gpu, options->space);
   command->add_option("--methods", options->methods, "methods to run (comma separated)")->delimiter(',');
-  command->add_option("--seed", options->seed, "seed of the search and measurement noise");
+  command->add_option("--seed", options->job.seed, "seed of the search and measurement noise");
   command
-      ->add_option("--search-budget", options->search_budget,
+      ->add_option("--search-budget", options->job.search_budget_fraction,
                    "per-partition search budget, a fraction of each space (default 0.1)")
       ->check(CLI::Range(0.0, 1.0));
   command->add_flag("--exhaustive", options->exhaustive, "measure every config of every partition instead");
   command
-      ->add_option("--unit-time", options->unit_time_s,
+      ->add_option("--unit-time", options->job.unit_time_s,
                    "solver time unit in seconds (default: 1 ms, coarser for long iterations); refined up to 16x "
                    "where options would share one")
       ->check(CLI::NonNegativeNumber);
-  command->add_flag("--exact-unit", options->exact_unit, "solve at exactly the unit, never finer");
-  command->add_option("--max-plans", options->max_plans, "frontier plans written per method")
+  command->add_flag("--exact-unit", options->job.exact_unit, "solve at exactly the unit, never finer");
+  command->add_option("--max-plans", options->job.max_plans, "frontier plans written per method")
       ->check(CLI::Range(2, 1000));
   command
-      ->add_option("--front-repeats", options->front_repeats,
+      ->add_option("--front-repeats", options->job.front_repeats,
                    "measurements of each config on a partition's front before composing (1 = no repeats)")
       ->capture_default_str()
       ->check(CLI::Range(1, 100));

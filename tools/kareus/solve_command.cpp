@@ -12,30 +12,18 @@
 namespace kareus::cli {
 namespace {
 
+// The flags fill the request itself; only --out (staged) and --exact-unit (negated) are apart.
 struct SolveOptions {
-  std::string profile;
-  int stages = 0;
-  int microbatches = 0;
-  double unit_time_s = 0.001;
+  planner::SolveRequest request;
   bool exact_unit = false;
-  double static_power_w = 0;
-  int max_points = 0;
-  bool bound = false;
   std::string out;
 };
 
 void run_solve(const SolveOptions& options) {
   OutputFolder out(options.out, "--out", "kareus solve");
-  out.check_input_outside(options.profile, "--profile");
-  planner::SolveRequest request;
-  request.profile = options.profile;
-  request.stages = options.stages;
-  request.microbatches = options.microbatches;
-  request.unit_time_s = options.unit_time_s;
+  out.check_input_outside(options.request.profile, "--profile");
+  planner::SolveRequest request = options.request;
   request.refine_unit = !options.exact_unit;
-  request.static_power_w = options.static_power_w;
-  request.max_points = options.max_points;
-  request.bound = options.bound;
   request.out = out.staging();
   request.progress = [](const pipeline::IterationResult& iteration) {
     if (iteration.iteration == 0 || iteration.iteration % 2000 != 0) return;
@@ -66,25 +54,27 @@ void run_solve(const SolveOptions& options) {
 void add_solve_command(CLI::App& app) {
   auto options = std::make_shared<SolveOptions>();
   CLI::App* command = app.add_subcommand("solve", "time-energy frontier of a 1F1B pipeline from a Perseus profile CSV");
-  command->add_option("--profile", options->profile, "CSV: stage,instruction,frequency,time,energy")->required();
-  command->add_option("--stages", options->stages, "pipeline stages")->required()->check(CLI::PositiveNumber);
-  command->add_option("--microbatches", options->microbatches, "microbatches per iteration")
+  command->add_option("--profile", options->request.profile, "CSV: stage,instruction,frequency,time,energy")
+      ->required();
+  command->add_option("--stages", options->request.stages, "pipeline stages")->required()->check(CLI::PositiveNumber);
+  command->add_option("--microbatches", options->request.microbatches, "microbatches per iteration")
       ->required()
       ->check(CLI::PositiveNumber);
   command
-      ->add_option("--unit-time", options->unit_time_s,
+      ->add_option("--unit-time", options->request.unit_time_s,
                    "time quantum of the solver, seconds (default 0.001); refined up to 16x where options would share "
                    "one (solve.json says the unit used)")
       ->check(CLI::PositiveNumber);
   command->add_flag("--exact-unit", options->exact_unit, "solve at exactly --unit-time, never finer");
   command
-      ->add_option("--static-power", options->static_power_w,
+      ->add_option("--static-power", options->request.static_power_w,
                    "static power per GPU, watts (default 0; A100: 85); energy = effective + static x makespan x stages")
       ->check(CLI::NonNegativeNumber);
   command
-      ->add_option("--max-points", options->max_points, "write at most N frontier points, evenly spread (default: all)")
+      ->add_option("--max-points", options->request.max_points,
+                   "write at most N frontier points, evenly spread (default: all)")
       ->check(CLI::NonNegativeNumber);
-  command->add_flag("--bound", options->bound,
+  command->add_flag("--bound", options->request.bound,
                     "also solve the convex relaxation: a certified lower bound per point, in OUT/solve.json");
   command->add_option("--out", options->out, "output folder for frontier.json and plans/")->required();
   command->callback([options] { run_solve(*options); });

@@ -14,6 +14,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "kareus/common/file_io.h"
 #include "kareus/common/file_lock.h"
@@ -40,9 +41,6 @@ class OutputFolder {
   [[nodiscard]] const std::filesystem::path& staging() const { return staging_; }
   /// The folder being replaced (absolute, symlinks resolved).
   [[nodiscard]] const std::filesystem::path& folder() const { return folder_; }
-  /// `written` (a path under staging()) as it will be named under `user_folder` after commit().
-  [[nodiscard]] std::filesystem::path final_path(const std::filesystem::path& written,
-                                                 const std::filesystem::path& user_folder) const;
 
   /// Throws InputError if `input` (named `input_flag`) lies inside the folder, which the commit
   /// would delete.
@@ -51,6 +49,9 @@ class OutputFolder {
   /// Puts the staging folder in the folder's place in one rename and removes the previous
   /// folder. Throws Error if the rename fails (the previous folder then stays as it was).
   void commit();
+  /// commit(), then returns `written` (paths under staging()) as named under `user_folder`.
+  std::vector<std::filesystem::path> commit(const std::vector<std::filesystem::path>& written,
+                                            const std::filesystem::path& user_folder);
 
  private:
   std::filesystem::path folder_;

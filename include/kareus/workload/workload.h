@@ -50,7 +50,7 @@ struct Parallelism {
   int microbatches = 8;
   int nanobatches = 2;
   Recompute recompute = Recompute::kFull;
-  std::vector<int> layers_per_stage;  ///< empty = even split (earlier stages take the remainder)
+  std::vector<int> layers_per_stage{};  ///< empty = even split (earlier stages take the remainder)
   /// Megatron's sequence parallelism: norms, residual adds and dropout run on 1/tp of the
   /// tokens, and each TP all-reduce becomes an all-gather before and a reduce-scatter after.
   bool sequence_parallel = false;
