@@ -18,7 +18,7 @@ using namespace kareus;
 void front_remeasure(benchmark::State& state) {
   const int repeats = static_cast<int>(state.range(0));
   const device::GpuSpec gpu = device::load_gpu("a100-40gb");
-  const std::vector<int> clocks = device::parse_clock_list(gpu, "artifact");
+  const std::vector<int> clocks = device::artifact_clocks(gpu);
   device::EmulatedDevice exact_device = device::exact_emulator(gpu);
   double before = 0, after = 0, searched = 0, added = 0;
   int runs = 0;

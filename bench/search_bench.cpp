@@ -34,8 +34,7 @@ void search_overhead(benchmark::State& state, search::Strategy strategy) {
   const partition::Partition part = partition::representative_partition(work, "fwd_qkv_ag");
   partition::SpaceOptions space_options;
   space_options.slots = partition::SlotPolicy::kArtifact;
-  const partition::SearchSpace space =
-      partition::make_search_space(part, device::parse_clock_list(gpu, "artifact"), space_options);
+  const partition::SearchSpace space = partition::make_search_space(part, device::artifact_clocks(gpu), space_options);
   search::SearchOptions options;
   options.budget = static_cast<std::size_t>(state.range(0));
   options.strategy = strategy;

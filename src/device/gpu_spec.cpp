@@ -1,7 +1,6 @@
 #include "kareus/device/gpu_spec.h"
 
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <string_view>
 #include <utility>
@@ -197,33 +196,26 @@ void require_supported_clock(const GpuSpec& gpu, int freq_mhz, std::string_view 
   }
 }
 
-std::vector<int> parse_clock_list(const GpuSpec& gpu, const std::string& text) {
-  if (text == "all") return gpu.supported_clocks_mhz();
+std::vector<int> artifact_clocks(const GpuSpec& gpu) {
   std::vector<int> clocks;
-  if (text == "artifact") {
-    // The artifact searched 18 clocks, 30 MHz apart, ending at the max (A100: 900..1410).
-    for (int clock = gpu.clock_max_mhz - 17 * 30; clock <= gpu.clock_max_mhz; clock += 30) {
-      if (gpu.supports_clock(clock)) clocks.push_back(clock);
-    }
-    return clocks;
+  for (int clock = gpu.clock_max_mhz - 17 * 30; clock <= gpu.clock_max_mhz; clock += 30) {
+    if (gpu.supports_clock(clock)) clocks.push_back(clock);
   }
-  int values[3] = {0, 0, 0};
-  std::size_t begin = 0;
-  int count = 0;
-  for (; count < 3 && begin <= text.size(); ++count) {
-    std::size_t end = text.find(':', begin);
-    if (end == std::string::npos) end = text.size();
-    const auto [ptr, error] = std::from_chars(text.data() + begin, text.data() + end, values[count]);
-    if (error != std::errc() || ptr != text.data() + end) count = 99;
-    begin = end + 1;
-  }
-  if (count != 3 || begin <= text.size() || values[0] > values[1] || values[2] < 1) {
+  return clocks;
+}
+
+std::vector<int> clocks_in_range(const GpuSpec& gpu, int min_mhz, int max_mhz, int step_mhz, std::string_view flag) {
+  if (min_mhz > max_mhz || step_mhz < 1) {
     throw InputError(
-        fmt::format("--clocks {}: expected \"all\", \"artifact\" or MIN:MAX:STEP in MHz, e.g. 900:1410:30", text));
+        fmt::format("{} {}:{}:{}: expected MIN:MAX:STEP in MHz with MIN <= MAX and STEP >= 1, e.g. "
+                    "900:1410:30",
+                    flag, min_mhz, max_mhz, step_mhz));
   }
-  for (int clock = values[0]; clock <= values[1]; clock += values[2]) {
-    require_supported_clock(gpu, clock, "--clocks");
-    clocks.push_back(clock);
+  std::vector<int> clocks;
+  // In long long: a step near INT_MAX past max_mhz would overflow an int.
+  for (long long clock = min_mhz; clock <= max_mhz; clock += step_mhz) {
+    require_supported_clock(gpu, static_cast<int>(clock), flag);
+    clocks.push_back(static_cast<int>(clock));
   }
   return clocks;
 }

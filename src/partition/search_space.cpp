@@ -1,10 +1,10 @@
 #include "kareus/partition/search_space.h"
 
 #include <algorithm>
-#include <charconv>
 #include <map>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "kareus/common/error.h"
 #include "kareus/common/json_fields.h"
@@ -26,7 +26,7 @@ KnobConfig knob_config_from_json(const nlohmann::json& config, std::string_view 
     }
     return static_cast<int>(value.get<long long>());
   };
-  return {integer("freq_mhz", 1, 100000), integer("ctas", 0, 65536),
+  return {integer("freq_mhz", 1, 100000), integer("ctas", 0, kMaxCtas),
           json_fields::require_string(config, "slot", origin)};
 }
 
@@ -36,23 +36,12 @@ std::vector<int> CtaRange::values() const {
   return values;
 }
 
-CtaRange parse_cta_range(const std::string& text, const std::string& flag) {
-  std::vector<int> numbers;
-  std::size_t begin = 0;
-  while (begin <= text.size() && numbers.size() < 4) {
-    std::size_t end = text.find(':', begin);
-    if (end == std::string::npos) end = text.size();
-    int value = 0;
-    const auto [ptr, error] = std::from_chars(text.data() + begin, text.data() + end, value);
-    if (error != std::errc() || ptr != text.data() + end) numbers.assign(4, 0);  // force the error below
-    numbers.push_back(value);
-    begin = end + 1;
-  }
-  const bool shape_ok = numbers.size() == 2 || numbers.size() == 3;
-  const CtaRange range{shape_ok ? numbers[0] : 0, shape_ok ? numbers[1] : 0, numbers.size() == 3 ? numbers[2] : 1};
+CtaRange cta_range(std::span<const int> values, std::string_view flag) {
+  const bool shape_ok = values.size() == 2 || values.size() == 3;
+  const CtaRange range{shape_ok ? values[0] : 0, shape_ok ? values[1] : 0, values.size() == 3 ? values[2] : 1};
   if (!shape_ok || range.min < 1 || range.max < range.min || range.step < 1 || range.max > kMaxCtas) {
     throw InputError(fmt::format("{} {}: expected MIN:MAX[:STEP] with 1 <= MIN <= MAX <= {} and STEP >= 1, e.g. 3:30:3",
-                                 flag, text, kMaxCtas));
+                                 flag, fmt::join(values, ":"), kMaxCtas));
   }
   return range;
 }

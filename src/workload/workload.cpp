@@ -1,7 +1,6 @@
 #include "kareus/workload/workload.h"
 
 #include <algorithm>
-#include <charconv>
 #include <numeric>
 
 #include <fmt/format.h>
@@ -135,7 +134,7 @@ Workload make_workload(ModelSpec model, Parallelism parallel) {
     }
   } else {
     const auto& split = resolved.layers_per_stage;
-    const int total = std::accumulate(split.begin(), split.end(), 0);
+    const long long total = std::accumulate(split.begin(), split.end(), 0LL);  // no int overflow on hostile input
     if (static_cast<int>(split.size()) != resolved.pp || total != layers) {
       throw InputError(fmt::format("--layers-per-stage {} must list --pp {} stages summing to the {} layers of {}",
                                    fmt::join(split, ","), resolved.pp, layers, workload.model.name));
@@ -170,24 +169,6 @@ Workload chunk_stages(const Workload& workload) {
   }
   chunks.parallel.layers_per_stage = chunks.stage_layers;
   return chunks;
-}
-
-std::vector<int> parse_layers_per_stage(const std::string& text) {
-  std::vector<int> layers;
-  std::size_t begin = 0;
-  while (begin <= text.size()) {
-    std::size_t end = text.find(',', begin);
-    if (end == std::string::npos) end = text.size();
-    int value = 0;
-    const auto [ptr, error] = std::from_chars(text.data() + begin, text.data() + end, value);
-    if (error != std::errc() || ptr != text.data() + end || value < 1) {
-      throw InputError(
-          fmt::format("--layers-per-stage {}: expected positive integers separated by commas, e.g. 15,13", text));
-    }
-    layers.push_back(value);
-    begin = end + 1;
-  }
-  return layers;
 }
 
 std::string workload_to_json(const Workload& workload) {

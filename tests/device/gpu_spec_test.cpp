@@ -86,38 +86,38 @@ TEST(GpuSpec, VoltageIsFlatThenLinear) {
   EXPECT_DOUBLE_EQ(a100.voltage_v(middle), (a100.voltage_min_v + a100.voltage_max_v) / 2);
 }
 
-TEST(ParseClockList, ArtifactAllAndRange) {
+TEST(ClockLists, ArtifactAndRange) {
   const GpuSpec a100 = load_gpu("a100-40gb");
   std::vector<int> artifact;
   for (int clock = 900; clock <= 1410; clock += 30) artifact.push_back(clock);
-  EXPECT_EQ(parse_clock_list(a100, "artifact"), artifact);  // 18 clocks, docs/kareus.md section 3
-  EXPECT_EQ(parse_clock_list(a100, "900:1410:30"), artifact);
-  EXPECT_EQ(parse_clock_list(a100, "all"), a100.supported_clocks_mhz());
-  EXPECT_EQ(parse_clock_list(a100, "1410:1410:15"), std::vector<int>{1410});
+  EXPECT_EQ(artifact_clocks(a100), artifact);  // 18 clocks, docs/kareus.md section 3
+  EXPECT_EQ(clocks_in_range(a100, 900, 1410, 30, "--clocks"), artifact);
+  EXPECT_EQ(clocks_in_range(a100, 1410, 1410, 15, "--clocks"), std::vector<int>{1410});
+  // A step past the range's end stops at MIN, without overflowing.
+  EXPECT_EQ(clocks_in_range(a100, 1410, 1410, 2147483647, "--clocks"), std::vector<int>{1410});
   const GpuSpec h100 = load_gpu("h100-sxm");
-  const std::vector<int> hopper = parse_clock_list(h100, "artifact");
+  const std::vector<int> hopper = artifact_clocks(h100);
   EXPECT_EQ(hopper.size(), 18u);
   EXPECT_EQ(hopper.back(), 1980);
 }
 
-TEST(ParseClockList, BadOrUnsupportedClocksNameTheFlag) {
+TEST(ClockLists, BadOrUnsupportedClocksNameTheFlag) {
   const GpuSpec a100 = load_gpu("a100-40gb");
   struct Row {
-    std::string text, message;
+    int min_mhz, max_mhz, step_mhz;
+    std::string message;
   };
   const Row rows[] = {
-      {"fast", "--clocks fast: expected \"all\", \"artifact\" or MIN:MAX:STEP"},
-      {"900:1410", "--clocks 900:1410: expected"},
-      {"900:1410:30:1", "--clocks 900:1410:30:1: expected"},
-      {"1410:900:30", "--clocks 1410:900:30: expected"},
-      {"900:1410:0", "--clocks 900:1410:0: expected"},
-      {"900:x:30", "--clocks 900:x:30: expected"},
-      {"905:1410:30", "--clocks 905: a100-40gb supports 210..1410 MHz in 15 MHz steps"},
-      {"1380:1500:30", "--clocks 1440: a100-40gb supports 210..1410 MHz"},
+      {1410, 900, 30, "--clocks 1410:900:30: expected MIN:MAX:STEP"},
+      {900, 1410, 0, "--clocks 900:1410:0: expected"},
+      {900, 1410, -30, "--clocks 900:1410:-30: expected"},
+      {905, 1410, 30, "--clocks 905: a100-40gb supports 210..1410 MHz in 15 MHz steps"},
+      {1380, 1500, 30, "--clocks 1440: a100-40gb supports 210..1410 MHz"},
   };
   for (const Row& row : rows) {
-    SCOPED_TRACE(row.text);
-    const std::string message = error_of([&] { (void)parse_clock_list(a100, row.text); });
+    SCOPED_TRACE(row.message);
+    const std::string message =
+        error_of([&] { (void)clocks_in_range(a100, row.min_mhz, row.max_mhz, row.step_mhz, "--clocks"); });
     EXPECT_NE(message.find(row.message), std::string::npos) << message;
   }
   EXPECT_NE(error_of([&] { require_supported_clock(a100, 1400, "--freq"); }).find("--freq 1400"), std::string::npos);

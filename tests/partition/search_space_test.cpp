@@ -4,6 +4,8 @@
 #include <map>
 #include <string>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <gtest/gtest.h>
 
 #include "common/input_error.h"
@@ -129,18 +131,22 @@ TEST(SearchSpace, BadOptionsAreInputErrors) {
             std::string::npos);
 }
 
-TEST(ParseCtaRange, AcceptsMinMaxAndStep) {
-  const CtaRange with_step = parse_cta_range("3:30:3", "--tp-ctas");
+TEST(CtaRange, AcceptsMinMaxAndStep) {
+  const CtaRange with_step = cta_range(std::vector<int>{3, 30, 3}, "--tp-ctas");
   EXPECT_EQ(with_step.values().size(), 10u);
   EXPECT_EQ(with_step.values().back(), 30);
-  EXPECT_EQ(parse_cta_range("1:20", "--cp-ctas").values().size(), 20u);
-  EXPECT_EQ(parse_cta_range("4:10:4", "--tp-ctas").values(), (std::vector<int>{4, 8}));
+  EXPECT_EQ(cta_range(std::vector<int>{1, 20}, "--cp-ctas").values().size(), 20u);
+  EXPECT_EQ(cta_range(std::vector<int>{4, 10, 4}, "--tp-ctas").values(), (std::vector<int>{4, 8}));
+  EXPECT_EQ(cta_range(std::vector<int>{1, kMaxCtas, kMaxCtas}, "--tp-ctas").values(), (std::vector<int>{1}));
 }
 
-TEST(ParseCtaRange, MalformedRangeNamesTheFlag) {
-  for (const std::string text : {"", "3", "3:", "x:30", "3:30:3:1", "0:30", "30:3", "3:30:0", "3:30:-3", "3.5:30"}) {
+TEST(CtaRange, MalformedRangeNamesTheFlag) {
+  const std::vector<std::vector<int>> ranges = {{},      {3},        {3, 30, 3, 1}, {0, 30},
+                                                {30, 3}, {3, 30, 0}, {3, 30, -3},   {1, kMaxCtas + 1}};
+  for (const std::vector<int>& values : ranges) {
+    const std::string text = fmt::format("{}", fmt::join(values, ":"));
     SCOPED_TRACE(text);
-    const std::string message = error_of([&] { (void)parse_cta_range(text, "--tp-ctas"); });
+    const std::string message = error_of([&] { (void)cta_range(values, "--tp-ctas"); });
     EXPECT_NE(message.find("--tp-ctas " + text + ": expected MIN:MAX[:STEP]"), std::string::npos) << message;
   }
 }

@@ -44,7 +44,7 @@ PlanJobResult run_plan_job(const device::GpuSpec& gpu, const workload::Workload&
 
 PlanJobOptions quick_options(const device::GpuSpec& gpu) {
   PlanJobOptions options;
-  options.clocks_mhz = device::parse_clock_list(gpu, "artifact");
+  options.clocks_mhz = device::artifact_clocks(gpu);
   options.space.tp_ctas = {6, 30, 6};
   options.space.cp_ctas = {2, 20, 6};
   return options;

@@ -156,8 +156,7 @@ struct LogFixture {
   device::GpuSpec gpu = device::load_gpu("a100-40gb");
   partition::Partition part = partition::representative_partition(work, "fwd_mlp");
   partition::SpaceOptions space_options{partition::SlotPolicy::kArtifact, {3, 30, 3}, {1, 20, 1}};
-  partition::SearchSpace space =
-      partition::make_search_space(part, device::parse_clock_list(gpu, "artifact"), space_options);
+  partition::SearchSpace space = partition::make_search_space(part, device::artifact_clocks(gpu), space_options);
 
   SearchOptions options(const fs::path& log) const {
     SearchOptions result;

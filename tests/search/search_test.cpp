@@ -27,7 +27,7 @@ Fixture fixture(const std::string& key, int cp, int tp,
   partition::Partition part = partition::representative_partition(work, key);
   partition::SpaceOptions options;
   options.slots = slots;
-  partition::SearchSpace space = partition::make_search_space(part, device::parse_clock_list(gpu, "artifact"), options);
+  partition::SearchSpace space = partition::make_search_space(part, device::artifact_clocks(gpu), options);
   return {work, std::move(gpu), std::move(part), std::move(space)};
 }
 

@@ -128,6 +128,11 @@ TEST(MakeWorkload, EveryRuleNamesItsFlag) {
          p.layers_per_stage = {28, 0};
        },
        "--layers-per-stage 28,0: every stage needs >= 1 layer", llama},
+      {"split sum past int",
+       [](Parallelism& p) {
+         p.layers_per_stage = {2147483647, 2147483647};
+       },
+       "--layers-per-stage 2147483647,2147483647 must list --pp 2 stages summing to the 28 layers", llama},
       // Megatron's rules for sequence parallelism and interleaving (defaults: tp 8, pp 2, 8 microbatches).
       {"sp tp 1",
        [](Parallelism& p) {
@@ -221,20 +226,6 @@ TEST(WorkloadJson, RoundTripsSequenceParallelAndVppAndReadsOldBlocksAsNeither) {
               (void)workload_from_json(old.dump(), "block");
             }).find("block: field 'sequence_parallel' must be true or false"),
             std::string::npos);
-}
-
-TEST(ParseLayersPerStage, AcceptsCommaSeparatedPositiveIntegers) {
-  EXPECT_EQ(parse_layers_per_stage("15,13"), (std::vector<int>{15, 13}));
-  EXPECT_EQ(parse_layers_per_stage("28"), (std::vector<int>{28}));
-}
-
-TEST(ParseLayersPerStage, MalformedTextNamesFlag) {
-  for (const std::string text : {"", "15,", ",13", "15;13", "15,x", "15,0", "15,-13", " 15,13", "1.5,13"}) {
-    SCOPED_TRACE(text);
-    const std::string message = error_of([&] { (void)parse_layers_per_stage(text); });
-    EXPECT_NE(message.find("--layers-per-stage " + text + ": expected positive integers"), std::string::npos)
-        << message;
-  }
 }
 
 TEST(WorkloadJson, HoldsModelShapeAndResolvedParallelism) {

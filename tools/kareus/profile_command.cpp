@@ -1,6 +1,7 @@
 // kareus profile: measure partitions (or kernels) of a workload on the emulator or a real GPU,
 // one JSONL record per measurement (device/measurement_log.h).
 #include <fmt/core.h>
+#include <fmt/ranges.h>
 #include <CLI/CLI.hpp>
 
 #include <memory>
@@ -28,8 +29,8 @@ struct ProfileOptions {
   std::vector<std::string> partitions;
   bool all = false;
   bool kernels = false;
-  std::string clocks = "artifact";
-  std::string kernel_ctas = "4:32:4";
+  std::vector<std::string> clocks{"artifact"};
+  std::vector<int> kernel_ctas{4, 32, 4};
   std::size_t budget = 16;
   double search_budget = 0.1;
   int front_repeats = 2;
@@ -60,8 +61,8 @@ void profile_plan_inputs(const ProfileOptions& options, const device::GpuSpec& g
   header.backend = std::string(measured.kind());
   header.device_name = sink.device_name;
   header.clocks_mhz = clocks;
-  header.space_json =
-      fmt::format(R"({{"slots": "{}", "tp_ctas": "{}", "cp_ctas": "{}"}})", space.slots, space.tp_ctas, space.cp_ctas);
+  header.space_json = fmt::format(R"({{"slots": "{}", "tp_ctas": "{}", "cp_ctas": "{}"}})", space.slots,
+                                  fmt::join(space.tp_ctas, ":"), fmt::join(space.cp_ctas, ":"));
   header.search_json = fmt::format(R"({{"budget_fraction": {}, "seed": {}, "front_repeats": {}, "fixed_repeats": {}}})",
                                    options.search_budget, options.seed, options.front_repeats, options.fixed_repeats);
   header.date = device::utc_now_iso8601();
@@ -82,7 +83,7 @@ ProfileWork profile_work(const ProfileOptions& options, const workload::Workload
                          const std::vector<int>& clocks) {
   ProfileWork work;
   if (options.kernels) {
-    const std::vector<int> ctas = partition::parse_cta_range(options.kernel_ctas, "--kernel-ctas").values();
+    const std::vector<int> ctas = partition::cta_range(options.kernel_ctas, "--kernel-ctas").values();
     work.jobs = device::plan_kernel_sweep(workload, clocks, ctas);
   } else if (!options.partitions.empty()) {
     if (options.strategy == "random") {
@@ -146,7 +147,7 @@ void run_profile_command(const ProfileOptions& options) {
   }
   const device::GpuSpec gpu = options.gpu.resolve();
   const workload::Workload workload = options.workload.resolve();
-  const std::vector<int> clocks = device::parse_clock_list(gpu, options.clocks);
+  const std::vector<int> clocks = resolve_clock_flag(gpu, options.clocks, "--clocks");
   if (options.strategy != "search" && options.strategy != "random") {
     throw InputError(fmt::format("--strategy {}: expected search or random", options.strategy));
   }
@@ -201,9 +202,8 @@ void add_profile_command(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::Range(1, 100));
   command->add_flag("--kernels", options->kernels, "measure every kernel and collective of one layer (for calibrate)");
-  command->add_option("--clocks", options->clocks, "all, artifact or MIN:MAX:STEP (MHz)")->capture_default_str();
-  command->add_option("--kernel-ctas", options->kernel_ctas, "CTA counts of collectives with --kernels, MIN:MAX:STEP")
-      ->capture_default_str();
+  add_clocks_option(command, options->clocks);
+  add_cta_range_option(command, "--kernel-ctas", options->kernel_ctas, "CTA counts of collectives with --kernels,");
   command->add_option("--strategy", options->strategy, "search (GP + EHVI, adaptive) or random configs per partition")
       ->capture_default_str();
   command->add_option("--budget", options->budget, "configs measured per partition")

@@ -24,7 +24,7 @@ workload::Workload WorkloadFlags::resolve_with(workload::ModelSpec model_spec) c
   } else {
     throw InputError(fmt::format("--recompute {}: expected \"full\" or \"none\"", recompute));
   }
-  if (!layers_per_stage.empty()) resolved.layers_per_stage = workload::parse_layers_per_stage(layers_per_stage);
+  if (!layers_per_stage.empty()) resolved.layers_per_stage = layers_per_stage;
   return workload::make_workload(std::move(model_spec), std::move(resolved));
 }
 
@@ -67,7 +67,7 @@ workload::Workload WorkloadFlags::resolve_for_plan(const plan::Plan& plan, const
   if (!given("--sequence-parallel")) p.sequence_parallel = from_plan.sequence_parallel;
   if (!given("--recompute")) overlay.recompute = from_plan.recompute == workload::Recompute::kFull ? "full" : "none";
   if (!given("--layers-per-stage")) {
-    overlay.layers_per_stage = p.pp == from_plan.pp ? fmt::format("{}", fmt::join(planned.stage_layers, ",")) : "";
+    overlay.layers_per_stage = p.pp == from_plan.pp ? planned.stage_layers : std::vector<int>{};
   }
   workload::ModelSpec job_model = planned.model;
   if (given("--model")) {
@@ -105,8 +105,10 @@ void add_workload_flags(CLI::App* command, WorkloadFlags& flags) {
                                                          "Megatron's sequence parallelism: all-gather / reduce-scatter "
                                                          "over TP in place of the all-reduce (needs --tp >= 2)");
   bind("--vpp", p.vpp, "virtual pipeline stages (model chunks) per rank: 1 = 1F1B, more = interleaved 1F1B");
-  flags.bound["--layers-per-stage"] = command->add_option("--layers-per-stage", flags.layers_per_stage,
-                                                          "layers of each stage, e.g. 15,13 (default: even split)");
+  flags.bound["--layers-per-stage"] = command
+                                          ->add_option("--layers-per-stage", flags.layers_per_stage,
+                                                       "layers of each stage, e.g. 15,13 (default: even split)")
+                                          ->delimiter(',');
 }
 
 device::GpuSpec GpuFlags::resolve() const { return device::load_gpu(gpu); }

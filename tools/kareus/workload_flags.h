@@ -13,6 +13,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "kareus/device/gpu_spec.h"
 #include "kareus/plan/plan.h"
@@ -30,7 +31,7 @@ struct WorkloadFlags {
   workload::Parallelism parallel;  ///< every size but seq
   std::optional<int> seq;          ///< --seq; none: workload::default_sequence of the model
   std::string recompute = "full";
-  std::string layers_per_stage;  ///< empty = even split, earlier stages take the remainder
+  std::vector<int> layers_per_stage;  ///< split at ','; empty = even split, earlier stages take the remainder
 
   std::map<std::string, const CLI::Option*> bound;  ///< by flag name, to tell given flags from defaults
 

@@ -110,8 +110,13 @@ struct ParameterRef {
 /// Throws InputError if `freq_mhz` is not a supported clock, naming `flag` and the range.
 void require_supported_clock(const GpuSpec& gpu, int freq_mhz, std::string_view flag);
 
-/// Resolves a clock list flag: "all" (every supported clock), "artifact" (18 clocks from the
-/// max down in 30 MHz steps, A100: 900..1410), or "MIN:MAX:STEP". Every clock must be supported.
-[[nodiscard]] std::vector<int> parse_clock_list(const GpuSpec& gpu, const std::string& text);
+/// The 18 clocks the Kareus artifact searched, from the max down in 30 MHz steps (A100:
+/// 900..1410), those `gpu` supports, ascending.
+[[nodiscard]] std::vector<int> artifact_clocks(const GpuSpec& gpu);
+
+/// min_mhz..max_mhz in step_mhz steps, ascending. Throws InputError naming `flag` when the
+/// range is empty or the step not positive, or naming the first clock `gpu` does not support.
+[[nodiscard]] std::vector<int> clocks_in_range(const GpuSpec& gpu, int min_mhz, int max_mhz, int step_mhz,
+                                               std::string_view flag);
 
 }  // namespace kareus::device

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -41,8 +42,10 @@ struct CtaRange {
   [[nodiscard]] std::vector<int> values() const;
 };
 
-/// "MIN:MAX:STEP" or "MIN:MAX" (step 1), MAX <= kMaxCtas. Throws InputError naming `flag`.
-[[nodiscard]] CtaRange parse_cta_range(const std::string& text, const std::string& flag);
+/// A range from the values of a MIN:MAX[:STEP] flag (the command line splits it): MIN and MAX,
+/// then STEP (default 1), with 1 <= MIN <= MAX <= kMaxCtas and STEP >= 1. Throws InputError
+/// naming `flag` and the values.
+[[nodiscard]] CtaRange cta_range(std::span<const int> values, std::string_view flag);
 
 enum class SlotPolicy {
   kAll,       ///< every slot of the partition (default)

@@ -100,9 +100,6 @@ struct Workload {
 /// Per-rank quantities (the DP gradient reduction) stay with `workload` itself.
 [[nodiscard]] Workload chunk_stages(const Workload& workload);
 
-/// Parses "--layers-per-stage" text such as "15,13". Throws InputError on bad numbers.
-[[nodiscard]] std::vector<int> parse_layers_per_stage(const std::string& text);
-
 /// The workload as a JSON object (model name and shape, parallelism), for summaries and plans.
 [[nodiscard]] std::string workload_to_json(const Workload& workload);
 

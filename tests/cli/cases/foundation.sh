@@ -45,7 +45,7 @@ expect 2 'error: --nanobatches 1: the partitioned overlap model needs 2' -- part
 expect 2 'error: --pp 29 must not exceed the 28 layers' -- partitions --pp 29
 expect 2 'error: --layers-per-stage 15,12 must list --pp 2 stages summing to the 28 layers' -- partitions --layers-per-stage 15,12
 expect 2 'error: --layers-per-stage 10,10,8 must list --pp 2 stages' -- partitions --layers-per-stage 10,10,8
-expect 2 'error: --layers-per-stage 15:13: expected positive integers' -- partitions --layers-per-stage 15:13
+expect 2 'Could not convert: --layers-per-stage = 15:13' -- partitions --layers-per-stage 15:13
 # A learned position table bounds the sequence; without --seq, the model's default is within it.
 expect 2 "error: --seq 4096 exceeds gpt3-175b's max_positions 2048 \(learned position embeddings\)$" -- partitions --model gpt3-175b --pp 16 --seq 4096
 expect 0 '"seq": 2048,' -- partitions --model gpt3-175b --pp 16 --json
@@ -55,6 +55,8 @@ expect 0 "default 4096, or the model's max_positions when smaller" -- plan --hel
 expect 2 'error: --model llama9: unknown model \(presets: gpt3-175b, llama3.2-3b, llama3.3-70b, qwen3-1.7b' -- partitions --model llama9
 expect 2 'error: --gpu v100: unknown GPU \(presets: a100-40gb, h100-sxm, h200' -- partitions --gpu v100
 expect 2 'error: --clocks fast: expected "all", "artifact" or MIN:MAX:STEP' -- partitions --clocks fast
+expect 2 'error: --clocks 900:1410: expected "all", "artifact" or MIN:MAX:STEP' -- partitions --clocks 900:1410
+expect 2 'error: --clocks 1410:900:30: expected MIN:MAX:STEP in MHz with MIN <= MAX' -- partitions --clocks 1410:900:30
 expect 2 'error: --clocks 905: a100-40gb supports 210\.\.1410 MHz in 15 MHz steps' -- partitions --clocks 905:1410:30
 expect 2 'error: --recompute some: expected "full" or "none"' -- partitions --recompute some
 expect 2 'error: --slots some: expected "all" or "artifact"' -- partitions --slots some

@@ -26,6 +26,9 @@ expect 2 '--tp 8 x --cp 1 x --pp 4 x --dp 65536 = 2097152 GPUs exceeds the limit
 expect 2 '--microbatches 100000 must be <= 4096' -- plan --microbatches 100000 --out "$hostile/p"
 expect 2 '--devices 2147483647 must be in \[1, 256\]' -- search --partition fwd_mlp --budget 4 --devices 2147483647
 expect 2 '--tp-ctas 1:2147483647: expected MIN:MAX\[:STEP\] with 1 <= MIN <= MAX <= 65536' -- partitions --tp-ctas 1:2147483647
+expect 2 'Could not convert: --tp-ctas' -- partitions --tp-ctas 1:2147483648
+expect 2 '--layers-per-stage 2147483647,2147483647 must list --pp 2 stages summing to the 28 layers' -- partitions --layers-per-stage 2147483647,2147483647
+expect 0 '1 clocks \(1410\.\.1410 MHz\)' -- partitions --clocks 1410:1410:2147483647
 expect 2 '--microbatches must be in \[1, 4096\], found 2147483647' -- solve --profile tests/data/plan/perseus_csv/valid.csv --stages 2 --microbatches 2147483647 --out "$hostile/s"
 
 # Non-finite sums: huge times are refused naming file and line.
