@@ -7,7 +7,6 @@
 
 #include "kareus/common/error.h"
 #include "kareus/common/file_io.h"
-#include "kareus/common/json_fields.h"
 #include "kareus/common/pareto.h"
 #include "kareus/interop/artifact_schedule.h"
 #include "kareus/interop/pfo_service.h"
@@ -16,36 +15,11 @@
 namespace kareus::interop {
 namespace {
 
-/// The points of methods.<method>.frontier of a kareus.summary/1 file (emulated time and energy).
-std::vector<ServedPlan> summary_frontier(const std::filesystem::path& path, const std::string& method) {
-  namespace jf = json_fields;
-  const std::string origin = path.string();
-  const nlohmann::json document = read_json_file(path);
-  if (const std::string schema = jf::require_string(document, "schema", origin); schema != plan::kSummarySchema) {
-    throw InputError(fmt::format("{}: schema must be \"{}\", found \"{}\"", origin, plan::kSummarySchema,
-                                 json_fields::short_text(schema)));
-  }
-  const nlohmann::json& methods = jf::require(document, "methods", origin);
-  if (!methods.is_object() || !methods.contains(method)) {
-    std::vector<std::string> names;
-    if (methods.is_object()) {
-      for (const auto& [name, value] : methods.items()) names.push_back(name);
-    }
-    throw InputError(
-        fmt::format("{}: no method '{}' (--method; the summary has {})", origin, method, fmt::join(names, ", ")));
-  }
-  const nlohmann::json& points = jf::require(methods[method], "frontier", origin + ".methods." + method);
-  if (!points.is_array() || points.empty()) {
-    throw InputError(fmt::format("{}: methods.{}.frontier must be a non-empty array", origin, method));
-  }
+/// The plans of a frontier file's or a summary's points.
+std::vector<ServedPlan> read_plans_of(const std::vector<plan::FrontierPoint>& points) {
   std::vector<ServedPlan> frontier;
-  for (std::size_t index = 0; index < points.size(); ++index) {
-    const std::string point_origin = fmt::format("{}: methods.{}.frontier[{}]", origin, method, index);
-    const std::filesystem::path plan = jf::require_string(points[index], "plan", point_origin);
-    const std::filesystem::path plan_path = plan.is_absolute() ? plan : path.parent_path() / plan;
-    frontier.push_back({jf::require_positive(points[index], "time_s", point_origin),
-                        jf::require_non_negative(points[index], "energy_j", point_origin), plan_path.string(),
-                        plan::read_plan(plan_path)});
+  for (const plan::FrontierPoint& point : points) {
+    frontier.push_back({point.time_s, point.energy_j, point.plan, plan::read_plan(point.plan)});
   }
   return frontier;
 }
@@ -65,16 +39,14 @@ std::vector<ServedPlan> load_served_frontier(const std::filesystem::path& path, 
   if (!absolute.has_filename()) absolute = absolute.parent_path();  // "OUT/plans/kareus/"
   const std::filesystem::path plans_of_summary = absolute.parent_path().parent_path() / "summary.json";
   if (folder && std::filesystem::exists(path / "summary.json", error)) {
-    frontier = summary_frontier(path / "summary.json", method);
+    frontier = read_plans_of(plan::read_summary_frontier(path / "summary.json", method));
   } else if (!folder && path.filename() == "summary.json") {
-    frontier = summary_frontier(path, method);
+    frontier = read_plans_of(plan::read_summary_frontier(path, method));
   } else if (folder && !std::filesystem::exists(frontier_file, error) && absolute.parent_path().filename() == "plans" &&
              std::filesystem::exists(plans_of_summary, error)) {
-    frontier = summary_frontier(plans_of_summary, absolute.filename().string());
+    frontier = read_plans_of(plan::read_summary_frontier(plans_of_summary, absolute.filename().string()));
   } else if (!folder || std::filesystem::exists(frontier_file, error)) {
-    for (const plan::FrontierPoint& point : plan::read_frontier(frontier_file)) {
-      frontier.push_back({point.time_s, point.energy_j, point.plan, plan::read_plan(point.plan)});
-    }
+    frontier = read_plans_of(plan::read_frontier(frontier_file));
   } else {
     for (const ExportedPlan& entry : plans_in_directory(path)) {
       plan::Plan plan = plan::read_plan(entry.plan);

@@ -1,5 +1,5 @@
 // Frontier files: the writer (frontier_to_json) and the reader (read_frontier) round trip, and
-// the reader's plan paths and refusals.
+// the reader's plan paths and refusals; a summary's method frontier (read_summary_frontier).
 #include "kareus/plan/frontier.h"
 
 #include <stdlib.h>
@@ -48,6 +48,33 @@ TEST(Frontier, ReaderRefusesBadPointsNamingThem) {
             "out/frontier.json: schema must be \"kareus.frontier/1\", found \"kareus.frontier/2\"");
   EXPECT_EQ(message_of(R"({"schema": "kareus.frontier/1", "points": []})"),
             "out/frontier.json: 'points' must be a non-empty array");
+}
+
+TEST(SummaryFrontier, ReadsOneMethodsPointsWithPlanPathsBesideTheSummary) {
+  const std::filesystem::path directory = scratch_folder();
+  const std::filesystem::path path = directory / "summary.json";
+  std::ofstream(path) << R"({"schema": "kareus.summary/1", "methods": {
+    "perseus": {"frontier": [{"time_s": 5.2, "energy_j": 21800, "plan": "plans/perseus/plan_00.json"}]},
+    "kareus": {"frontier": [{"time_s": 4.5, "energy_j": 21400, "plan": "plans/kareus/plan_00.json",
+                             "predicted_time_s": 4.49, "solved_by": "kareus"},
+                            {"time_s": 6.0, "energy_j": 19000.5, "plan": "/abs/plan_01.json"}]}}})";
+  const std::vector<FrontierPoint> read = read_summary_frontier(path, "kareus");
+  ASSERT_EQ(read.size(), 2u);
+  EXPECT_EQ(read[0], (FrontierPoint{4.5, 21400, (directory / "plans/kareus/plan_00.json").string()}));
+  EXPECT_EQ(read[1], (FrontierPoint{6.0, 19000.5, "/abs/plan_01.json"}));
+  const auto message_of = [&](const std::string& method) {
+    try {
+      (void)read_summary_frontier(path, method);
+    } catch (const InputError& error) {
+      return std::string(error.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(message_of("megatron"),
+            path.string() + ": no method 'megatron' (--method; the summary has kareus, perseus)");
+  std::ofstream(path) << R"({"schema": "kareus.frontier/1", "points": []})";
+  EXPECT_EQ(message_of("kareus"), path.string() + ": schema must be \"kareus.summary/1\", found \"kareus.frontier/1\"");
+  std::filesystem::remove_all(directory);
 }
 
 }  // namespace

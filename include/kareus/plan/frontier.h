@@ -17,8 +17,8 @@
 namespace kareus::plan {
 
 inline constexpr std::string_view kFrontierSchema = "kareus.frontier/1";
-/// The plan job's summary.json (planner/summary_writer.h writes it; `kareus serve` reads the
-/// frontier of one of its methods).
+/// The plan job's summary.json (planner/summary_writer.h writes it; read_summary_frontier below
+/// reads one method's frontier back, for `kareus serve`).
 inline constexpr std::string_view kSummarySchema = "kareus.summary/1";
 
 /// A point of a frontier file. read_frontier reads it back with `plan` prefixed by the file's
@@ -41,5 +41,11 @@ struct FrontierPoint {
 /// read_frontier on text already read from `path` (named in messages; relative plans resolve
 /// against its folder).
 [[nodiscard]] std::vector<FrontierPoint> parse_frontier(std::string_view text, const std::filesystem::path& path);
+
+/// The points of methods.<method>.frontier of a kareus.summary/1 file (the emulated or measured
+/// time and energy planner/summary_writer.h wrote), plan paths made relative to the file's folder.
+/// Throws InputError naming the file and the bad field, or the method and the methods it has.
+[[nodiscard]] std::vector<FrontierPoint> read_summary_frontier(const std::filesystem::path& path,
+                                                               const std::string& method);
 
 }  // namespace kareus::plan
