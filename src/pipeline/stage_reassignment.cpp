@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kareus/common/pareto.h"
+
 namespace kareus::pipeline::detail {
 namespace {
 
@@ -134,14 +136,10 @@ bool StageReassignment::reassign(int stage, std::vector<int>& options, double de
 }
 
 void StageReassignment::keep_pareto(std::vector<State>& states) const {
-  std::sort(states.begin(), states.end(), [](const State& a, const State& b) {
-    return a.finish_s != b.finish_s ? a.finish_s < b.finish_s : a.effective_j < b.effective_j;
-  });
-  std::size_t kept = 0;
-  for (const State& state : states) {
-    if (kept == 0 || state.effective_j < states[kept - 1].effective_j) states[kept++] = state;
-  }
-  states.resize(kept);
+  states = pareto_filter(
+      std::move(states), [](const State& state) { return state.finish_s; },
+      [](const State& state) { return state.effective_j; });
+  const std::size_t kept = states.size();
   if (kept <= kMaxStates) return;
   // Evenly spaced by rank: the earliest finish and the cheapest (the last) stay.
   for (std::size_t slot = 0; slot < kMaxStates; ++slot) states[slot] = states[slot * (kept - 1) / (kMaxStates - 1)];
