@@ -1,6 +1,10 @@
 #include "kareus/planner/solve_job.h"
 
+#include <stdlib.h>
+
+#include <algorithm>
 #include <filesystem>
+#include <limits>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -8,15 +12,26 @@
 
 #include "kareus/common/error.h"
 #include "kareus/common/file_io.h"
+#include "kareus/pipeline/iteration_simulator.h"
+#include "kareus/plan/perseus_csv.h"
 #include "kareus/plan/plan.h"
 
 namespace kareus::planner {
 namespace {
 
+// A fresh folder of this test's own (mkdtemp), so parallel runs never share one; `out` inside it
+// does not exist yet, as a user's --out need not.
 std::filesystem::path fresh_dir(const std::string& name) {
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("kareus_solve_job_test_" + name);
-  std::filesystem::remove_all(dir);
-  return dir;
+  std::string pattern =
+      (std::filesystem::temp_directory_path() / ("kareus_solve_job_test_" + name + ".XXXXXX")).string();
+  if (::mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
+  return std::filesystem::path(pattern) / "out";
+}
+
+/// The fastest option's time (s) and energy (J) of one stage's forward or backward.
+plan::ProfileOption fastest_option(const std::vector<plan::ProfileOption>& options) {
+  return *std::min_element(options.begin(), options.end(),
+                           [](const auto& left, const auto& right) { return left.time_s < right.time_s; });
 }
 
 /// Two stages x four microbatches of tests/data/plan/perseus_csv/valid.csv, into a fresh folder.
@@ -54,14 +69,44 @@ TEST(SolvePerseusProfile, WritesSortedFrontierWithValidPlans) {
     EXPECT_DOUBLE_EQ(solved.predicted_time_s, point.time_s);
     EXPECT_DOUBLE_EQ(solved.predicted_energy_j, point.energy_j);
   }
-  // Fastest point by hand: stage 0: F 10 ms, B 20 ms at 1410; stage 1: F 11 ms, B 22 ms; the
-  // critical path F(0,0), stage 1's 8 instructions, B(0,3): 0.010 + 4 x 0.033 + 0.020 = 0.162 s.
-  // All at 1410 MHz: 74 J of work + 30 W x (2 x 0.162 - 0.252) s idle = 76.16 J. Moving three
-  // slack forwards (-0.4 J, -0.06 J idle each) and one backward (-0.9 J, -0.12 J) to 1200 MHz
-  // gives 73.76 J, which a brute force over all 256 stage-0 clock assignments confirms optimal.
-  EXPECT_NEAR(summary.points.front().time_s, 0.162, 1e-12);
-  EXPECT_NEAR(summary.points.front().energy_j, 76.16 - 3 * 0.46 - 1.02, 1e-9);
-  EXPECT_FALSE(std::filesystem::exists(request.out / "frontier.json.tmp"));
+  // Fastest point from the profile: stage 1 (one clock) is the bottleneck, so the critical path
+  // is F(0,0), stage 1's 4 forwards and 4 backwards, B(0,3), all at their fastest clocks
+  // (valid.csv: 0.010 + 4 x 0.033 + 0.020 = 0.162 s).
+  const plan::PerseusProfile profile = plan::read_perseus_csv(request.profile, 2);
+  const plan::ProfileOption f0 = fastest_option(profile.stages[0].forward);
+  const plan::ProfileOption b0 = fastest_option(profile.stages[0].backward);
+  const plan::ProfileOption f1 = fastest_option(profile.stages[1].forward);
+  const plan::ProfileOption b1 = fastest_option(profile.stages[1].backward);
+  const double makespan_s = f0.time_s + 4 * (f1.time_s + b1.time_s) + b0.time_s;
+  EXPECT_NEAR(summary.points.front().time_s, makespan_s, 1e-12);
+  // Its energy: the least over every clock assignment of stage 0's 8 instructions (stage 1 has
+  // one clock) that finishes by that makespan, each timed by 1F1B (pipeline's simulator) and
+  // priced as the solver does: the instructions' energies + 30 W x (2 x makespan - busy time).
+  const double idle_w = 30;
+  double least_j = std::numeric_limits<double>::infinity();
+  for (unsigned assignment = 0; assignment < 256; ++assignment) {
+    const auto cost = [&](const pipeline::Instruction& instruction) {
+      const bool forward = instruction.type == Direction::kForward;
+      const plan::StageProfile& stage = profile.stages[instruction.stage];
+      const std::vector<plan::ProfileOption>& options = forward ? stage.forward : stage.backward;
+      const unsigned bit = (forward ? 0u : 4u) + static_cast<unsigned>(instruction.microbatch);
+      const plan::ProfileOption option =
+          instruction.stage == 0 ? options[(assignment >> bit) & 1u] : fastest_option(options);
+      return pipeline::InstructionCost{option.time_s, option.energy_j};
+    };
+    const pipeline::IterationRun run = pipeline::simulate_one_f_one_b(2, 4, cost, idle_w, 1);
+    if (run.time_s > makespan_s + 1e-12) continue;
+    double energy_j = idle_w * 2 * makespan_s;
+    for (const pipeline::StageRun& stage : run.stages) {
+      energy_j -= idle_w * stage.busy_s;
+      for (const pipeline::ScheduledInstruction& instruction : stage.instructions) energy_j += instruction.energy_j;
+    }
+    least_j = std::min(least_j, energy_j);
+  }
+  EXPECT_NEAR(summary.points.front().energy_j, least_j, 1e-9);
+  for (const auto& entry : std::filesystem::directory_iterator(request.out)) {
+    EXPECT_NE(entry.path().extension(), ".tmp") << entry.path();  // no temporary left behind
+  }
 }
 
 TEST(SolvePerseusProfile, BoundIsBelowEveryPointAndTightAtTheFastest) {
@@ -73,9 +118,9 @@ TEST(SolvePerseusProfile, BoundIsBelowEveryPointAndTightAtTheFastest) {
     EXPECT_GT(point.lower_bound_energy_j, 0);
     EXPECT_LE(point.lower_bound_energy_j, point.energy_j + 1e-9);
   }
-  // At 0.162 s the relaxation can do no better than the brute-force optimum of 73.76 J
-  // (frontier above); the bound must not exceed it.
-  EXPECT_LE(summary.points.front().lower_bound_energy_j, 73.76 + 1e-9);
+  // At the fastest makespan the relaxation can do no better than the optimum, which the
+  // frontier's fastest point is (brute force above); the bound must not exceed it.
+  EXPECT_LE(summary.points.front().lower_bound_energy_j, summary.points.front().energy_j + 1e-9);
   const nlohmann::json report = read_json_file(request.out / "solve.json");
   EXPECT_EQ(report["schema"], "kareus.solve/1");
   EXPECT_EQ(report["points"].size(), summary.points.size());
@@ -88,7 +133,8 @@ TEST(SolvePerseusProfile, MaxPointsKeepsEnds) {
   request.max_points = 2;
   const SolveSummary summary = solve_perseus_profile(request);
   ASSERT_EQ(summary.points.size(), 2U);
-  EXPECT_NEAR(summary.points.front().time_s, 0.162, 1e-12);
+  EXPECT_DOUBLE_EQ(summary.points.front().time_s,
+                   solve_perseus_profile(valid_request("all_points")).points.front().time_s);
 }
 
 TEST(SolvePerseusProfile, RefinesACoarseUnitUnlessAskedNotTo) {

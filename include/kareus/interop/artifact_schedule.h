@@ -69,7 +69,8 @@ struct ArtifactFiles {
 [[nodiscard]] std::string scheds_file_name(int number);
 
 /// What `kareus export --format artifact` does: writes the file pair of every plan to `out_dir`
-/// (PATH.tmp then rename). `plans[i]` gets number `numbers[i]`. Returns the paths written.
+/// (a temporary beside each, common/file_io.h, then rename). `plans[i]` gets number `numbers[i]`. Returns the paths
+/// written.
 struct ExportedPlan {
   std::filesystem::path plan;
   int number = 0;

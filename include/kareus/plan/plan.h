@@ -105,7 +105,7 @@ struct PlanTarget {
 /// Serializes a plan (pretty-printed JSON, schema first).
 [[nodiscard]] std::string plan_to_json(const Plan& plan);
 
-/// Writes a plan atomically (PATH.tmp then rename).
+/// Writes a plan atomically (a temporary beside PATH, common/file_io.h, then rename).
 void write_plan(const std::filesystem::path& path, const Plan& plan);
 
 /// How `instruction` runs: its recorded overlap, or for an older plan without the field,

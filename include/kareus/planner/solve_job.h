@@ -7,8 +7,8 @@
 // unit_time_s, static_power_w, solver_s, and the points again, each with
 // "lower_bound_energy_j" under --bound: no plan finishing within time_s uses less,
 // pipeline::relaxation_lower_bound). Energy is lowtime's convention: sum of effective energies
-// + static power x makespan x stages, for one iteration of the whole pipeline (J). Files are
-// written PATH.tmp then renamed, frontier.json last.
+// + static power x makespan x stages, for one iteration of the whole pipeline (J). Each file is
+// written to a temporary beside it and renamed (common/file_io.h), frontier.json last.
 #pragma once
 
 #include <filesystem>
