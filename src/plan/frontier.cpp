@@ -25,40 +25,55 @@ std::vector<FrontierPoint> read_frontier(const std::filesystem::path& path) {
   return parse_frontier(read_text_file(path), path);
 }
 
-std::vector<FrontierPoint> parse_frontier(std::string_view text, const std::filesystem::path& path) {
-  const std::string origin = path.string();
-  const nlohmann::json document = parse_json(text, origin);
-  namespace jf = json_fields;
-  jf::reject_unknown(document, {"schema", "points"}, origin);
-  if (const std::string schema = jf::require_string(document, "schema", origin); schema != kFrontierSchema) {
-    throw InputError(fmt::format("{}: schema must be \"{}\", found \"{}\"", origin, kFrontierSchema,
-                                 json_fields::short_text(schema)));
+namespace {
+
+namespace jf = json_fields;
+
+void require_schema(const nlohmann::json& document, std::string_view schema, const std::string& origin) {
+  if (const std::string found = jf::require_string(document, "schema", origin); found != schema) {
+    throw InputError(
+        fmt::format("{}: schema must be \"{}\", found \"{}\"", origin, schema, json_fields::short_text(found)));
   }
-  const nlohmann::json& points = jf::require(document, "points", origin);
-  if (!points.is_array() || points.empty())
-    throw InputError(fmt::format("{}: 'points' must be a non-empty array", origin));
+}
+
+// The points of the array `entries` at key path `what` of the file `path`: time_s > 0,
+// energy_j >= 0, the plan resolved against the file's folder; with `only_point_fields`, no other
+// field (a frontier file's points; a summary's carry more).
+std::vector<FrontierPoint> read_points(const nlohmann::json& entries, const std::string& what,
+                                       const std::filesystem::path& path, bool only_point_fields) {
+  const std::string origin = path.string();
+  if (!entries.is_array() || entries.empty()) {
+    throw InputError(fmt::format("{}: '{}' must be a non-empty array", origin, what));
+  }
   std::vector<FrontierPoint> frontier;
-  for (std::size_t index = 0; index < points.size(); ++index) {
-    const std::string point_origin = fmt::format("{}: points[{}]", origin, index);
-    jf::reject_unknown(points[index], {"time_s", "energy_j", "plan"}, point_origin);
+  for (std::size_t index = 0; index < entries.size(); ++index) {
+    const nlohmann::json& entry = entries[index];
+    const std::string point_origin = fmt::format("{}: {}[{}]", origin, what, index);
+    if (only_point_fields) jf::reject_unknown(entry, {"time_s", "energy_j", "plan"}, point_origin);
     FrontierPoint point;
-    point.time_s = jf::require_positive(points[index], "time_s", point_origin);
-    point.energy_j = jf::require_non_negative(points[index], "energy_j", point_origin);
-    const std::filesystem::path plan = jf::require_string(points[index], "plan", point_origin);
+    point.time_s = jf::require_positive(entry, "time_s", point_origin);
+    point.energy_j = jf::require_non_negative(entry, "energy_j", point_origin);
+    const std::filesystem::path plan = jf::require_string(entry, "plan", point_origin);
     point.plan = (plan.is_absolute() ? plan : path.parent_path() / plan).string();
     frontier.push_back(std::move(point));
   }
   return frontier;
 }
 
+}  // namespace
+
+std::vector<FrontierPoint> parse_frontier(std::string_view text, const std::filesystem::path& path) {
+  const std::string origin = path.string();
+  const nlohmann::json document = parse_json(text, origin);
+  jf::reject_unknown(document, {"schema", "points"}, origin);
+  require_schema(document, kFrontierSchema, origin);
+  return read_points(jf::require(document, "points", origin), "points", path, true);
+}
+
 std::vector<FrontierPoint> read_summary_frontier(const std::filesystem::path& path, const std::string& method) {
-  namespace jf = json_fields;
   const std::string origin = path.string();
   const nlohmann::json document = read_json_file(path);
-  if (const std::string schema = jf::require_string(document, "schema", origin); schema != kSummarySchema) {
-    throw InputError(fmt::format("{}: schema must be \"{}\", found \"{}\"", origin, kSummarySchema,
-                                 json_fields::short_text(schema)));
-  }
+  require_schema(document, kSummarySchema, origin);
   const nlohmann::json& methods = jf::require(document, "methods", origin);
   if (!methods.is_object() || !methods.contains(method)) {
     std::vector<std::string> names;
@@ -68,21 +83,8 @@ std::vector<FrontierPoint> read_summary_frontier(const std::filesystem::path& pa
     throw InputError(
         fmt::format("{}: no method '{}' (--method; the summary has {})", origin, method, fmt::join(names, ", ")));
   }
-  const nlohmann::json& points = jf::require(methods[method], "frontier", origin + ".methods." + method);
-  if (!points.is_array() || points.empty()) {
-    throw InputError(fmt::format("{}: methods.{}.frontier must be a non-empty array", origin, method));
-  }
-  std::vector<FrontierPoint> frontier;
-  for (std::size_t index = 0; index < points.size(); ++index) {
-    const std::string point_origin = fmt::format("{}: methods.{}.frontier[{}]", origin, method, index);
-    FrontierPoint point;
-    point.time_s = jf::require_positive(points[index], "time_s", point_origin);
-    point.energy_j = jf::require_non_negative(points[index], "energy_j", point_origin);
-    const std::filesystem::path plan = jf::require_string(points[index], "plan", point_origin);
-    point.plan = (plan.is_absolute() ? plan : path.parent_path() / plan).string();
-    frontier.push_back(std::move(point));
-  }
-  return frontier;
+  const std::string what = fmt::format("methods.{}.frontier", method);
+  return read_points(jf::require(methods[method], "frontier", origin + ": methods." + method), what, path, false);
 }
 
 }  // namespace kareus::plan

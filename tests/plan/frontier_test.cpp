@@ -72,6 +72,12 @@ TEST(SummaryFrontier, ReadsOneMethodsPointsWithPlanPathsBesideTheSummary) {
   };
   EXPECT_EQ(message_of("megatron"),
             path.string() + ": no method 'megatron' (--method; the summary has kareus, perseus)");
+  std::ofstream(path) << R"({"schema": "kareus.summary/1", "methods": {"kareus": {"frontier": [
+    {"time_s": 4.5, "energy_j": -1, "plan": "p.json"}]}}})";
+  EXPECT_EQ(message_of("kareus"),
+            path.string() + ": methods.kareus.frontier[0]: field 'energy_j' must be >= 0, found -1");
+  std::ofstream(path) << R"({"schema": "kareus.summary/1", "methods": {"kareus": {"frontier": []}}})";
+  EXPECT_EQ(message_of("kareus"), path.string() + ": 'methods.kareus.frontier' must be a non-empty array");
   std::ofstream(path) << R"({"schema": "kareus.frontier/1", "points": []})";
   EXPECT_EQ(message_of("kareus"), path.string() + ": schema must be \"kareus.summary/1\", found \"kareus.frontier/1\"");
   std::filesystem::remove_all(directory);
