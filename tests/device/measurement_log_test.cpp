@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/input_error.h"
+#include "common/scratch.h"
 #include "common/workloads.h"
 #include "kareus/common/error.h"
 #include "kareus/device/profile.h"
@@ -101,7 +102,7 @@ TEST(MeasurementLog, KernelClassesOfKernelPartitions) {
 }
 
 TEST(MeasurementLog, FileAppendAndReadBack) {
-  const std::filesystem::path path = std::filesystem::temp_directory_path() / "kareus_measurement_log_test.jsonl";
+  const std::filesystem::path path = test_common::scratch_path("kareus_measurement_log_test.jsonl");
   std::filesystem::remove(path);
   MeasurementRecord first = sample_record();
   MeasurementRecord second = sample_record();
@@ -117,7 +118,7 @@ TEST(MeasurementLog, FileAppendAndReadBack) {
 }
 
 TEST(MeasurementLog, BadLinesNameFileAndLine) {
-  const std::filesystem::path path = std::filesystem::temp_directory_path() / "kareus_measurement_log_bad.jsonl";
+  const std::filesystem::path path = test_common::scratch_path("kareus_measurement_log_bad.jsonl");
   {
     std::ofstream file(path);
     file << to_json_line(sample_record()) << "\n";
@@ -199,7 +200,7 @@ ProfileHeader header_of(const MeasurementRecord& record) {
 TEST(MeasurementLog, ATornLastLineIsReportedAndNeverGluedToTheNextRecord) {
   // A re-profile after a full disk used to append its first record to the torn fragment, making
   // the whole log unreadable.
-  const std::filesystem::path path = std::filesystem::temp_directory_path() / "kareus_measurement_log_torn.jsonl";
+  const std::filesystem::path path = test_common::scratch_path("kareus_measurement_log_torn.jsonl");
   const MeasurementRecord record = sample_record();
   const std::string line = to_json_line(record);
   {

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/input_error.h"
+#include "common/scratch.h"
 #include "interop_test_plans.h"
 #include "kareus/common/file_io.h"
 
@@ -236,7 +237,7 @@ TEST(ArtifactExport, RefusesWhatTheFilesCannotSay) {
 }
 
 TEST(ArtifactFiles, FolderRoundTripWritesPlansAndFrontier) {
-  const std::filesystem::path root = std::filesystem::temp_directory_path() / "kareus_interop_artifact_files";
+  const std::filesystem::path root = test_common::scratch_path("kareus_interop_artifact_files");
   std::filesystem::remove_all(root);
   const workload::Workload workload = test_workload(1, 4);
   std::vector<ExportedPlan> plans;
@@ -267,7 +268,7 @@ TEST(ArtifactFiles, FolderRoundTripWritesPlansAndFrontier) {
 }
 
 TEST(ArtifactFiles, ImportReadsEachFileByTheNameItFoundAndRefusesTwoForOneNumber) {
-  const std::filesystem::path root = std::filesystem::temp_directory_path() / "kareus_interop_artifact_names";
+  const std::filesystem::path root = test_common::scratch_path("kareus_interop_artifact_names");
   std::filesystem::remove_all(root);
   const workload::Workload workload = test_workload(1, 4);
   const std::filesystem::path plan_path = root / "plans" / "plan_01.json";

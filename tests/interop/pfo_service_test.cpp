@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/input_error.h"
+#include "common/scratch.h"
 #include "interop_test_plans.h"
 #include "kareus/common/file_io.h"
 #include "kareus/interop/pfo_protocol.h"
@@ -289,7 +290,7 @@ TEST(PfoService, RanksAreBoundedPerJobAndOverAllJobs) {
 }
 
 TEST(PfoService, ResultsAreAppendedOneLineEachFromManyThreads) {
-  const std::filesystem::path path = std::filesystem::temp_directory_path() / "kareus_interop_results.jsonl";
+  const std::filesystem::path path = test_common::scratch_path("kareus_interop_results.jsonl");
   std::filesystem::remove(path);
   {
     ResultLog log(path);
@@ -336,7 +337,7 @@ std::string read_all(const std::filesystem::path& path) {
 const json kResult = {{"rank", 0}, {"iter_time", {4.5}}, {"iter_energy", {2500.0}}};
 
 TEST(ResultLog, ACappedFileTakesWholeLinesOnlyAndRefusesTheRestWith507) {
-  const std::filesystem::path path = std::filesystem::temp_directory_path() / "kareus_results_cap.jsonl";
+  const std::filesystem::path path = test_common::scratch_path("kareus_results_cap.jsonl");
   std::filesystem::remove(path);
   std::size_t line_bytes = 0;
   {
@@ -359,7 +360,7 @@ TEST(ResultLog, ACappedFileTakesWholeLinesOnlyAndRefusesTheRestWith507) {
 }
 
 TEST(ResultLog, AWriteCutShortLeavesNoFragmentAndATornTailIsCutOffOnOpen) {
-  const std::filesystem::path path = std::filesystem::temp_directory_path() / "kareus_results_torn.jsonl";
+  const std::filesystem::path path = test_common::scratch_path("kareus_results_torn.jsonl");
   std::filesystem::remove(path);
   {
     std::ofstream torn(path, std::ios::binary);
@@ -393,7 +394,7 @@ TEST(ResultLog, AWriteCutShortLeavesNoFragmentAndATornTailIsCutOffOnOpen) {
 
 TEST(ResultLog, RefusesWhatIsNotARegularFileAndASecondWriter) {
   EXPECT_EQ(test_common::error_of([] { ResultLog fifo("/dev/null"); }), "--results /dev/null: not a regular file");
-  const std::filesystem::path path = std::filesystem::temp_directory_path() / "kareus_results_twice.jsonl";
+  const std::filesystem::path path = test_common::scratch_path("kareus_results_twice.jsonl");
   ResultLog first(path);
   EXPECT_EQ(test_common::error_of([&] { ResultLog second(path); }),
             "--results " + path.string() + ": in use by another kareus serve (flock)");
@@ -402,7 +403,7 @@ TEST(ResultLog, RefusesWhatIsNotARegularFileAndASecondWriter) {
 
 TEST(ResultLog, AFileThatIsNotAResultsLogIsRefusedAndLeftAsItIs) {
   // A notes file without a final newline used to be "a torn last line" and cut to 0 bytes.
-  const std::filesystem::path path = std::filesystem::temp_directory_path() / "kareus_results_not_a_log.txt";
+  const std::filesystem::path path = test_common::scratch_path("kareus_results_not_a_log.txt");
   for (const std::string& content : {std::string("my notes, no final newline"), std::string("line 1\nline 2\n"),
                                      std::string("{\"a torn line alone")}) {
     {
@@ -425,7 +426,7 @@ TEST(PfoService, InvalidUtf8IsAnsweredNotThrown) {
 }
 
 TEST(ServedFrontier, FolderOfPlansKeepsParetoPointsFastestFirst) {
-  const std::filesystem::path root = std::filesystem::temp_directory_path() / "kareus_interop_served";
+  const std::filesystem::path root = test_common::scratch_path("kareus_interop_served");
   std::filesystem::remove_all(root);
   std::filesystem::create_directories(root);
   const workload::Workload workload = testing::test_workload(1, 4);
@@ -465,7 +466,7 @@ TEST(ServedFrontier, FolderOfPlansKeepsParetoPointsFastestFirst) {
 TEST(ServedFrontier, PlanOutputServesTheSummarysEmulatedFigures) {
   // OUT/summary.json + OUT/plans/kareus/plan_NN.json, as `kareus plan` writes them; the summary's
   // time_s/energy_j (emulated) differ from the plans' predicted figures and win.
-  const std::filesystem::path out = std::filesystem::temp_directory_path() / "kareus_interop_summary";
+  const std::filesystem::path out = test_common::scratch_path("kareus_interop_summary");
   std::filesystem::remove_all(out);
   std::filesystem::create_directories(out / "plans" / "kareus");
   const workload::Workload workload = testing::test_workload(1, 4);

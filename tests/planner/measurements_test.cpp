@@ -9,6 +9,7 @@
 
 #include "../common/input_error.h"
 #include "../common/plan_methods.h"
+#include "common/scratch.h"
 #include "kareus/device/caching_device.h"
 #include "kareus/device/emulator.h"
 #include "kareus/device/profile.h"
@@ -47,7 +48,7 @@ PlanJobOptions quick_options() {
 /// A `kareus profile --all` log of `workload` in a fresh temporary file.
 std::filesystem::path profile_all(const device::GpuSpec& gpu, const workload::Workload& workload,
                                   const PlanJobOptions& options, const std::string& name) {
-  const std::filesystem::path path = std::filesystem::temp_directory_path() / (name + ".jsonl");
+  const std::filesystem::path path = test_common::scratch_path(name + ".jsonl");
   std::filesystem::remove(path);
   device::ProfileHeader header;
   header.workload_json = workload::workload_to_json(workload);
@@ -204,7 +205,7 @@ TEST(LoadMeasurements, RefusesRecordsOfAnotherWorkloadOrGpuThanTheHeader) {
   header.gpu = gpu.name;
   header.backend = "emulator";
   header.clocks_mhz = {1410};
-  const std::filesystem::path path = std::filesystem::temp_directory_path() / "kareus_mixed_records.jsonl";
+  const std::filesystem::path path = test_common::scratch_path("kareus_mixed_records.jsonl");
   struct Row {
     device::MeasurementRecord record;
     std::string message;

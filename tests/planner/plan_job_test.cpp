@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "../common/plan_methods.h"
+#include "common/scratch.h"
 #include "kareus/common/error.h"
 #include "kareus/planner/comparison.h"
 #include "kareus/planner/emulator_devices.h"
@@ -249,7 +250,7 @@ TEST(PlanJob, BadInputIsAnInputError) {
   EXPECT_THROW((void)parse_method("zeus"), InputError);
   options.methods = {Method::kMegatron};
   const PlanJobResult result = run_plan_job(gpu, workload, options);
-  const std::filesystem::path blocker = std::filesystem::temp_directory_path() / "kareus_plan_blocker";
+  const std::filesystem::path blocker = test_common::scratch_path("kareus_plan_blocker");
   std::ofstream(blocker) << "a file, not a directory";
   try {
     write_plan_job(blocker / "out", workload, result);

@@ -22,6 +22,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../common/input_error.h"
+#include "common/scratch.h"
 #include "kareus/common/error.h"
 #include "kareus/runtime/daemon_protocol.h"
 #include "kareus/runtime/kareusd_client.h"
@@ -638,7 +639,7 @@ TEST(KareusdClient, ADaemonThatDoesNotAcceptTimesOutTheConnect) {
 
 TEST(DaemonServerSetup, StaleSocketIsReplacedOtherFilesAreNot) {
   DaemonConfig config;
-  config.socket_path = (std::filesystem::temp_directory_path() / "kareusd_setup_test.sock").string();
+  config.socket_path = (test_common::scratch_path("kareusd_setup_test.sock")).string();
   config.allowed_uids = {0};
   std::filesystem::remove(config.socket_path);
   { std::ofstream(config.socket_path) << "not a socket"; }

@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 
+#include "common/scratch.h"
 #include "kareus/common/file_io.h"
 #include "kareus/pipeline/schedule.h"
 #include "kareus/plan/plan.h"
@@ -62,7 +63,7 @@ inline plan::Plan make_plan(int stages, int microbatches) {
 }
 
 inline std::filesystem::path write_plan_file(const std::string& name, const plan::Plan& plan) {
-  const auto directory = std::filesystem::temp_directory_path() / "kareus_runtime_tests";
+  const auto directory = test_common::scratch_path("kareus_runtime_tests");
   std::filesystem::create_directories(directory);
   const auto path = directory / name;
   plan::write_plan(path, plan);
