@@ -162,9 +162,6 @@ MeasurementRecord parse_measurement_line(std::string_view line, std::string_view
                                  "repetitions",   "window_s",     "clock",     "clock_events", "clock_event_names",
                                  "temperature_c", "power_mean_w", "retries",   "stable"},
                                 origin);
-    if (const auto config = value.find("config"); config != value.end() && config->is_object()) {
-      json_fields::reject_unknown(*config, {"freq_mhz", "ctas", "slot"}, fmt::format("{}: config", origin));
-    }
   }
   try {
     if (value.at("schema").get<std::string>() != kMeasurementSchema) {

@@ -17,6 +17,8 @@ nlohmann::ordered_json knob_config_to_json(const KnobConfig& config) {
 
 KnobConfig knob_config_from_json(const nlohmann::json& config, std::string_view origin) {
   if (!config.is_object()) throw InputError(fmt::format("{}: a config must be a JSON object", origin));
+  // Exactly knob_config_to_json's fields: a misspelled one ("ctass") is refused, not ignored.
+  json_fields::reject_unknown(config, {"freq_mhz", "ctas", "slot"}, origin);
   // Checked as long long first: get<int> would wrap a value past int's range silently.
   const auto integer = [&](std::string_view key, long long minimum, long long maximum) {
     const nlohmann::json& value = json_fields::require(config, key, origin);

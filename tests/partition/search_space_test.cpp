@@ -131,6 +131,23 @@ TEST(SearchSpace, BadOptionsAreInputErrors) {
             std::string::npos);
 }
 
+TEST(KnobConfigJson, RoundTripsAndRefusesWhatItDoesNotWrite) {
+  const KnobConfig config{1215, 12, "linear_0"};
+  const nlohmann::json written = nlohmann::json::parse(knob_config_to_json(config).dump());
+  const KnobConfig read = knob_config_from_json(written, "log:3: config");
+  EXPECT_EQ(read.freq_mhz, 1215);
+  EXPECT_EQ(read.ctas, 12);
+  EXPECT_EQ(read.slot, "linear_0");
+  const auto message_of = [](const std::string& text) {
+    return error_of([&] { (void)knob_config_from_json(nlohmann::json::parse(text), "log:3: config"); });
+  };
+  EXPECT_EQ(message_of(R"({"freq_mhz": 1215, "ctass": 12, "slot": "linear_0"})"),
+            "log:3: config: unknown field 'ctass' (allowed: freq_mhz, ctas, slot)");
+  EXPECT_EQ(message_of(R"({"freq_mhz": 1215, "ctas": 65537, "slot": "linear_0"})"),
+            "log:3: config: field 'ctas' must be an integer in [0, 65536], found 65537");
+  EXPECT_EQ(message_of("[1215, 12]"), "log:3: config: a config must be a JSON object");
+}
+
 TEST(CtaRange, AcceptsMinMaxAndStep) {
   const CtaRange with_step = cta_range(std::vector<int>{3, 30, 3}, "--tp-ctas");
   EXPECT_EQ(with_step.values().size(), 10u);
