@@ -69,8 +69,8 @@ struct ArtifactFiles {
 [[nodiscard]] std::string scheds_file_name(int number);
 
 /// What `kareus export --format artifact` does: writes the file pair of every plan to `out_dir`
-/// (a temporary beside each, common/file_io.h, then rename). `plans[i]` gets number `numbers[i]`. Returns the paths
-/// written.
+/// (each to a temporary beside it, then renamed: common/file_io.h). `plans[i]` gets number
+/// `numbers[i]`. Returns the paths written.
 struct ExportedPlan {
   std::filesystem::path plan;
   int number = 0;

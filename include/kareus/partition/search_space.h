@@ -30,8 +30,8 @@ struct KnobConfig {
 /// search reports record.
 [[nodiscard]] nlohmann::ordered_json knob_config_to_json(const KnobConfig& config);
 /// Reads knob_config_to_json's object: freq_mhz an integer in [1, 100000], ctas in [0, 65536],
-/// slot a string, and no other field. Throws InputError "<origin>: field 'ctas' must be an integer in [0, 65536],
-/// found 4294967304" (or naming a missing field).
+/// slot a string, and no other field. Throws InputError "<origin>: field 'ctas' must be an
+/// integer in [0, 65536], found 4294967304" (or naming a missing or unknown field).
 [[nodiscard]] KnobConfig knob_config_from_json(const nlohmann::json& config, std::string_view origin);
 
 /// An inclusive range of CTA counts.
