@@ -34,7 +34,7 @@ A100 = {
         "gemm_tile_n": (256, "[E] cuBLAS bf16 CTA tile on Ampere"),
         "gemm_small_k_half": (270, FIT + "; AZ skinny 1024x2145x1024 reaches 43%"),
         "attention_forward_efficiency": (0.33, FIT + "; below FA2's 43-47% [M]: Megatron/TE at 3-6 heads per GPU"),
-        "attention_backward_efficiency": (0.3, "[M] FA2 causal bwd d=128 A100: 145-186 TFLOP/s at 2.5x fwd FLOPs = 0.37-0.48 at 2x"),
+        "attention_backward_efficiency": (0.428, OVERLAP_FIT + " with the iterations' time and power, in the cited 0.37-0.48: [M] FA2 causal bwd d=128 A100: 145-186 TFLOP/s at 2.5x fwd FLOPs = 0.37-0.48 at 2x"),
         "launch_latency_us": (8.7, FIT + "; kernel launch + inter-kernel gaps of eager PyTorch"),
         "hbm_bandwidth_gbps": (1555, "[S] 1215 MHz x 2 x 5120 bit"),
         "hbm_efficiency": (0.85, "[M] AZ STREAM copy 1.61 of 2.0 TB/s on the 80GB part (0.81-0.85)"),
@@ -47,10 +47,11 @@ A100 = {
         "default_comm_ctas": (24, "[M] t100: NCCL default 24 channels on A100"),
         "comm_sm_share": (1.0, "[M] n689: NCCL CTAs do not share an SM with compute"),
         "comm_hbm_bytes_per_byte": (3.0, "[E] ring all-reduce step: read local + read received + write, per bus byte"),
-        "comm_overlap_slowdown": (0.115, OVERLAP_FIT + "; beyond its HBM share (the emulator shares HBM in proportion to demand), a collective beside compute contends for L2 and SM issue; fitted in 0..1 (compute beside a collective slows 18.9% on average, 40% at most: Lee et al., arXiv 2507.03114)"),
-        "partition_sync_us": (217, OVERLAP_FIT + "; GPU-side, per partition: the compute stream's wait on the collective's event, the NCCL kernel's launch and its wait for the group's other ranks to arrive (rank skew); fitted in 0..400 us; no public measurement pins it (the device check's partition records will)"),
-        "partition_host_us": (851, OVERLAP_FIT + "; host-side: the artifact's executor issues each partition from Python (its 10-40 PyTorch ops, the collective's torch.distributed call, the stream events) at 5-25 us of CPU per PyTorch op (pt-dispatch), so 50-1000 us (docs/gpu-data.md section 3); fitted in that range. Only partitions shorter than it (Qwen3 CP2 TP4: 8k tokens x hidden 2048 per nanobatch) wait for the host: why overlap costs 13% there and 2% on Llama 3.2 3B"),
+        "comm_overlap_slowdown": (0.93, OVERLAP_FIT + "; beyond its HBM share (the emulator shares HBM in proportion to demand), a collective beside compute contends for L2 and SM issue; fitted in 0..1 (compute beside a collective slows 18.9% on average, 40% at most: Lee et al., arXiv 2507.03114; a send/recv beside a GEMM ran up to 2x longer than alone: n1433)"),
+        "partition_sync_us": (52, OVERLAP_FIT + "; GPU-side, per partition: the compute stream's wait on the collective's event, the NCCL kernel's launch and its wait for the group's other ranks; fitted in the cited 30-70 us (NCCL's ring latency model, n1334; kernel launch; docs/gpu-data.md section 3)"),
+        "partition_host_us": (831, OVERLAP_FIT + "; host-side: the artifact's executor issues each partition from Python (its 10-40 PyTorch ops, the collective's torch.distributed call, the stream events) at 5-25 us of CPU per PyTorch op (pt-dispatch), so 50-1000 us (docs/gpu-data.md section 3); fitted in that range. Only partitions shorter than it (Qwen3 CP2 TP4: 8k tokens x hidden 2048 per nanobatch) wait for the host"),
         "cp_exchange_ctas": (8, "[M] CP exchanges K/V by NCCL send/recv (ring attention) on its p2p channels, not the collective's: 2 per peer by default (n1189), 8 between two A100s at ~72 GB/s (t331), H100 pair ~80 GB/s (t268): 2-8 CTAs (docs/gpu-data.md section 3); the upper end, which the six ratios prefer"),
+        "cp_ring_step_us": (354, OVERLAP_FIT + "; per step of context-parallel attention (CP steps per call): Transformer Engine's ring is a Python loop per call (te-cp) whose every step waits on the last K/V receive, posts the next send/recv, builds the step's views and calls the fused attention and the output corrections, tens of PyTorch ops at 5-25 us of CPU each (pt-dispatch), so 100-1000 us (docs/gpu-data.md section 3); fitted in that range. Charged as GPU idle, a stand-in for a host-bound step: why overlap costs more at CP2, where nanobatching doubles the calls"),
         "power_limit_w": (400, "[M] dock: default 400 W"),
         "static_power_w": (85, "[K] Kareus artifact: A100 blocked in P2P receive"),
         "idle_power_w": (60, "[M] peer: 59-62 W idle, no process"),
@@ -70,6 +71,10 @@ A100 = {
         "energy_counter_resolution_mj": (1, "[S] nvmlDeviceGetTotalEnergyConsumption is in mJ"),
     },
 }
+
+
+# The A100 values the Hopper presets take unchanged (the overlap fit's).
+A100_VALUES = {key: value for key, (value, _) in A100["parameters"].items()}
 
 
 def hopper(name, description, hbm_gbps, hbm_source, stream_efficiency, stream_source):
@@ -100,10 +105,11 @@ def hopper(name, description, hbm_gbps, hbm_source, stream_efficiency, stream_so
     p["collective_fill_mib"] = (20, "[E] the A100 value; AZ H100/H200 busbw vs size (16M 235-240, 268M 423-432, 1G 466-468 GB/s) is NVLS, not the ring this models")
     p["comm_sm_share"] = (1.0, "[M] n689: NCCL CTAs do not share an SM with compute (any GPU)")
     p["comm_hbm_bytes_per_byte"] = (3.0, "[E] the A100 rule: ring step reads local + reads received + writes, per bus byte; HBM3/3e does not change the count")
-    p["comm_overlap_slowdown"] = (0.115, "[E] the A100 fit (L2/SM-issue contention beside compute, beyond the HBM share); Hopper's 50 MB L2 may lower it")
-    p["partition_sync_us"] = (217, "[E] the A100 fit: event wait, NCCL launch and rank skew, taken unchanged")
-    p["partition_host_us"] = (851, "[E] the A100 fit: a host cost (Python and dispatch), not the GPU's")
+    p["comm_overlap_slowdown"] = (A100_VALUES["comm_overlap_slowdown"], "[E] the A100 fit (L2/SM-issue contention beside compute, beyond the HBM share); Hopper's 50 MB L2 may lower it")
+    p["partition_sync_us"] = (A100_VALUES["partition_sync_us"], "[E] the A100 fit: event wait, NCCL launch and rank skew, taken unchanged")
+    p["partition_host_us"] = (A100_VALUES["partition_host_us"], "[E] the A100 fit: a host cost (Python and dispatch), not the GPU's")
     p["cp_exchange_ctas"] = (8, "[E] the A100 value: NCCL p2p channels (n1189, t331; t268: ~80 GB/s between two H100s is ~5 CTAs at 15.8 GB/s)")
+    p["cp_ring_step_us"] = (A100_VALUES["cp_ring_step_us"], "[E] the A100 fit: a host cost (Transformer Engine's ring loop in Python), not the GPU's")
     p["power_limit_w"] = (700, "[S] 700 W TDP")
     p["static_power_w"] = (110, "[E] (?) between idle ~79 W (slurm) and context-idle ~140 W (burn); calibrate")
     p["idle_power_w"] = (79, "[M] slurm: 78.8 W, 700-W Hopper (?)")

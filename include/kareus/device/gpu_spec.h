@@ -53,6 +53,7 @@ struct GpuSpec {
   double partition_sync_us = 0;        ///< per overlapped partition: stream events, waits, nanobatch dispatch
   double partition_host_us = 0;  ///< host time to issue one overlapped partition: a partition the GPU runs faster waits
   double cp_exchange_ctas = 0;   ///< CTAs of the context-parallel K/V exchange: NCCL send/recv channels per peer
+  double cp_ring_step_us = 0;    ///< GPU idle per step of context-parallel (ring) attention: the host's step loop
 
   // Power.
   double power_limit_w = 0;

@@ -2,7 +2,8 @@
 //
 // The physics under the emulator, one function per effect, all parameters from GpuSpec:
 //  - compute kernels: roofline over the SMs and HBM bandwidth they get at a clock, GEMM wave
-//    quantization over CTA tiles, an efficiency that falls for small inner dimensions;
+//    quantization over CTA tiles, an efficiency that falls for small inner dimensions; ring
+//    attention (context parallelism) waits, idle, cp_ring_step_us per step;
 //  - collectives: algorithm traffic (ring all-reduce 2(N-1)/N, all-gather and reduce-scatter
 //    (N-1)/N) at min(link, CTAs x per-CTA copy rate(f)) (a smooth min, which gives the knee
 //    in CTA count), plus pipeline fill and per-step latency;

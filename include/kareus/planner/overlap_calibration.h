@@ -11,6 +11,7 @@
 // (fit_and_predict). Times in s, power in W.
 #pragma once
 
+#include <array>
 #include <string>
 #include <vector>
 
@@ -54,6 +55,8 @@ struct OverlapRun {
   double nanobatch_time_s = 0, nanobatch_power_w = 0;
 
   [[nodiscard]] double ratio() const { return nanobatch_time_s / none_time_s; }
+  /// Percent off `target`'s real runs: Perseus time, N+P time, Perseus power, N+P power.
+  [[nodiscard]] std::array<double, 4> iteration_errors_percent(const OverlapTarget& target) const;
 };
 
 [[nodiscard]] OverlapRun run_overlap_target(const device::GpuSpec& gpu, const OverlapTarget& target);
@@ -70,10 +73,12 @@ struct BoundedParameter {
   double min = 0, max = 0;
 };
 
-/// What the A100 preset fits to the ratios, with its range: the per-partition GPU-side cost
-/// (partition_sync_us), the host's time to issue a partition (partition_host_us) and the
-/// collective's slowdown beside compute beyond its HBM share (comm_overlap_slowdown). Every other
-/// overlap parameter is set from spec or measurement.
+/// What the A100 preset fits to the ratios and the iterations, each in its cited range: the
+/// per-partition GPU-side cost (partition_sync_us), the host's time to issue a partition
+/// (partition_host_us), the collective's slowdown beside compute beyond its HBM share
+/// (comm_overlap_slowdown), the GPU's wait per step of ring attention (cp_ring_step_us) and the
+/// attention backward's efficiency, which trades against it in the iterations' time. Every other
+/// parameter is set from spec, measurement or the iteration fit.
 [[nodiscard]] std::vector<BoundedParameter> overlap_fit_parameters();
 
 /// What a fit matches: the fastest ends' ratios, or those and the slowest ends' (each target
@@ -88,8 +93,9 @@ struct OverlapFit {
 };
 
 /// Fits `parameters` of `start` (Nelder-Mead over each value's position in its range) so the
-/// emulator's ratios match `targets`' in the least-squares sense. Throws InputError for an
-/// unknown parameter, an empty range or no targets.
+/// emulator's ratios match `targets`' in the least-squares sense, the worst ratio weighed more
+/// and the iterations' time and power (percent off the real runs, a steeper wall past 8%)
+/// beside them. Throws InputError for an unknown parameter, an empty range or no targets.
 [[nodiscard]] OverlapFit fit_overlap(const device::GpuSpec& start, const std::vector<OverlapTarget>& targets,
                                      const std::vector<BoundedParameter>& parameters, FitEnds ends = FitEnds::kFastest);
 

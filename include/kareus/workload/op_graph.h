@@ -94,6 +94,7 @@ struct Op {
   double bytes_written = 0;
   GemmShape gemm;                        ///< for kGemm (backward: the forward shape)
   std::optional<Collective> collective;  ///< for kCollective
+  int ring_steps = 0;                    ///< kAttention under context parallelism: the K/V ring's steps (= CP)
 
   [[nodiscard]] bool is_collective() const { return kind == OpKind::kCollective; }
   /// Memory-bound ops (norm, rope, activation, elementwise) merge into one launch slot.
