@@ -16,13 +16,13 @@ namespace {
 
 // A fit of a handful of parameters converges in a few hundred runs of the four iterations.
 constexpr int kMaxFitEvaluations = 400;
-constexpr double kFitTolerance = 1e-8;  // squared points: far below the targets' 3 decimals
-constexpr double kBoundMargin = 0.01;
+constexpr double kFitTolerance = 1e-8;     // squared points: far below the targets' 3 decimals
+constexpr double kBoundMargin = 0.01;      // of the range: closer than this to an end is "at the bound"
 constexpr double kWorstRatioWeight = 6;    // the worst ratio's squared points count 7x in all
 constexpr double kIterationWeight = 0.01;  // per percent squared: 10% off weighs as 1 point of ratio
-// The iteration's goal is 10%: past 8% a steeper wall, so the fit does not buy ratio with it.
+// The iterations' goal is 10%: past 8% a wall 100x steeper, so the fit does not buy ratio with it.
 constexpr double kIterationWallPercent = 8;
-constexpr double kIterationWallWeight = 1;  // of the range: closer than this to an end is "at the bound"
+constexpr double kIterationWallWeight = 1;
 
 }  // namespace
 
@@ -60,9 +60,9 @@ std::vector<BoundedParameter> overlap_fit_parameters() {
       {"partition_sync_us", 30, 70},
       // Host-side, per partition: 10-40 PyTorch ops at 5-25 us of CPU each (docs/gpu-data.md).
       {"partition_host_us", 50, 1000},
-      // Up to twice as long. A bound by analogy, not a measurement: the same contention slows the
-      // compute beside a collective by 18.9% on average and 40% at most (Lee et al., arXiv
-      // 2507.03114, A100/H100); no public figure isolates the collective's own slowdown.
+      // Up to twice as long: a send/recv beside a GEMM ran up to 2x longer than alone (n1433,
+      // docs/gpu-data.md section 3); the same contention slows the compute beside a collective by
+      // 18.9% on average and 40% at most (Lee et al., arXiv 2507.03114, A100/H100).
       {"comm_overlap_slowdown", 0, 1},
       // Per step of ring attention: Transformer Engine's step loop, tens of PyTorch ops at 5-25
       // us each (docs/gpu-data.md section 3).

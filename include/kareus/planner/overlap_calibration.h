@@ -6,9 +6,9 @@
 // in two (PP 2, 8 microbatches, stage split 15/13, full recompute); their ratio T(N+P) / T(Perseus) is the
 // measured overlap gain (bench/RESULTS.md, "Emulator calibration"). This module runs the same
 // iterations on the emulator (every instruction at the maximum clock, which is what both fastest
-// plans amount to), fits preset parameters to the ratios within given bounds, and checks the fit
-// by leave-one-out (fit on all targets but one, predict the one left out) and leave-one-model-out
-// (fit_and_predict). Times in s, power in W.
+// plans amount to), fits preset parameters to the ratios (and the iterations' time and power)
+// within given bounds, and checks the fit by leave-one-out (fit on all targets but one, predict
+// the one left out) and leave-one-model-out (fit_and_predict). Times in s, power in W.
 #pragma once
 
 #include <array>
