@@ -14,6 +14,7 @@
 #include "kareus/common/jsonl_log.h"
 #include "kareus/nvml/nvml.h"
 #include "kareus/partition/search_space.h"
+#include "kareus/workload/workload.h"
 
 namespace kareus::device {
 namespace {
@@ -45,6 +46,7 @@ ordered op_to_json(const workload::Op& op) {
   ordered value = {{"name", op.name},   {"kind", workload::to_string(op.kind)}, {"direction", to_string(op.direction)},
                    {"flops", op.flops}, {"bytes_read", op.bytes_read},          {"bytes_written", op.bytes_written}};
   if (op.kind == OpKind::kGemm) value["gemm"] = {{"m", op.gemm.m}, {"n", op.gemm.n}, {"k", op.gemm.k}};
+  if (op.ring_steps > 0) value["ring_steps"] = op.ring_steps;
   if (op.collective) {
     value["collective"] = {{"kind", workload::to_string(op.collective->kind)},
                            {"group", workload::to_string(op.collective->group)},
@@ -93,6 +95,12 @@ workload::Op op_from_json(const json& value) {
         parse_enum(collective.at("kind").get<std::string>(), kCollectiveKinds, "collective kind"),
         parse_enum(collective.at("group").get<std::string>(), kGroups, "collective group"),
         get_int(collective, "group_size", 1, 1 << 20), get_bounded(collective, "bytes", kMaxOpCount)};
+  }
+  if (value.contains("ring_steps")) {
+    if (op.kind != OpKind::kAttention) {
+      throw InputError(fmt::format("op \"{}\": only an attention op has 'ring_steps'", op.name));
+    }
+    op.ring_steps = get_int(value, "ring_steps", 0, workload::kMaxParallelDegree);
   }
   if ((op.kind == OpKind::kCollective) != op.collective.has_value()) {
     throw InputError(

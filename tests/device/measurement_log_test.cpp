@@ -33,6 +33,7 @@ void expect_same_op(const workload::Op& a, const workload::Op& b) {
   EXPECT_EQ(a.gemm.m, b.gemm.m);
   EXPECT_EQ(a.gemm.n, b.gemm.n);
   EXPECT_EQ(a.gemm.k, b.gemm.k);
+  EXPECT_EQ(a.ring_steps, b.ring_steps);
   ASSERT_EQ(a.collective.has_value(), b.collective.has_value());
   if (a.collective) {
     EXPECT_EQ(a.collective->kind, b.collective->kind);
@@ -57,7 +58,14 @@ MeasurementRecord sample_record() {
 }
 
 TEST(MeasurementLog, LineRoundTripKeepsEveryField) {
-  const MeasurementRecord record = sample_record();
+  MeasurementRecord record = sample_record();
+  int attention_ops = 0;
+  for (workload::Op& op : record.partition.compute_ops) {
+    if (op.kind != workload::OpKind::kAttention) continue;
+    op.ring_steps = 2;  // context parallelism's ring
+    ++attention_ops;
+  }
+  ASSERT_EQ(attention_ops, 1);
   const MeasurementRecord back = parse_measurement_line(to_json_line(record), "test");
   EXPECT_EQ(back.backend, "cuda");
   EXPECT_EQ(back.gpu, "h200");
@@ -84,6 +92,15 @@ TEST(MeasurementLog, LineRoundTripKeepsEveryField) {
   EXPECT_EQ(back.kernel_class(), "partition");
   // A second round trip is byte-identical.
   EXPECT_EQ(to_json_line(back), to_json_line(record));
+  // Ring steps belong to attention alone: on any other op they are refused, not run.
+  nlohmann::json line = nlohmann::json::parse(to_json_line(record));
+  nlohmann::json& first = line["ops"][0];
+  ASSERT_NE(first["kind"], "attention");
+  first["ring_steps"] = 2;
+  EXPECT_NE(error_of([&] {
+              (void)parse_measurement_line(line.dump(), "m.jsonl:3");
+            }).find(fmt::format("op \"{}\": only an attention op has 'ring_steps'", first["name"].get<std::string>())),
+            std::string::npos);
 }
 
 TEST(MeasurementLog, KernelClassesOfKernelPartitions) {
