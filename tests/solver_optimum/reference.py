@@ -47,16 +47,16 @@ def deadlines(model, seed):
             for fraction in DEADLINE_FRACTIONS]
 
 
-def gaps(binary, profile, rel_gap=5e-4, time_limit_s=5):
+def gaps(binary, profile, rel_gaps=(5e-4,) * len(DEADLINE_FRACTIONS), time_limit_s=5):
     """Per deadline: dict(deadline_s, kareus_j, optimum_j, bound_j, proven, gap, gap_to_found) with
     gap = kareus over the MILP's proven lower bound - 1 (an upper bound on the true gap) and
     gap_to_found = kareus over the best plan the MILP found - 1 (a lower bound on it; the two meet
-    within rel_gap when the MILP proved its plan, `proven`). Also kareus's frontier, the model and
-    kareus's solver CPU seconds."""
+    within that deadline's rel_gaps entry when the MILP proved its plan, `proven`). Also kareus's
+    frontier, the model and kareus's solver CPU seconds."""
     model = ExactModel(profile)
     points, cpu_s = solve_kareus(binary, profile)
     rows = []
-    for deadline_s in deadlines(model, profile.seed):
+    for deadline_s, rel_gap in zip(deadlines(model, profile.seed), rel_gaps, strict=True):
         started = time.perf_counter()
         solved = model.solve(deadline_s, rel_gap=rel_gap, time_limit_s=time_limit_s)
         assert solved is not None, f"seed {profile.seed}: no plan finishes by {deadline_s} s"

@@ -1,11 +1,13 @@
 """kareus's frontier against the exact optimum (a MILP, exact.py) on generated profiles.
 
 At every deadline checked, the least energy of kareus's frontier points finishing by it is at
-most GAP_BOUND above the optimum: asserted against the MILP's proven lower bound (HiGHS stops
-within a relative gap of 5e-4, so the check is stricter than the bound by up to 0.05%), and never
-below it. A MILP that hits its time limit (5 s; the slow tier 2 s) proves less: there kareus is asserted
-within GAP_BOUND of the best plan HiGHS found (a necessary condition), and the deadline is reported as
-unproven (printed with -s).
+most GAP_BOUND above the optimum: asserted against the MILP's proven lower bound, and never
+below it. HiGHS stops once its plan is proven within a sixth of the bound being checked
+(MILP_GAP_SHARE), so the check is stricter than the bound by at most that: proving the optimum
+to 5e-4 whatever the bound cost the slow tier 7x the time and left a fifth of its MILPs at their
+time limit, unproven. A MILP that hits its time limit (5 s; the slow tier 2 s) proves less: there
+kareus is asserted within GAP_BOUND of the best plan HiGHS found (a necessary condition), and the
+deadline is reported as unproven (printed with -s).
 
 GAP_BOUND is what the solver achieves today, not the aim: the aim is 0.1% (issue 28, open). On
 the 14 profiles of the label "dev" the worst gap measured 1.12% (12 of 14 above 0.1%), 1.00%
@@ -30,7 +32,7 @@ from scipy.optimize import milp  # noqa: E402,F401  (scipy >= 1.9 has milp)
 
 sys.path.insert(0, os.path.dirname(__file__))
 from profiles import generate, seeds  # noqa: E402
-from reference import gaps  # noqa: E402
+from reference import DEADLINE_FRACTIONS, gaps  # noqa: E402
 
 GAP_BOUND = float(os.environ.get("KAREUS_SOLVER_GAP_BOUND", "0.015"))
 # At the minimum time (the first deadline), where a plan at the same speed as the fastest is
@@ -45,17 +47,19 @@ BINARY = os.environ.get("KAREUS")
 # "K/N": the K-th of N interleaved shards of the profiles (ctest runs the slow tier's shards side by side).
 SHARD, SHARDS = (int(part) for part in os.environ.get("KAREUS_SOLVER_SHARD", "0/1").split("/"))
 MILP_LIMIT_S = float(os.environ.get("KAREUS_SOLVER_MILP_LIMIT_S", "5"))
+MILP_GAP_SHARE = 1 / 6
 
 
 @pytest.mark.skipif(not BINARY, reason="KAREUS (the kareus binary) not set; ctest sets it")
 @pytest.mark.parametrize("seed", seeds(LABEL, COUNT)[SHARD::SHARDS])
 def test_frontier_within_promise_of_the_optimum(seed):
     profile = generate(seed)
-    rows, points, model, _ = gaps(BINARY, profile, time_limit_s=MILP_LIMIT_S)
+    bounds = [MINIMUM_TIME_GAP_BOUND] + [GAP_BOUND] * (len(DEADLINE_FRACTIONS) - 1)
+    rows, points, model, _ = gaps(BINARY, profile, rel_gaps=[MILP_GAP_SHARE * bound for bound in bounds],
+                                  time_limit_s=MILP_LIMIT_S)
     assert abs(points[0][0] - model.fastest_s()) <= 1e-9 * model.fastest_s(), "kareus misses the minimum time"
-    for index, row in enumerate(rows):
+    for row, bound in zip(rows, bounds, strict=True):
         context = f"seed {seed} ({profile.shape}) at {row['deadline_s']:.6f} s"
-        bound = MINIMUM_TIME_GAP_BOUND if index == 0 else GAP_BOUND
         assert row["kareus_j"] >= row["bound_j"] * (1 - 1e-9), f"{context}: below the optimum's bound: {row}"
         assert row["gap_to_found"] <= bound, f"{context}: {100 * row['gap_to_found']:.4f}% above a plan: {row}"
         if row["proven"]:
