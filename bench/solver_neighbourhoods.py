@@ -16,9 +16,6 @@ import os
 import statistics
 import sys
 
-import numpy as np
-from scipy.optimize import Bounds, LinearConstraint, milp
-
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "solver_optimum"))
 from exact import ExactModel  # noqa: E402
 from profiles import generate, seeds  # noqa: E402
@@ -32,36 +29,14 @@ class Plans:
     def __init__(self, model, deadline_s):
         self.model = model
         self.deadline_s = deadline_s
-        count = len(model.ops)
-        self.preds = [[] for _ in range(count)]
-        for before, after in model.edges:
-            self.preds[after].append(before)
-        self.order, seen = [], [False] * count
-
-        def visit(op):  # depth-first topological order, predecessors first
-            if seen[op]:
-                return
-            seen[op] = True
-            for pred in self.preds[op]:
-                visit(pred)
-            self.order.append(op)
-
-        for op in range(count):
-            visit(op)
         self.static_w = model.profile.static_power_w * model.profile.stages
 
-    def makespan(self, picks):
-        finish = [0.0] * len(picks)
-        for op in self.order:
-            start = max((finish[pred] for pred in self.preds[op]), default=0.0)
-            finish[op] = start + self.model.choices[op][picks[op]][0]
-        return max(finish)
-
     def fits(self, picks):
-        return self.makespan(picks) <= self.deadline_s * (1 + 1e-12)
+        return self.model.makespan(picks) <= self.deadline_s * (1 + 1e-12)
 
     def energy(self, picks):
-        return sum(self.model.choices[op][k][1] for op, k in enumerate(picks)) + self.static_w * self.makespan(picks)
+        return (sum(self.model.choices[op][k][1] for op, k in enumerate(picks))
+                + self.static_w * self.model.makespan(picks))
 
     def improve(self, picks, exchanges):
         """First-improvement local search to a local optimum: one operation one option slower,
@@ -90,16 +65,6 @@ class Plans:
         return picks
 
 
-def solve(model, deadline_s, integral, limit_s):
-    upper = np.full(model.columns, np.inf)
-    upper[: model.x_count] = 1
-    upper[model.m_index] = deadline_s
-    return milp(model.cost, integrality=model.integrality if integral else np.zeros(model.columns),
-                bounds=Bounds(np.zeros(model.columns), upper),
-                constraints=LinearConstraint(model.matrix, model.lower, model.upper),
-                options={"mip_rel_gap": 1e-4, "time_limit": limit_s})
-
-
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--label", default="holdout-2026-12")
@@ -119,8 +84,8 @@ def main():
         times = deadlines(model, seed)
         for fraction in args.fractions:
             deadline_s = times[DEADLINE_FRACTIONS.index(fraction)]
-            exact = solve(model, deadline_s, True, args.milp_limit_s)
-            relaxed = solve(model, deadline_s, False, args.milp_limit_s)
+            exact = model.run_milp(deadline_s, 1e-4, args.milp_limit_s)
+            relaxed = model.run_milp(deadline_s, 1e-4, args.milp_limit_s, integral=False)
             plans = Plans(model, deadline_s)
             rounded, mixed = [], 0
             for op, choice in enumerate(model.choices):

@@ -26,10 +26,30 @@ def pareto_options(rows, static_power_w):
     return kept
 
 
+def topological_order(preds):
+    """Operations with every predecessor first (depth first; preds[op] lists op's predecessors)."""
+    order, seen = [], [False] * len(preds)
+
+    def visit(op):
+        if not seen[op]:
+            seen[op] = True
+            for pred in preds[op]:
+                visit(pred)
+            order.append(op)
+
+    for op in range(len(preds)):
+        visit(op)
+    return order
+
+
 class ExactModel:
     def __init__(self, profile):
         self.profile = profile
         self.ops, self.edges = dag(profile)
+        self.preds = [[] for _ in self.ops]
+        for before, after in self.edges:
+            self.preds[after].append(before)
+        self.order = topological_order(self.preds)
         self.options = {key: pareto_options(rows, profile.static_power_w) for key, rows in profile.options.items()}
         self.choices = [self.options[(stage, kind)] for stage, kind, _ in self.ops]
         self.x_first = []
@@ -93,34 +113,32 @@ class ExactModel:
         return self.makespan([len(choice) - 1 for choice in self.choices])
 
     def makespan(self, picks):
-        preds = {op: [] for op in range(len(self.ops))}
-        for before, after in self.edges:
-            preds[after].append(before)
-        finish = [None] * len(self.ops)
+        finish = [0.0] * len(self.ops)
+        for op in self.order:
+            start = max((finish[pred] for pred in self.preds[op]), default=0.0)
+            finish[op] = start + self.choices[op][picks[op]][0]
+        return max(finish)
 
-        def end(op):
-            if finish[op] is None:
-                start = max((end(pred) for pred in preds[op]), default=0.0)
-                finish[op] = start + self.choices[op][picks[op]][0]
-            return finish[op]
-
-        return max(end(op) for op in range(len(self.ops)))
+    def run_milp(self, deadline_s, rel_gap, time_limit_s, integral=True):
+        """scipy's result of one HiGHS run for deadline_s: the MILP, or with integral=False its LP
+        relaxation (each operation's options mixed)."""
+        upper_bounds = np.full(self.columns, np.inf)
+        upper_bounds[: self.x_count] = 1
+        upper_bounds[self.m_index] = deadline_s
+        return milp(self.cost, integrality=self.integrality if integral else np.zeros(self.columns),
+                    bounds=Bounds(np.zeros(self.columns), upper_bounds),
+                    constraints=LinearConstraint(self.matrix, self.lower, self.upper),
+                    options={"mip_rel_gap": rel_gap, "time_limit": time_limit_s, "presolve": True})
 
     def solve(self, deadline_s, rel_gap=1e-4, time_limit_s=60):
         """(energy_j, lower_bound_j, proven) of the least-energy plan finishing by deadline_s: the best
         plan HiGHS found, its proven lower bound on the optimum, and whether it stopped within rel_gap
         (not at the time limit); None when no plan finishes by deadline_s."""
-        lower_bounds = np.zeros(self.columns)
-        upper_bounds = np.full(self.columns, np.inf)
-        upper_bounds[: self.x_count] = 1
-        upper_bounds[self.m_index] = deadline_s
         # HiGHS's limit is wall-clock: on a loaded machine it may stop before its first plan. Then
         # the limit doubles, up to 16x, so that what is checked does not depend on the load.
         limit_s = time_limit_s
         while True:
-            result = milp(self.cost, integrality=self.integrality, bounds=Bounds(lower_bounds, upper_bounds),
-                          constraints=LinearConstraint(self.matrix, self.lower, self.upper),
-                          options={"mip_rel_gap": rel_gap, "time_limit": limit_s, "presolve": True})
+            result = self.run_milp(deadline_s, rel_gap, limit_s)
             if result.x is not None or result.status != 1 or limit_s >= 16 * time_limit_s:
                 break
             limit_s *= 2
