@@ -7,7 +7,9 @@ Per profile and unit divisor: the gap at each deadline fraction (tests/solver_op
 deadlines), the solver CPU, and the options' spread in units (distinct quantized times per
 instruction). gap = kareus over the MILP's best plan - 1 when unproven (a lower bound on the true
 gap), over its proven bound when proven. --units: the solver's own unit refinement (refined, the
-default) and/or exactly the given unit (exact: `kareus solve --exact-unit`), side by side. MILP results are cached in --cache (they do not depend on
+default) and/or exactly the given unit (exact: `kareus solve --exact-unit`) and/or the refined unit
+with the eight deadlines asked (asked: `--deadline` each, the solver polishing its plan there), side
+by side. MILP results are cached in --cache (they do not depend on
 kareus), so a rerun costs only the kareus solves.
 """
 import argparse
@@ -21,7 +23,7 @@ import sys
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "solver_optimum"))
 from exact import ExactModel  # noqa: E402
 from profiles import generate, seeds  # noqa: E402
-from reference import DEADLINE_FRACTIONS, deadlines, least_energy_by, solve_kareus  # noqa: E402
+from reference import DEADLINE_FRACTIONS, asked, deadlines, least_energy_by, solve_kareus  # noqa: E402
 
 
 def milp_at(model, seed, deadline_s, limit_s, cache):
@@ -41,7 +43,7 @@ def main():
     parser.add_argument("--count", type=int, default=0)
     parser.add_argument("--seeds", type=int, nargs="*", default=[])
     parser.add_argument("--unit-divisors", type=float, nargs="*", default=[1.0])
-    parser.add_argument("--units", nargs="*", choices=["refined", "exact"], default=["refined"])
+    parser.add_argument("--units", nargs="*", choices=["refined", "exact", "asked"], default=["refined"])
     parser.add_argument("--milp-limit-s", type=float, default=2.0)
     parser.add_argument("--cache", default="build/solver_gap_milp_cache.json")
     args = parser.parse_args()
@@ -58,7 +60,8 @@ def main():
         print(f"seed {seed}: {profile.shape}")
         for divisor, units in variants:
             run = dataclasses.replace(profile, unit_time_s=profile.unit_time_s / divisor)
-            points, cpu_s = solve_kareus(binary, run, ["--exact-unit"] if units == "exact" else [])
+            extra = {"exact": ["--exact-unit"], "refined": [], "asked": asked(times)}[units]
+            points, cpu_s = solve_kareus(binary, run, extra)
             row = []
             for deadline_s, (found_j, bound_j, proven) in zip(times, optima):
                 kareus_j = least_energy_by(points, deadline_s)

@@ -14,6 +14,7 @@
 #include "kareus/common/error.h"
 #include "pipeline/cut_network.h"
 #include "pipeline/dag_timing.h"
+#include "pipeline/deadline_polish.h"
 #include "pipeline/frontier_record.h"
 #include "pipeline/plan_realization.h"
 #include "pipeline/real_time_walks.h"
@@ -69,7 +70,9 @@ class Solver {
         start_try_(count_),
         latest_finish_try_(count_),
         walks_(dag, topology_, gpus_, finer_options_),
-        reassignment_(dag, topology_) {
+        reassignment_(dag, topology_),
+        polish_(dag, topology_, gpus_),
+        polish_seeds_(options.polish_deadlines_s.size()) {
     for (int op = 0; op < count_; ++op) op_specs_[op] = &dag.specs[dag.operations[op].spec];
     for (int op = 0; op < count_; ++op) {
       duration_[op] = spec(op).max_quant_time();
@@ -112,6 +115,7 @@ class Solver {
         const double minimum_time_s = result_.iterations.back().time_s;
         walk_slower_from_frontier();
         reassign_minimum_time_plan(minimum_time_plan, minimum_time_s);
+        polish_at_deadlines();
       }
     }
     result_.frontier = frontier_.indices();
@@ -142,6 +146,7 @@ class Solver {
       if (options_.reclaim_slack)
         detail::reclaim_slack(dag_, topology_, option_indices_, real_start_, real_latest_finish_, false);
       keep(std::move(point), detail::evaluate(dag_, topology_, option_indices_, gpus_, real_start_));
+      keep_polish_seeds(result_.iterations.back().time_s);
     }
     plan_changed_ = false;
     last_record_planned_ = true;
@@ -393,6 +398,49 @@ class Solver {
     walk_slower_across(last_plan_);
   }
 
+  // For each asked deadline not seeded yet that this PD plan meets in real time: its durations
+  // rounded down to hull vertices. That is the LP relaxation's plan at the quantized makespan with
+  // each mixed operation at the faster of its two options (every one no slower than the option
+  // the plan realized, so it meets the deadline too): a seed of the exchanges other than the
+  // frontier's plans, whose walks end in other local optima.
+  void keep_polish_seeds(double time_s) {
+    for (std::size_t k = 0; k < polish_seeds_.size(); ++k) {
+      if (!polish_seeds_[k].empty() || time_s > options_.polish_deadlines_s[k]) continue;
+      std::vector<int>& seed = polish_seeds_[k];
+      seed.resize(count_);
+      for (int op = 0; op < count_; ++op) {
+        const std::vector<int>& hull = spec(op).hull_vertices();
+        const auto above = std::upper_bound(hull.begin(), hull.end(), duration_[op], [&](std::int64_t time, int index) {
+          return time < spec(op).options()[index].quant_time;
+        });
+        seed[op] = above == hull.begin() ? hull.front() : *std::prev(above);
+      }
+    }
+  }
+
+  // At each asked deadline, the polish (deadline_polish.h) from the frontier's plan by it and
+  // from PD's seed there; the plan it finds is recorded (its slack reclaimed), so the frontier
+  // only gains.
+  void polish_at_deadlines() {
+    for (std::size_t k = 0; k < polish_seeds_.size(); ++k) {
+      const double deadline_s = options_.polish_deadlines_s[k];
+      std::vector<std::vector<int>> seeds;
+      int best = -1;
+      for (const int index : frontier_.indices()) {
+        if (result_.iterations[index].time_s <= deadline_s) best = index;
+      }
+      if (best >= 0) seeds.push_back(result_.options_of(best));
+      if (!polish_seeds_[k].empty()) {
+        seeds.push_back(std::move(polish_seeds_[k]));
+        detail::reclaim_slack(dag_, topology_, seeds.back(), real_start_, real_latest_finish_, finer_options_);
+      }
+      std::vector<int> polished = polish_.best_by(std::move(seeds), deadline_s);
+      if (polished.empty() || (best >= 0 && polished == result_.options_of(best))) continue;
+      option_indices_ = std::move(polished);
+      record_realized();
+    }
+  }
+
   // Records each plan a walk keeps.
   RealTimeWalks::KeepPlan record_walked() {
     return [this](std::span<const int> options, const PlanEvaluation& evaluated) {
@@ -439,6 +487,8 @@ class Solver {
 
   RealTimeWalks walks_;
   detail::StageReassignment reassignment_;
+  detail::DeadlinePolish polish_;
+  std::vector<std::vector<int>> polish_seeds_;  // per asked deadline: PD's plan there, rounded down (or empty)
   PhillipsDessoukyResult result_;
 };
 
@@ -447,6 +497,12 @@ class Solver {
 PhillipsDessouky::PhillipsDessouky(const PipelineDag& dag, PhillipsDessoukyOptions options)
     : dag_(dag), options_(std::move(options)) {
   if (options_.gpus < 0) throw InputError(fmt::format("phillips-dessouky: gpus must be >= 0, found {}", options_.gpus));
+  for (const double deadline_s : options_.polish_deadlines_s) {
+    if (!std::isfinite(deadline_s) || deadline_s <= 0) {
+      throw InputError(
+          fmt::format("phillips-dessouky: a polish deadline must be finite and > 0 s, found {}", deadline_s));
+    }
+  }
   if (options_.max_iterations < 0) {
     throw InputError(fmt::format("phillips-dessouky: max_iterations must be >= 0, found {}", options_.max_iterations));
   }

@@ -13,9 +13,12 @@ bool within(double time_s, double bound_s) { return time_s <= bound_s + 1e-12 * 
 
 }  // namespace
 
-StageReassignment::StageReassignment(const PipelineDag& dag, const Topology& topology)
+StageReassignment::StageReassignment(const PipelineDag& dag, const Topology& topology, double static_w,
+                                     std::size_t max_states)
     : dag_(dag),
       topology_(topology),
+      static_w_(static_w),
+      max_states_(std::max<std::size_t>(max_states, 2)),
       chains_(dag.stages),
       stage_of_(dag.operations.size(), -1),
       start_s_(dag.operations.size()),
@@ -93,6 +96,14 @@ bool StageReassignment::reassign(int stage, std::vector<int>& options, double de
     room |= !within(due_s_[position], finish_s);
   }
   if (!room) return false;
+  double others_end_s = 0;  // the makespan without the chain: its pinned operations' last finish
+  for (int op = 0; op < topology_.size(); ++op) {
+    if (stage_of_[op] != stage)
+      others_end_s = std::max(others_end_s, pinned_start_s_[op] + option(op, options[op]).time_s);
+  }
+  auto cost_j = [&](double effective_j, double chain_finish_s) {
+    return effective_j + static_w_ * std::max(chain_finish_s, others_end_s);
+  };
   levels_.resize(chain.size());
   for (std::size_t position = 0; position < chain.size(); ++position) {
     std::vector<State>& states = levels_[position];
@@ -112,13 +123,17 @@ bool StageReassignment::reassign(int stage, std::vector<int>& options, double de
                           position == 0 ? -1 : static_cast<int>(parent), static_cast<int>(k)});
       }
     }
+    states_made_ += static_cast<std::int64_t>(states.size());
     keep_pareto(states);
     if (states.empty()) return false;
   }
   const std::vector<State>& last = levels_.back();
-  const auto best = std::min_element(last.begin(), last.end(),
-                                     [](const State& a, const State& b) { return a.effective_j < b.effective_j; });
-  if (best->effective_j >= current_j - 1e-9 * std::max(1.0, std::abs(current_j))) return false;
+  const auto best = std::min_element(last.begin(), last.end(), [&](const State& a, const State& b) {
+    return cost_j(a.effective_j, a.finish_s) < cost_j(b.effective_j, b.finish_s);
+  });
+  const double current_cost_j = cost_j(current_j, finish_s);
+  if (cost_j(best->effective_j, best->finish_s) >= current_cost_j - 1e-9 * std::max(1.0, std::abs(current_cost_j)))
+    return false;
   std::vector<int> before(chain.size());
   int index = static_cast<int>(best - last.begin());
   for (std::size_t position = chain.size(); position-- > 0;) {
@@ -140,10 +155,10 @@ void StageReassignment::keep_pareto(std::vector<State>& states) const {
       std::move(states), [](const State& state) { return state.finish_s; },
       [](const State& state) { return state.effective_j; });
   const std::size_t kept = states.size();
-  if (kept <= kMaxStates) return;
+  if (kept <= max_states_) return;
   // Evenly spaced by rank: the earliest finish and the cheapest (the last) stay.
-  for (std::size_t slot = 0; slot < kMaxStates; ++slot) states[slot] = states[slot * (kept - 1) / (kMaxStates - 1)];
-  states.resize(kMaxStates);
+  for (std::size_t slot = 0; slot < max_states_; ++slot) states[slot] = states[slot * (kept - 1) / (max_states_ - 1)];
+  states.resize(max_states_);
 }
 
 }  // namespace kareus::pipeline::detail

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include "kareus/pipeline/pipeline_dag.h"
@@ -24,18 +25,25 @@ namespace kareus::pipeline::detail {
 
 class StageReassignment {
  public:
-  /// Pareto states kept per operation of the chain: past it the program keeps every so many in
-  /// finish order, the earliest and the cheapest among them (a heuristic then, still checked).
+  /// Pareto states kept per operation of the chain by default: past it the program keeps every
+  /// so many in finish order, the earliest and the cheapest among them (a heuristic then, still
+  /// checked).
   static constexpr std::size_t kMaxStates = 16;
   /// Passes over the stages at most (each pass that changes nothing ends it).
   static constexpr int kMaxPasses = 4;
 
-  /// `dag` and `topology` (of dag) must outlive this object.
-  StageReassignment(const PipelineDag& dag, const Topology& topology);
+  /// `dag` and `topology` (of dag) must outlive this object. `static_w`: static power x GPUs,
+  /// which a chain pays over the makespan it leaves (0: effective energy alone is lowered).
+  StageReassignment(const PipelineDag& dag, const Topology& topology, double static_w = 0,
+                    std::size_t max_states = kMaxStates);
 
-  /// Lowers the effective energy of `options` keeping its real makespan within `deadline_s`,
-  /// stage by stage; returns whether it changed anything.
+  /// Lowers the effective energy of `options` plus static_w x the makespan, keeping the real
+  /// makespan within `deadline_s`, stage by stage; returns whether it changed anything. (With
+  /// the others pinned, a chain's choice moves the makespan only past their last finish.)
   bool improve(std::vector<int>& options, double deadline_s);
+
+  /// States the programs have made so far (each one option tried after one state): their work.
+  [[nodiscard]] std::int64_t states_made() const { return states_made_; }
 
  private:
   struct State {
@@ -55,6 +63,9 @@ class StageReassignment {
 
   const PipelineDag& dag_;
   const Topology& topology_;
+  const double static_w_;
+  const std::size_t max_states_;
+  std::int64_t states_made_ = 0;
   std::vector<std::vector<int>> chains_;  // per stage: its instructions in topological order
   std::vector<int> stage_of_;             // per operation: its chain, or -1 (transfers, reductions)
   std::vector<double> start_s_, latest_finish_s_, pinned_start_s_;

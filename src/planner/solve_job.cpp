@@ -1,5 +1,6 @@
 #include "kareus/planner/solve_job.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <ctime>
@@ -40,6 +41,14 @@ void check_request(const SolveRequest& request) {
     throw InputError(fmt::format("--static-power must be >= 0 watts, found {}", request.static_power_w));
   }
   if (request.max_points < 0) throw InputError(fmt::format("--max-points must be >= 0, found {}", request.max_points));
+  if (request.deadlines_s.size() > kMaxDeadlines) {
+    throw InputError(fmt::format("--deadline given {} times, at most {}", request.deadlines_s.size(), kMaxDeadlines));
+  }
+  for (const double deadline_s : request.deadlines_s) {
+    if (!(deadline_s > 0) || !std::isfinite(deadline_s)) {
+      throw InputError(fmt::format("--deadline must be > 0 seconds, found {}", deadline_s));
+    }
+  }
 }
 
 /// The 1F1B configuration of the profile: each row's clock is its option's knob.
@@ -98,13 +107,24 @@ std::string workload_json(const SolveRequest& request) {
 }
 
 // At most `max_points` indices of `frontier`, evenly spread, the first and last always kept
-// (all of them when max_points <= 0).
-std::vector<int> sample(const std::vector<int>& frontier, int max_points) {
+// (all of them when max_points <= 0), and at each asked deadline the point by it with the least
+// energy.
+std::vector<int> sample(const pipeline::PhillipsDessoukyResult& result, int max_points,
+                        const std::vector<double>& deadlines_s) {
+  const std::vector<int>& frontier = result.frontier;
   if (max_points <= 0) return frontier;
-  std::vector<int> kept;
-  for (const std::size_t position : evenly_spread_positions(frontier.size(), static_cast<std::size_t>(max_points))) {
-    kept.push_back(frontier[position]);
+  std::vector<std::size_t> positions = evenly_spread_positions(frontier.size(), static_cast<std::size_t>(max_points));
+  for (const double deadline_s : deadlines_s) {
+    std::size_t by = frontier.size();
+    for (std::size_t position = 0; position < frontier.size(); ++position) {
+      if (result.iterations[frontier[position]].time_s <= deadline_s) by = position;
+    }
+    if (by < frontier.size()) positions.push_back(by);
   }
+  std::sort(positions.begin(), positions.end());
+  positions.erase(std::unique(positions.begin(), positions.end()), positions.end());
+  std::vector<int> kept;
+  for (const std::size_t position : positions) kept.push_back(frontier[position]);
   return kept;
 }
 
@@ -119,7 +139,7 @@ std::vector<plan::FrontierPoint> write_plans(const SolveRequest& request, const 
   };
   std::vector<plan::FrontierPoint> points;
   int number = 0;
-  for (const int index : sample(result.frontier, request.max_points)) {
+  for (const int index : sample(result, request.max_points, request.deadlines_s)) {
     const pipeline::IterationResult& iteration = result.iterations[index];
     const std::string relative = fmt::format("plans/plan_{:04d}.json", number++);
     plan::Plan solved = plan_from_options(dag, result.options_of(index), workload, clock);
@@ -162,6 +182,7 @@ SolveSummary solve_perseus_profile(const SolveRequest& request) {
 
   pipeline::PhillipsDessoukyOptions options;
   options.progress = request.progress;
+  options.polish_deadlines_s = request.deadlines_s;
   const auto started = std::chrono::steady_clock::now();
   const std::clock_t cpu_started = std::clock();
   const pipeline::PhillipsDessoukyResult result = pipeline::PhillipsDessouky(dag, options).run();

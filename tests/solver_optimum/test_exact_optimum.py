@@ -41,6 +41,11 @@ GAP_BOUND = float(os.environ.get("KAREUS_SOLVER_GAP_BOUND", "0.015"))
 # tier's 200 profiles 0.29% (with the unit refined where options collapse; 1.72% before, 7.14%
 # before the re-choice), so both tiers hold the minimum time to 0.5%.
 MINIMUM_TIME_GAP_BOUND = float(os.environ.get("KAREUS_SOLVER_MINIMUM_TIME_GAP_BOUND", "0.005"))
+# Asked for plans at the deadlines (`kareus solve --deadline`), the solver polishes its plan at
+# each (src/pipeline/deadline_polish.h), and there the bound is tighter: on the first 40 holdout
+# profiles the worst gap per profile was 0.20% (1.84% unasked), the median 0.06% (0.19%); both
+# tiers hold asked deadlines to 0.5%.
+ASKED_GAP_BOUND = float(os.environ.get("KAREUS_SOLVER_ASKED_GAP_BOUND", "0.005"))
 LABEL = os.environ.get("KAREUS_SOLVER_SEEDS", "holdout-2026-12")
 COUNT = int(os.environ.get("KAREUS_SOLVER_PROFILES", "4"))
 BINARY = os.environ.get("KAREUS")
@@ -55,14 +60,19 @@ MILP_GAP_SHARE = 1 / 6
 def test_frontier_within_promise_of_the_optimum(seed):
     profile = generate(seed)
     bounds = [MINIMUM_TIME_GAP_BOUND] + [GAP_BOUND] * (len(DEADLINE_FRACTIONS) - 1)
-    rows, points, model, _ = gaps(BINARY, profile, rel_gaps=[MILP_GAP_SHARE * bound for bound in bounds],
-                                  time_limit_s=MILP_LIMIT_S)
+    asked_bounds = [min(bound, ASKED_GAP_BOUND) for bound in bounds]
+    rel_gaps = [MILP_GAP_SHARE * bound for bound in asked_bounds]
+    rows, points, model, _ = gaps(BINARY, profile, rel_gaps=rel_gaps, time_limit_s=MILP_LIMIT_S)
     assert abs(points[0][0] - model.fastest_s()) <= 1e-9 * model.fastest_s(), "kareus misses the minimum time"
-    for row, bound in zip(rows, bounds, strict=True):
+    for row, bound, asked_bound in zip(rows, bounds, asked_bounds, strict=True):
         context = f"seed {seed} ({profile.shape}) at {row['deadline_s']:.6f} s"
-        assert row["kareus_j"] >= row["bound_j"] * (1 - 1e-9), f"{context}: below the optimum's bound: {row}"
-        assert row["gap_to_found"] <= bound, f"{context}: {100 * row['gap_to_found']:.4f}% above a plan: {row}"
-        if row["proven"]:
-            assert row["gap"] <= bound, f"{context}: {100 * row['gap']:.4f}% above the optimum: {row}"
-        elif row["gap"] > bound:
-            print(f"{context}: unproven (MILP time limit), {100 * row['gap']:.4f}% above its lower bound")
+        for label, energy_j, gap, gap_to_found, check in (
+                (context, row["kareus_j"], row["gap"], row["gap_to_found"], bound),
+                (f"{context} asked", row["asked_j"], row["asked_gap"], row["asked_gap_to_found"], asked_bound)):
+            assert energy_j >= row["bound_j"] * (1 - 1e-9), f"{label}: below the optimum's bound: {row}"
+            assert gap_to_found <= check, f"{label}: {100 * gap_to_found:.4f}% above a plan: {row}"
+            if row["proven"]:
+                assert gap <= check, f"{label}: {100 * gap:.4f}% above the optimum: {row}"
+            elif gap > check:
+                print(f"{label}: unproven (MILP time limit), {100 * gap:.4f}% above its lower bound")
+        assert row["asked_j"] <= row["kareus_j"] * (1 + 1e-12), f"{context}: asking made it worse: {row}"

@@ -74,6 +74,11 @@ void add_solve_command(CLI::App& app) {
       ->add_option("--max-points", options->request.max_points,
                    "write at most N frontier points, evenly spread (default: all)")
       ->check(CLI::NonNegativeNumber);
+  command
+      ->add_option("--deadline", options->request.deadlines_s,
+                   "a makespan (seconds) to polish the plan at: a local search there from the frontier's plan and "
+                   "from the relaxation's, whose plan is kept in --max-points; repeatable")
+      ->check(CLI::PositiveNumber);
   command->add_flag("--bound", options->request.bound,
                     "also solve the convex relaxation: a certified lower bound per point, in OUT/solve.json");
   command->add_option("--out", options->out, "output folder for frontier.json and plans/")->required();

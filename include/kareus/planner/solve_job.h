@@ -23,6 +23,8 @@
 namespace kareus::planner {
 
 inline constexpr std::string_view kSolveSchema = "kareus.solve/1";
+/// The most --deadline values one solve polishes at (each costs up to about 0.2 s at scale).
+inline constexpr std::size_t kMaxDeadlines = 64;
 
 /// What `kareus solve` does, for the CLI and for Python.
 struct SolveRequest {
@@ -34,6 +36,9 @@ struct SolveRequest {
   double static_power_w = 0;
   int max_points = 0;  ///< 0 = every frontier point; else at most this many, evenly spread in time
   bool bound = false;  ///< also compute pipeline::relaxation_lower_bound (a second solve)
+  /// Makespans (seconds) the user asks plans for (--deadline): the solver polishes its plan at
+  /// each (PhillipsDessoukyOptions::polish_deadlines_s) and the points written keep it.
+  std::vector<double> deadlines_s;
   std::filesystem::path out;
   std::function<void(const pipeline::IterationResult&)> progress;
 };

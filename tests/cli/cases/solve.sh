@@ -71,6 +71,22 @@ expect 2 '^kareus solve: error: --out /proc/kareus' -- solve --profile "$solve_d
 expect 2 'unit-time' -- solve --profile "$solve_data/valid.csv" --stages 2 --microbatches 2 --unit-time -1 --out "$solve_out/c"
 expect 2 'unit-time 1e-09 s .* use a larger --unit-time' -- solve --profile "$solve_data/valid.csv" --stages 2 --microbatches 4 --unit-time 1e-9 --out "$solve_out/c"
 expect 2 'stages' -- solve --profile "$solve_data/valid.csv" --stages 0 --microbatches 2 --out "$solve_out/c"
+# --deadline: a makespan to polish the plan at, kept in --max-points' sample.
+expect 2 'deadline' -- solve --profile "$solve_data/valid.csv" --stages 2 --microbatches 4 --deadline 0 --out "$solve_out/c"
+expect 2 'deadline.*inf' -- solve --profile "$solve_data/valid.csv" --stages 2 --microbatches 4 --deadline inf --out "$solve_out/c"
+too_many_deadlines=()
+for k in $(seq 65); do too_many_deadlines+=(--deadline "0.$((200 + k))"); done
+expect 2 '--deadline given 65 times, at most 64' -- solve --profile "$solve_data/valid.csv" --stages 2 --microbatches 4 "${too_many_deadlines[@]}" --out "$solve_out/c"
+expect 0 'frontier points' -- solve --profile "$solve_data/valid.csv" --stages 2 --microbatches 4 --static-power 30 --max-points 2 --deadline 0.168 --out "$solve_out/e"
+check "solve keeps the plan at an asked deadline in --max-points" python3 - "$solve_out/a" "$solve_out/e" <<'PY'
+import json, sys
+every = json.load(open(f"{sys.argv[1]}/frontier.json"))["points"]
+sampled = json.load(open(f"{sys.argv[2]}/frontier.json"))["points"]
+assert len(sampled) == 3, sampled
+by = [p for p in sampled if p["time_s"] <= 0.168]
+assert by and by[-1]["energy_j"] <= min(p["energy_j"] for p in every if p["time_s"] <= 0.168) + 1e-9, (by, every)
+assert sampled[0]["time_s"] == every[0]["time_s"] and sampled[-1]["energy_j"] <= every[-1]["energy_j"] + 1e-9, sampled
+PY
 expect 2 'required' -- solve --profile "$solve_data/valid.csv" --stages 2 --out "$solve_out/c"
 if [[ -e $solve_out/c/frontier.json ]]; then
   echo "FAIL: a failed kareus solve left $solve_out/c/frontier.json"

@@ -1,0 +1,128 @@
+#include "pipeline/deadline_polish.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "pipeline/plan_realization.h"
+
+namespace kareus::pipeline::detail {
+
+DeadlinePolish::DeadlinePolish(const PipelineDag& dag, const Topology& topology, int gpus)
+    : dag_(dag),
+      topology_(topology),
+      count_(static_cast<int>(dag.operations.size())),
+      gpus_(gpus),
+      exchange_(dag, topology, gpus),
+      reassignment_(dag, topology, dag.static_power_w * gpus, kMaxStates),
+      start_s_(count_),
+      latest_finish_s_(count_) {}
+
+std::vector<int> DeadlinePolish::best_by(std::vector<std::vector<int>> seeds, double deadline_s) {
+  budget_ = kMaxWork;
+  std::vector<int> best;
+  double best_j = std::numeric_limits<double>::infinity();
+  for (std::vector<int>& seed : seeds) {
+    polish(seed, deadline_s);
+    const double seed_j = energy_j(seed);
+    if (seed_j < best_j) {
+      best_j = seed_j;
+      best = std::move(seed);
+    }
+  }
+  if (best.empty()) return best;
+  bool kept = true;
+  for (int round = 0; round < kKickRounds && kept && budget_ > 0; ++round) {
+    kept = false;
+    for (int spec = 0; spec < static_cast<int>(dag_.specs.size()); ++spec) {
+      for (std::vector<int>& trial : kicks(best, spec)) {
+        if (budget_ <= 0 || !repair_to(trial, deadline_s)) continue;
+        polish(trial, deadline_s);
+        const double trial_j = energy_j(trial);
+        if (trial_j < best_j * (1 - 1e-12)) {
+          best_j = trial_j;
+          best = std::move(trial);
+          kept = true;
+        }
+      }
+    }
+  }
+  return best;
+}
+
+std::vector<std::vector<int>> DeadlinePolish::kicks(const std::vector<int>& options, int spec) const {
+  const int last = static_cast<int>(dag_.specs[spec].options().size()) - 1;
+  std::vector<int> used;
+  for (int op = 0; op < count_; ++op) {
+    if (dag_.operations[op].spec == spec) used.push_back(options[op]);
+  }
+  std::sort(used.begin(), used.end());
+  used.erase(std::unique(used.begin(), used.end()), used.end());
+  std::vector<std::vector<int>> made;
+  auto add = [&](auto&& to) {
+    std::vector<int> trial = options;
+    bool moved = false;
+    for (int op = 0; op < count_; ++op) {
+      if (dag_.operations[op].spec != spec) continue;
+      const int option = std::clamp(to(options[op]), 0, last);
+      moved |= option != trial[op];
+      trial[op] = option;
+    }
+    if (moved) made.push_back(std::move(trial));
+  };
+  for (const int shift : kKickShifts) add([shift](int option) { return option - shift; });
+  if (used.size() > 1) {
+    const std::size_t targets = std::min(used.size(), kMaxUniformKicks);
+    for (std::size_t k = 0; k < targets; ++k) {
+      const int option = used[k * (used.size() - 1) / std::max<std::size_t>(targets - 1, 1)];
+      add([option](int) { return option; });
+    }
+  }
+  return made;
+}
+
+void DeadlinePolish::polish(std::vector<int>& options, double deadline_s) {
+  for (int round = 0; round < kPolishRounds; ++round) {
+    bool changed = exchange_.improve(options, deadline_s, budget_);
+    if (budget_ <= 0) return;
+    std::vector<int> rechosen = options;
+    const std::int64_t states_before = reassignment_.states_made();
+    const bool rechose = reassignment_.improve(rechosen, deadline_s);
+    budget_ -= reassignment_.states_made() - states_before;
+    if (rechose && energy_j(rechosen) < energy_j(options)) {
+      options = std::move(rechosen);
+      changed = true;
+    }
+    if (!changed) return;
+  }
+}
+
+bool DeadlinePolish::repair_to(std::vector<int>& options, double deadline_s) {
+  auto time_s = [&](int op) { return option(op, options[op]).time_s; };
+  for (;;) {
+    budget_ -= count_;
+    const double makespan_s = forward_pass<double>(topology_, start_s_, time_s);
+    if (makespan_s <= deadline_s * (1 + 1e-12)) return true;
+    latest_finish_pass<double>(topology_, latest_finish_s_, makespan_s, time_s);
+    int chosen = -1;
+    double best_rate = std::numeric_limits<double>::infinity();
+    for (int op = 0; op < count_; ++op) {
+      if (options[op] == 0 || latest_finish_s_[op] - start_s_[op] - time_s(op) > 1e-12 * makespan_s) continue;
+      const ExecutionOption& now = option(op, options[op]);
+      const ExecutionOption& faster = option(op, options[op] - 1);
+      if (faster.time_s >= now.time_s) continue;
+      const double rate = (faster.effective_energy_j - now.effective_energy_j) / (now.time_s - faster.time_s);
+      if (rate < best_rate) {
+        best_rate = rate;
+        chosen = op;
+      }
+    }
+    if (chosen < 0) return false;
+    --options[chosen];
+  }
+}
+
+double DeadlinePolish::energy_j(std::span<const int> options) {
+  return evaluate(dag_, topology_, options, gpus_, start_s_).energy_j;
+}
+
+}  // namespace kareus::pipeline::detail

@@ -1,0 +1,76 @@
+// src/pipeline/deadline_polish.h - the cheapest plan a local search finds by one deadline a
+// caller asks for: the solver's last step at PhillipsDessoukyOptions::polish_deadlines_s.
+//
+// PD's frontier is the convex relaxation's, realized plan by plan, and the greedy walks between
+// its plans change one operation at a time; in the middle of the frontier that leaves plans up to
+// 2% above the exact optimum, which often runs the steady state's pairs slower and the warm-up
+// and cool-down faster (bench/RESULTS.md, "How far local moves get in the middle of the
+// frontier"). At one deadline a wider search pays: pair exchanges (pair_exchange.h) and stage
+// re-choices (stage_reassignment.h) in turn to a local optimum, then kicks out of it, each
+// every operation of one spec (one stage's forwards, say) shifted a few options faster or slower
+// and repaired to the deadline, polished again and kept when cheaper. Units: seconds, joules.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "kareus/pipeline/pipeline_dag.h"
+#include "pipeline/dag_timing.h"
+#include "pipeline/pair_exchange.h"
+#include "pipeline/stage_reassignment.h"
+
+namespace kareus::pipeline::detail {
+
+class DeadlinePolish {
+ public:
+  /// Option shifts of a kick (positive: faster) and rounds of kicks at most (a round that
+  /// keeps nothing ends them).
+  static constexpr int kKickShifts[] = {1, 2, 4, -1, -2};
+  static constexpr int kKickRounds = 2;
+  /// Kicks that set every operation of a spec to one option its operations use, at most.
+  static constexpr std::size_t kMaxUniformKicks = 6;
+  /// Rounds of pair exchanges + stage re-choices in one polish at most.
+  static constexpr int kPolishRounds = 4;
+  /// Work one deadline may take: operation timings (plans timed x operations) of the exchanges
+  /// and repairs plus the states of the re-choices' programs. A 48-operation DAG's search ends
+  /// at its local optima far below it; a 1,024-operation one's stops at it (about 0.3 s).
+  static constexpr std::int64_t kMaxWork = 50'000'000;
+  /// Pareto states per chain position in the re-choices: more than the minimum-time step's 16,
+  /// since here they run at a few deadlines and a chain of one stage is then re-chosen exactly
+  /// on small shapes (16 missed the optimum of a 6-instruction chain by 0.8%).
+  static constexpr std::size_t kMaxStates = 64;
+
+  /// `dag` and `topology` (of dag) must outlive this object. gpus > 0.
+  DeadlinePolish(const PipelineDag& dag, const Topology& topology, int gpus);
+
+  /// The cheapest plan found by `deadline_s` from `seeds` (each finishing by it), or empty when
+  /// `seeds` is.
+  [[nodiscard]] std::vector<int> best_by(std::vector<std::vector<int>> seeds, double deadline_s);
+
+ private:
+  // The kicks of `spec` from `options`: its operations all shifted (kKickShifts) or all set to
+  // one option some of them use (the optimum often runs a stage's steady state uniformly).
+  std::vector<std::vector<int>> kicks(const std::vector<int>& options, int spec) const;
+  // Pair exchanges and stage re-choices in turn while either lowers the energy.
+  void polish(std::vector<int>& options, double deadline_s);
+  std::int64_t budget_ = 0;  // work left at the deadline being polished
+  // Speeds up, one option at a time, the operation without float whose next faster option
+  // costs the least effective energy per second saved, until the plan finishes by `deadline_s`;
+  // false when it cannot.
+  bool repair_to(std::vector<int>& options, double deadline_s);
+  double energy_j(std::span<const int> options);
+  const ExecutionOption& option(int op, int index) const {
+    return dag_.specs[dag_.operations[op].spec].options()[index];
+  }
+
+  const PipelineDag& dag_;
+  const Topology& topology_;
+  const int count_;
+  const int gpus_;
+  PairExchange exchange_;
+  StageReassignment reassignment_;
+  std::vector<double> start_s_, latest_finish_s_;
+};
+
+}  // namespace kareus::pipeline::detail

@@ -1,0 +1,47 @@
+// src/pipeline/pair_exchange.h - a local search at a fixed deadline whose moves are one
+// operation one option slower, alone or paired with another one or two options faster.
+//
+// Slack reclamation and the walks change one operation at a time, each step cheaper or slower.
+// In the middle of the frontier the optimum often trades the steady state's period against the
+// warm-up and cool-down (every steady-state pair slower, the ends faster): from the solver's
+// plans no single-option change goes towards it, a slower one paired with a faster one does
+// (bench/RESULTS.md, "How far local moves get in the middle of the frontier"). A faster partner
+// helps only where it lies on a path the slower operation pushed past the deadline, so the
+// partners tried are the operations whose float is less than that excess. Each try times the
+// whole DAG, so the search is for the few deadlines a caller asks, not the whole frontier.
+// Units: seconds, joules.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kareus/pipeline/pipeline_dag.h"
+#include "pipeline/dag_timing.h"
+
+namespace kareus::pipeline::detail {
+
+class PairExchange {
+ public:
+  /// `dag` and `topology` (of dag) must outlive this object. gpus > 0.
+  PairExchange(const PipelineDag& dag, const Topology& topology, int gpus);
+
+  /// Lowers the energy of `options` keeping its real makespan within `deadline_s`, one accepted
+  /// move at a time (the first that lowers it), to a local optimum or until `budget` (operation
+  /// timings: plans timed x operations, counted down) runs out; returns whether it changed
+  /// anything. `options` must finish by `deadline_s`.
+  bool improve(std::vector<int>& options, double deadline_s, std::int64_t& budget);
+
+ private:
+  double effective_j(int op, int option) const;
+  double time_s(int op, int option) const;
+  int option_count(int op) const;
+
+  const PipelineDag& dag_;
+  const Topology& topology_;
+  const int count_;
+  const int gpus_;
+  std::vector<double> start_s_, trial_start_s_,
+      latest_finish_s_;  // trial: a pair's check, so start_s_ stays the single move's
+};
+
+}  // namespace kareus::pipeline::detail
