@@ -32,16 +32,26 @@ class PairExchange {
   bool improve(std::vector<int>& options, double deadline_s, std::int64_t& budget);
 
  private:
-  double effective_j(int op, int option) const;
-  double time_s(int op, int option) const;
+  const ExecutionOption& option(int op, int index) const;
   int option_count(int op) const;
+  // Moves `op` to option `index`, keeping duration_s_ and effective_j_.
+  void set(std::vector<int>& options, int op, int index);
+  // The makespan of the durations now, whose starts are `before_s` but where `changed` and what
+  // follows it in topological order is re-timed, into `start_s`; the operations re-timed come
+  // off `budget`.
+  double retime(const std::vector<double>& before_s, std::vector<double>& start_s, int changed, std::int64_t& budget);
 
   const PipelineDag& dag_;
   const Topology& topology_;
   const int count_;
-  const int gpus_;
-  std::vector<double> start_s_, trial_start_s_,
-      latest_finish_s_;  // trial: a pair's check, so start_s_ stays the single move's
+  const double static_w_;  // static power x GPUs
+  // Of the plan being searched: each operation's time and the sum of effective energies, kept
+  // as options change, so a try is one forward pass.
+  std::vector<double> duration_s_;
+  double effective_j_ = 0;
+  // Starts of the plan, of it with the slower move alone, and with the pair; latest finishes of
+  // the slower move alone.
+  std::vector<double> start_s_, alone_start_s_, pair_start_s_, latest_finish_s_;
 };
 
 }  // namespace kareus::pipeline::detail

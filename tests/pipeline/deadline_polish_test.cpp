@@ -42,8 +42,7 @@ TEST(PairExchange, FindsTheTradeNoSingleMoveReaches) {
   EXPECT_TRUE(exchange.improve(options, 4.0, budget));
   EXPECT_EQ(options, (std::vector<int>{1, 0}));
   EXPECT_DOUBLE_EQ(evaluate_plan(dag, options, 1).energy_j, 9);
-  EXPECT_LT(budget, 1000);  // it timed plans, two operations each
-  EXPECT_EQ((1000 - budget) % 2, 0);
+  EXPECT_LT(budget, 1000);                               // it timed plans
   EXPECT_FALSE(exchange.improve(options, 4.0, budget));  // a local optimum
   // A tighter deadline leaves no room for the trade; a spent budget tries nothing.
   std::vector<int> tight = {0, 1};
