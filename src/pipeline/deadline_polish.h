@@ -6,11 +6,13 @@
 // 2% above the exact optimum, which often runs the steady state's pairs slower and the warm-up
 // and cool-down faster (bench/RESULTS.md, "How far local moves get in the middle of the
 // frontier"). At one deadline a wider search pays: pair exchanges (pair_exchange.h) and stage
-// re-choices (stage_reassignment.h) in turn to a local optimum, then kicks out of it, each
-// every operation of one spec (one stage's forwards, say) shifted a few options faster or slower
-// and repaired to the deadline, polished again and kept when cheaper. Units: seconds, joules.
+// re-choices (stage_reassignment.h) in turn to a local optimum, then kicks out of it: every
+// operation of one spec (one stage's forwards, say) shifted a few options faster or slower, or
+// all set to one option some of them use, repaired to the deadline, searched again and kept when
+// cheaper. Units: seconds, joules.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -33,8 +35,8 @@ class DeadlinePolish {
   /// Rounds of pair exchanges + stage re-choices in one polish at most.
   static constexpr int kPolishRounds = 4;
   /// Work one deadline may take: operation timings (plans timed x operations) of the exchanges
-  /// and repairs plus the states of the re-choices' programs. A 48-operation DAG's search ends
-  /// at its local optima far below it; a 1,024-operation one's stops at it (about 0.3 s).
+  /// and repairs plus the states of the re-choices' programs. A 48-operation DAG's search mostly
+  /// ends at its local optima below it; a 1,024-operation one's stops at it (about 0.2 s).
   static constexpr std::int64_t kMaxWork = 50'000'000;
   /// Pareto states per chain position in the re-choices: more than the minimum-time step's 16,
   /// since here they run at a few deadlines and a chain of one stage is then re-chosen exactly
@@ -54,7 +56,6 @@ class DeadlinePolish {
   std::vector<std::vector<int>> kicks(const std::vector<int>& options, int spec) const;
   // Pair exchanges and stage re-choices in turn while either lowers the energy.
   void polish(std::vector<int>& options, double deadline_s);
-  std::int64_t budget_ = 0;  // work left at the deadline being polished
   // Speeds up, one option at a time, the operation without float whose next faster option
   // costs the least effective energy per second saved, until the plan finishes by `deadline_s`;
   // false when it cannot.
@@ -71,6 +72,7 @@ class DeadlinePolish {
   PairExchange exchange_;
   StageReassignment reassignment_;
   std::vector<double> start_s_, latest_finish_s_;
+  std::int64_t budget_ = 0;  // work left at the deadline being polished
 };
 
 }  // namespace kareus::pipeline::detail

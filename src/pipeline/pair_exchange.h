@@ -7,9 +7,9 @@
 // plans no single-option change goes towards it, a slower one paired with a faster one does
 // (bench/RESULTS.md, "How far local moves get in the middle of the frontier"). A faster partner
 // helps only where it lies on a path the slower operation pushed past the deadline, so the
-// partners tried are the operations whose float is less than that excess. Each try times the
-// whole DAG, so the search is for the few deadlines a caller asks, not the whole frontier.
-// Units: seconds, joules.
+// partners tried are the operations whose float is less than that excess. Each try re-times
+// the DAG from the changed operation on, and a search tries up to n x 2(n - 1) pairs per pass:
+// it is for the few deadlines a caller asks, not the whole frontier. Units: seconds, joules.
 #pragma once
 
 #include <cstdint>
@@ -46,7 +46,7 @@ class PairExchange {
   const int count_;
   const double static_w_;  // static power x GPUs
   // Of the plan being searched: each operation's time and the sum of effective energies, kept
-  // as options change, so a try is one forward pass.
+  // as options change, so a try is one partial forward pass.
   std::vector<double> duration_s_;
   double effective_j_ = 0;
   // Starts of the plan, of it with the slower move alone, and with the pair; latest finishes of
