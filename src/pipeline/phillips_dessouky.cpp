@@ -318,10 +318,7 @@ class Solver {
     for (const int op : shortened_) {
       const CandidateExecutionOptions& options = spec(op);
       const std::int64_t now = duration_[op];  // the last unit was [now, now + 1]
-      const std::vector<int>& hull = options.hull_vertices();
-      const auto vertex = std::upper_bound(hull.begin(), hull.end(), now,
-                                           [&](std::int64_t time, int index) { return time < quant(options, index); });
-      room = std::min(room, now - quant(options, *std::prev(vertex)));
+      room = std::min(room, now - quant(options, options.hull_vertex_at_or_below(now)));
       room = std::min(room, now - quant(options, options.option_index_for(now)) + 1);
     }
     for (const int op : lengthened_) {
@@ -408,13 +405,7 @@ class Solver {
       if (!polish_seeds_[k].empty() || time_s > options_.polish_deadlines_s[k]) continue;
       std::vector<int>& seed = polish_seeds_[k];
       seed.resize(count_);
-      for (int op = 0; op < count_; ++op) {
-        const std::vector<int>& hull = spec(op).hull_vertices();
-        const auto above = std::upper_bound(hull.begin(), hull.end(), duration_[op], [&](std::int64_t time, int index) {
-          return time < spec(op).options()[index].quant_time;
-        });
-        seed[op] = above == hull.begin() ? hull.front() : *std::prev(above);
-      }
+      for (int op = 0; op < count_; ++op) seed[op] = spec(op).hull_vertex_at_or_below(duration_[op]);
     }
   }
 

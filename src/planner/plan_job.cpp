@@ -10,7 +10,6 @@
 #include <fmt/format.h>
 
 #include "kareus/common/error.h"
-#include "kareus/common/evenly_spread.h"
 #include "kareus/common/pareto.h"
 #include "kareus/device/caching_device.h"
 #include "kareus/partition/partition.h"
@@ -102,30 +101,6 @@ double minimum_makespan_s(const workload::Workload& workload, const MethodOption
   return workload.parallel.microbatches * busiest_stage_s(workload, method, fastest_time_s);
 }
 
-/// Positions in the solver's frontier (time ascending) of max_plans points evenly spread, the
-/// fastest and slowest always, plus for each of `also_at_times_s` the slowest point no slower
-/// than it (the least energy at that time): the baselines' times, so that a comparison with
-/// them is against kareus's own plan at their time rather than a neighbour's.
-std::vector<int> sample_frontier(const pipeline::PhillipsDessoukyResult& solved, int max_plans,
-                                 const std::vector<double>& also_at_times_s) {
-  const int count = static_cast<int>(solved.frontier.size());
-  std::vector<int> chosen;
-  for (std::size_t position :
-       evenly_spread_positions(solved.frontier.size(), static_cast<std::size_t>(std::max(max_plans, 2)))) {
-    chosen.push_back(static_cast<int>(position));
-  }
-  for (double time_s : also_at_times_s) {
-    int best = -1;
-    for (int position = 0; position < count; ++position) {
-      if (solved.iterations[solved.frontier[position]].time_s <= time_s) best = position;
-    }
-    if (best >= 0) chosen.push_back(best);
-  }
-  std::sort(chosen.begin(), chosen.end());
-  chosen.erase(std::unique(chosen.begin(), chosen.end()), chosen.end());
-  return chosen;
-}
-
 /// A method's frontier being solved: the solver runs on its own thread (the methods'
 /// solves are independent and each is single-threaded), reading `dag`.
 struct MethodSolve {
@@ -214,7 +189,7 @@ MethodResult finish_method(MethodSolve& solve, device::Device& device, const wor
     result.predicted_curve.emplace_back(solved.iterations[index].time_s, solved.iterations[index].energy_j * scale);
   }
   std::vector<MethodPoint> points;
-  for (int position : sample_frontier(solved, options.max_plans, also_at_times_s)) {
+  for (int position : sample_frontier(solved, std::max(options.max_plans, 2), also_at_times_s)) {
     const pipeline::IterationResult& iteration = solved.iterations[solved.frontier[position]];
     Plan plan = make_plan(*solve.dag, solved.options_of(solved.frontier[position]), solve.method, workload_json);
     plan.predicted_time_s = iteration.time_s;

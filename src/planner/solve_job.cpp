@@ -1,6 +1,5 @@
 #include "kareus/planner/solve_job.h"
 
-#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <ctime>
@@ -10,7 +9,6 @@
 #include <nlohmann/json.hpp>
 
 #include "kareus/common/error.h"
-#include "kareus/common/evenly_spread.h"
 #include "kareus/common/file_io.h"
 #include "kareus/plan/perseus_csv.h"
 #include "kareus/planner/solved_plan.h"
@@ -106,25 +104,13 @@ std::string workload_json(const SolveRequest& request) {
   return workload.dump();
 }
 
-// At most `max_points` indices of `frontier`, evenly spread, the first and last always kept
-// (all of them when max_points <= 0), and at each asked deadline the point by it with the least
-// energy.
+// The frontier points written: all of them when max_points <= 0, else sample_frontier's (the
+// asked deadlines' points kept).
 std::vector<int> sample(const pipeline::PhillipsDessoukyResult& result, int max_points,
                         const std::vector<double>& deadlines_s) {
-  const std::vector<int>& frontier = result.frontier;
-  if (max_points <= 0) return frontier;
-  std::vector<std::size_t> positions = evenly_spread_positions(frontier.size(), static_cast<std::size_t>(max_points));
-  for (const double deadline_s : deadlines_s) {
-    std::size_t by = frontier.size();
-    for (std::size_t position = 0; position < frontier.size(); ++position) {
-      if (result.iterations[frontier[position]].time_s <= deadline_s) by = position;
-    }
-    if (by < frontier.size()) positions.push_back(by);
-  }
-  std::sort(positions.begin(), positions.end());
-  positions.erase(std::unique(positions.begin(), positions.end()), positions.end());
+  if (max_points <= 0) return result.frontier;
   std::vector<int> kept;
-  for (const std::size_t position : positions) kept.push_back(frontier[position]);
+  for (const int position : sample_frontier(result, max_points, deadlines_s)) kept.push_back(result.frontier[position]);
   return kept;
 }
 

@@ -1,6 +1,9 @@
 #include "kareus/planner/solved_plan.h"
 
+#include <algorithm>
 #include <cassert>
+
+#include "kareus/common/evenly_spread.h"
 
 namespace kareus::planner {
 
@@ -26,6 +29,25 @@ plan::Plan plan_from_options(const pipeline::PipelineDag& dag, std::span<const i
     plan.stages[instruction.stage].instructions.push_back(std::move(planned));
   }
   return plan;
+}
+
+std::vector<int> sample_frontier(const pipeline::PhillipsDessoukyResult& solved, int max_points,
+                                 const std::vector<double>& at_times_s) {
+  const int count = static_cast<int>(solved.frontier.size());
+  std::vector<int> chosen;
+  for (std::size_t position : evenly_spread_positions(solved.frontier.size(), static_cast<std::size_t>(max_points))) {
+    chosen.push_back(static_cast<int>(position));
+  }
+  for (double time_s : at_times_s) {
+    int best = -1;
+    for (int position = 0; position < count; ++position) {
+      if (solved.iterations[solved.frontier[position]].time_s <= time_s) best = position;
+    }
+    if (best >= 0) chosen.push_back(best);
+  }
+  std::sort(chosen.begin(), chosen.end());
+  chosen.erase(std::unique(chosen.begin(), chosen.end()), chosen.end());
+  return chosen;
 }
 
 }  // namespace kareus::planner

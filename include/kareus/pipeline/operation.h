@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <iterator>
 #include <vector>
 
 namespace kareus::pipeline {
@@ -79,6 +80,14 @@ class CandidateExecutionOptions {
 
   /// Indices (into options()) of the hull's vertices, in increasing quant_time.
   [[nodiscard]] const std::vector<int>& hull_vertices() const { return hull_; }
+  /// Index (into options()) of the slowest hull vertex whose quant_time is at most `quant_time`
+  /// (the fastest vertex when none is).
+  [[nodiscard]] int hull_vertex_at_or_below(std::int64_t quant_time) const {
+    const auto above = std::upper_bound(hull_.begin(), hull_.end(), quant_time, [this](std::int64_t time, int index) {
+      return time < options_[index].quant_time;
+    });
+    return above == hull_.begin() ? hull_.front() : *std::prev(above);
+  }
 
  private:
   std::vector<ExecutionOption> options_;

@@ -9,7 +9,9 @@
 #include <functional>
 #include <span>
 #include <string>
+#include <vector>
 
+#include "kareus/pipeline/phillips_dessouky.h"
 #include "kareus/pipeline/pipeline_dag.h"
 #include "kareus/plan/plan.h"
 
@@ -31,5 +33,12 @@ using ApplyKnob = std::function<void(const KnobChoice&, plan::PlannedInstruction
 /// `apply`; predicted time and energy are left 0 for the caller.
 [[nodiscard]] plan::Plan plan_from_options(const pipeline::PipelineDag& dag, std::span<const int> option_indices,
                                            std::string workload_json, const ApplyKnob& apply);
+
+/// Positions in the solver's frontier (time ascending) of `max_points` points evenly spread
+/// (evenly_spread_positions: with two or more, the fastest and slowest always), plus for each of `at_times_s` the
+/// slowest point no slower than it (the least energy by that time): the times a caller compares at or asked for, so
+/// that its plan there is the solver's own rather than a neighbour's. Ascending, distinct.
+[[nodiscard]] std::vector<int> sample_frontier(const pipeline::PhillipsDessoukyResult& solved, int max_points,
+                                               const std::vector<double>& at_times_s);
 
 }  // namespace kareus::planner
