@@ -1,11 +1,15 @@
 #include "pipeline/deadline_polish.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <limits>
 
 #include "pipeline/plan_realization.h"
 
 namespace kareus::pipeline::detail {
+namespace {
+constexpr std::uint32_t kPerturbationSeed = 2026;
+}  // namespace
 
 DeadlinePolish::DeadlinePolish(const PipelineDag& dag, const Topology& topology, int gpus)
     : dag_(dag),
@@ -30,6 +34,12 @@ std::vector<int> DeadlinePolish::best_by(std::vector<std::vector<int>> seeds, do
     }
   }
   if (best.empty()) return best;
+  kick(best, best_j, deadline_s);
+  perturb_and_search(best, best_j, deadline_s);
+  return best;
+}
+
+void DeadlinePolish::kick(std::vector<int>& best, double& best_j, double deadline_s) {
   bool kept = true;
   for (int round = 0; round < kKickRounds && kept && budget_ > 0; ++round) {
     kept = false;
@@ -46,7 +56,6 @@ std::vector<int> DeadlinePolish::best_by(std::vector<std::vector<int>> seeds, do
       }
     }
   }
-  return best;
 }
 
 std::vector<std::vector<int>> DeadlinePolish::kicks(const std::vector<int>& options, int spec) const {
@@ -78,6 +87,34 @@ std::vector<std::vector<int>> DeadlinePolish::kicks(const std::vector<int>& opti
     }
   }
   return made;
+}
+
+void DeadlinePolish::perturb_and_search(std::vector<int>& best, double& best_j, double deadline_s) {
+  std::mt19937 random(kPerturbationSeed);
+  for (int fruitless = 0; fruitless < kPatience && budget_ > 0;) {
+    ++fruitless;
+    std::vector<int> trial = perturbed(best, random);
+    if (!repair_to(trial, deadline_s)) continue;
+    reclaim_slack(dag_, topology_, trial, start_s_, latest_finish_s_, true);
+    budget_ -= 3 * count_;  // the reclamation's passes and the evaluation below
+    exchange_.improve(trial, deadline_s, budget_);
+    const double trial_j = energy_j(trial);
+    if (trial_j < best_j * (1 - 1e-12)) {
+      best_j = trial_j;
+      best = std::move(trial);
+      fruitless = 0;
+    }
+  }
+}
+
+std::vector<int> DeadlinePolish::perturbed(std::vector<int> options, std::mt19937& random) const {
+  constexpr int kShifts[] = {-2, -1, 1, 2};
+  const int moved = 2 + static_cast<int>(random() % (kMaxPerturbed - 1));
+  for (int k = 0; k < moved; ++k) {
+    const int op = static_cast<int>(random() % static_cast<std::uint32_t>(count_));
+    options[op] = std::clamp(options[op] + kShifts[random() % 4], 0, option_count(op) - 1);
+  }
+  return options;
 }
 
 void DeadlinePolish::polish(std::vector<int>& options, double deadline_s) {

@@ -6,14 +6,20 @@
 // 2% above the exact optimum, which often runs the steady state's pairs slower and the warm-up
 // and cool-down faster (bench/RESULTS.md, "How far local moves get in the middle of the
 // frontier"). At one deadline a wider search pays: pair exchanges (pair_exchange.h) and stage
-// re-choices (stage_reassignment.h) in turn to a local optimum, then kicks out of it: every
-// operation of one spec (one stage's forwards, say) shifted a few options faster or slower, or
-// all set to one option some of them use, repaired to the deadline, searched again and kept when
-// cheaper. Units: seconds, joules.
+// re-choices (stage_reassignment.h) in turn to a local optimum from each seed; kicks out of it
+// (every operation of one spec, one stage's forwards say, shifted a few options or all set to one
+// option some of them use), repaired to the deadline, searched again, kept when cheaper; then an
+// iterated local search: a few random operations moved one or two options either way, repaired,
+// slack reclaimed, pair exchanges to a local optimum, kept when cheaper, until many in a row keep
+// nothing or the work budget is spent. The optima the kicks miss differ from their plan in
+// several operations at once, often only in the warm-up or cool-down; random moves reach most
+// of them, and the kicks a few the random moves do not (bench/RESULTS.md, "Plans at asked
+// deadlines"). Units: seconds, joules.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <random>
 #include <span>
 #include <vector>
 
@@ -32,11 +38,17 @@ class DeadlinePolish {
   static constexpr int kKickRounds = 2;
   /// Kicks that set every operation of a spec to one option its operations use, at most.
   static constexpr std::size_t kMaxUniformKicks = 6;
+  /// A perturbation moves 2 to kMaxPerturbed operations (drawn with repetition), each one or
+  /// two options faster or slower; the search ends after kPatience perturbations in a row that
+  /// keep nothing. Fewer operations or less patience miss optima the brute-force tests find.
+  static constexpr int kMaxPerturbed = 12;
+  static constexpr int kPatience = 1000;
   /// Rounds of pair exchanges + stage re-choices in one polish at most.
   static constexpr int kPolishRounds = 4;
-  /// Work one deadline may take: operation timings (plans timed x operations) of the exchanges
-  /// and repairs plus the states of the re-choices' programs. A 48-operation DAG's search mostly
-  /// ends at its local optima below it; a 1,024-operation one's stops at it (about 0.2 s).
+  /// Work one deadline may take: operation timings (plans timed x operations) of the exchanges,
+  /// repairs and reclamations plus the states of the re-choices' programs. A 48-operation DAG's
+  /// search mostly ends by its patience below it; a 1,024-operation one's stops at it (about
+  /// 0.2 s).
   static constexpr std::int64_t kMaxWork = 50'000'000;
   /// Pareto states per chain position in the re-choices: more than the minimum-time step's 16,
   /// since here they run at a few deadlines and a chain of one stage is then re-chosen exactly
@@ -51,9 +63,17 @@ class DeadlinePolish {
   [[nodiscard]] std::vector<int> best_by(std::vector<std::vector<int>> seeds, double deadline_s);
 
  private:
+  // Kicks out of `best` (kKickRounds rounds), each repaired and polished, kept when cheaper.
+  void kick(std::vector<int>& best, double& best_j, double deadline_s);
   // The kicks of `spec` from `options`: its operations all shifted (kKickShifts) or all set to
   // one option some of them use (the optimum often runs a stage's steady state uniformly).
   std::vector<std::vector<int>> kicks(const std::vector<int>& options, int spec) const;
+  // The iterated local search from `best`: perturbed, repaired, slack reclaimed, pair exchanges;
+  // kept when cheaper; until kPatience in a row keep nothing or the budget is spent.
+  void perturb_and_search(std::vector<int>& best, double& best_j, double deadline_s);
+  // `options` with a few random operations moved (kMaxPerturbed); mt19937's raw output, which
+  // the standard fixes, so the same input gives the same plan everywhere.
+  std::vector<int> perturbed(std::vector<int> options, std::mt19937& random) const;
   // Pair exchanges and stage re-choices in turn while either lowers the energy.
   void polish(std::vector<int>& options, double deadline_s);
   // Speeds up, one option at a time, the operation without float whose next faster option
@@ -61,6 +81,7 @@ class DeadlinePolish {
   // false when it cannot.
   bool repair_to(std::vector<int>& options, double deadline_s);
   double energy_j(std::span<const int> options);
+  int option_count(int op) const { return static_cast<int>(dag_.specs[dag_.operations[op].spec].options().size()); }
   const ExecutionOption& option(int op, int index) const {
     return dag_.specs[dag_.operations[op].spec].options()[index];
   }

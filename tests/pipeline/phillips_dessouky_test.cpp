@@ -548,12 +548,13 @@ TEST(PhillipsDessouky, ClockShapedInstancesStayCloseToBruteForce) {
   // the frontier between PD's plans is a coarse staircase the walks do not cover: measured
   // (seed 2026, these 30 instances) worst 2.18%, mean of the per-instance worsts 0.83%. Then the
   // same with every T* asked as a deadline (polish_deadlines_s), which only adds plans, so no
-  // point gets worse: mean 0.24%, the worst 2.18% either way (a 2 x 2 instance of three clocks
-  // whose optimum moves five of its eight operations). The bounds below are those rounded up,
-  // so a solver that loses more fails here.
+  // point gets worse: the search there (deadline_polish.h) finds the optimum at every T* of
+  // every instance (before its iterated local search: mean 0.24%, worst 2.18%, a 2 x 2 instance
+  // of three clocks whose optimum moves five of its eight operations). The frontier's bounds
+  // below are its numbers rounded up, so a solver that loses more fails here.
   std::mt19937 random(2026);
   const std::vector<Shape> shapes = {{2, 2, 3}, {2, 2, 4}, {1, 3, 5}, {4, 1, 3}, {3, 1, 4}};
-  double worst = 0, total = 0, asked_worst = 0, asked_total = 0;
+  double worst = 0, total = 0, asked_worst = 0;
   int instances = 0;
   for (const Shape& shape : shapes) {
     for (int trial = 0; trial < 6; ++trial) {
@@ -573,23 +574,18 @@ TEST(PhillipsDessouky, ClockShapedInstancesStayCloseToBruteForce) {
       for (const Point& point : truth) options.polish_deadlines_s.push_back(point.time_s + 1e-9);
       const std::vector<Point> asked = frontier_points(
           PhillipsDessouky(dag_of(made.instance, made.unit_time_s, QuantumRule::kFastest), options).run());
-      double instance_worst = 0;
       for (const Point& point : truth) {
         const double asked_gap = optimum_at(asked, point.time_s) / point.energy_j - 1;
         EXPECT_GE(asked_gap, -1e-12);
-        EXPECT_LE(optimum_at(asked, point.time_s), optimum_at(found, point.time_s) * (1 + 1e-12));
-        instance_worst = std::max(instance_worst, asked_gap);
+        EXPECT_LE(asked_gap, 1e-12) << "asked deadline " << point.time_s << " s";
+        asked_worst = std::max(asked_worst, asked_gap);
       }
-      asked_worst = std::max(asked_worst, instance_worst);
-      asked_total += instance_worst;
     }
   }
-  std::printf("clock-shaped: worst gap to the optimum %.4f%%, mean %.4f%%; asked %.4f%%, %.4f%%\n", 100 * worst,
-              100 * total / instances, 100 * asked_worst, 100 * asked_total / instances);
+  std::printf("clock-shaped: worst gap to the optimum %.4f%%, mean %.4f%%; asked: worst %.3g%%\n", 100 * worst,
+              100 * total / instances, 100 * asked_worst);
   EXPECT_LE(worst, 0.025);
   EXPECT_LE(total / instances, 0.009);
-  EXPECT_LE(asked_worst, 0.025);
-  EXPECT_LE(asked_total / instances, 0.003);
 }
 
 TEST(RelaxationLowerBound, NeverAboveBruteForceAndTightOnConvex) {
