@@ -80,10 +80,11 @@ struct PhillipsDessoukyOptions {
   /// (see PhillipsDessoukyResult::iterations).
   bool reclaim_slack = true;
   /// Deadlines (real makespans, seconds) a caller asks plans for. At each, after the walks, a
-  /// local search (src/pipeline/deadline_polish.h: pair exchanges, stage re-choices and kicks)
-  /// from the frontier's plan by it and from PD's plan there rounded down to its hull vertices;
-  /// the plan it finds joins the frontier. The frontier elsewhere is as without them. Each costs
-  /// milliseconds to a few tenths of a second. Needs reclaim_slack; each finite and > 0.
+  /// local search (src/pipeline/deadline_polish.h: pair exchanges, stage re-choices, kicks, then
+  /// random perturbations from a fixed seed) from the frontier's plan by it and from PD's plan
+  /// there rounded down to its hull vertices; the plan it finds joins the frontier. The frontier
+  /// elsewhere is as without them. Each costs milliseconds to a few tenths of a second. Needs
+  /// reclaim_slack; each finite and > 0.
   std::vector<double> polish_deadlines_s;
   std::function<void(const IterationResult&)> progress;  ///< called after every iteration
 };
