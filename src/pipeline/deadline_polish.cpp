@@ -34,12 +34,12 @@ std::vector<int> DeadlinePolish::best_by(std::vector<std::vector<int>> seeds, do
     }
   }
   if (best.empty()) return best;
-  kick(best, best_j, deadline_s);
+  search_kicks(best, best_j, deadline_s);
   perturb_and_search(best, best_j, deadline_s);
   return best;
 }
 
-void DeadlinePolish::kick(std::vector<int>& best, double& best_j, double deadline_s) {
+void DeadlinePolish::search_kicks(std::vector<int>& best, double& best_j, double deadline_s) {
   bool kept = true;
   for (int round = 0; round < kKickRounds && kept && budget_ > 0; ++round) {
     kept = false;
