@@ -41,3 +41,14 @@ def test_milp_matches_exhaustive_search(seed):
         assert optimum_j == pytest.approx(truth, rel=1e-7)
         assert bound_j <= truth * (1 + 1e-9)
     assert model.solve(fastest * (1 - 1e-3)) is None  # nothing finishes before the all-fastest plan
+
+
+def test_a_deadline_the_fastest_plan_meets_is_never_infeasible():
+    # HiGHS's presolve called these infeasible (scipy 1.17): the all-fastest plan meets both, at
+    # its own makespan and 2.3% above it. The reference then solves without presolve.
+    for seed, fraction in [(4236869861, 0.0), (3309130457, 0.0227)]:
+        model = ExactModel(generate(seed))
+        deadline_s = model.fastest_s() + fraction * (model.slowest_s() - model.fastest_s())
+        solved = model.solve(deadline_s, rel_gap=5e-4, time_limit_s=2)
+        assert solved is not None, f"seed {seed} at {deadline_s} s"
+        assert solved[1] <= solved[0] * (1 + 1e-9)
