@@ -87,6 +87,12 @@ by = [p for p in sampled if p["time_s"] <= 0.168]
 assert by and by[-1]["energy_j"] <= min(p["energy_j"] for p in every if p["time_s"] <= 0.168) + 1e-9, (by, every)
 assert sampled[0]["time_s"] == every[0]["time_s"] and sampled[-1]["energy_j"] <= every[-1]["energy_j"] + 1e-9, sampled
 PY
+# The search at asked deadlines draws its perturbations from a fixed seed: the same input gives
+# the same frontier and plans (solve.json differs only in the solver's time).
+for run in f g; do
+  expect 0 'frontier points' -- solve --profile "$solve_data/valid.csv" --stages 2 --microbatches 4 --static-power 30 --deadline 0.168 --deadline 0.2 --out "$solve_out/$run"
+done
+check "solve at asked deadlines gives the same plans twice" diff -r -x solve.json "$solve_out/f" "$solve_out/g"
 expect 2 'required' -- solve --profile "$solve_data/valid.csv" --stages 2 --out "$solve_out/c"
 if [[ -e $solve_out/c/frontier.json ]]; then
   echo "FAIL: a failed kareus solve left $solve_out/c/frontier.json"
