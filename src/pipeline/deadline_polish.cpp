@@ -21,38 +21,39 @@ DeadlinePolish::DeadlinePolish(const PipelineDag& dag, const Topology& topology,
       start_s_(count_),
       latest_finish_s_(count_) {}
 
+bool DeadlinePolish::Incumbent::offer(std::vector<int>& trial, double trial_j) {
+  if (trial_j >= energy_j * (1 - 1e-12)) return false;
+  energy_j = trial_j;
+  options = std::move(trial);
+  return true;
+}
+
 std::vector<int> DeadlinePolish::best_by(std::vector<std::vector<int>> seeds, double deadline_s) {
   budget_ = kMaxWork;
-  std::vector<int> best;
-  double best_j = std::numeric_limits<double>::infinity();
+  Incumbent best;
   for (std::vector<int>& seed : seeds) {
     polish(seed, deadline_s);
     const double seed_j = energy_j(seed);
-    if (seed_j < best_j) {
-      best_j = seed_j;
-      best = std::move(seed);
+    if (seed_j < best.energy_j) {
+      best.energy_j = seed_j;
+      best.options = std::move(seed);
     }
   }
-  if (best.empty()) return best;
-  search_kicks(best, best_j, deadline_s);
-  perturb_and_search(best, best_j, deadline_s);
-  return best;
+  if (best.options.empty()) return {};
+  search_kicks(best, deadline_s);
+  perturb_and_search(best, deadline_s);
+  return std::move(best.options);
 }
 
-void DeadlinePolish::search_kicks(std::vector<int>& best, double& best_j, double deadline_s) {
+void DeadlinePolish::search_kicks(Incumbent& best, double deadline_s) {
   bool kept = true;
   for (int round = 0; round < kKickRounds && kept && budget_ > 0; ++round) {
     kept = false;
     for (int spec = 0; spec < static_cast<int>(dag_.specs.size()); ++spec) {
-      for (std::vector<int>& trial : kicks(best, spec)) {
+      for (std::vector<int>& trial : kicks(best.options, spec)) {
         if (budget_ <= 0 || !repair_to(trial, deadline_s)) continue;
         polish(trial, deadline_s);
-        const double trial_j = energy_j(trial);
-        if (trial_j < best_j * (1 - 1e-12)) {
-          best_j = trial_j;
-          best = std::move(trial);
-          kept = true;
-        }
+        kept |= best.offer(trial, energy_j(trial));
       }
     }
   }
@@ -89,21 +90,16 @@ std::vector<std::vector<int>> DeadlinePolish::kicks(const std::vector<int>& opti
   return made;
 }
 
-void DeadlinePolish::perturb_and_search(std::vector<int>& best, double& best_j, double deadline_s) {
+void DeadlinePolish::perturb_and_search(Incumbent& best, double deadline_s) {
   std::mt19937 random(kPerturbationSeed);
   for (int fruitless = 0; fruitless < kPatience && budget_ > 0;) {
     ++fruitless;
-    std::vector<int> trial = perturbed(best, random);
+    std::vector<int> trial = perturbed(best.options, random);
     if (!repair_to(trial, deadline_s)) continue;
     reclaim_slack(dag_, topology_, trial, start_s_, latest_finish_s_, true);
     budget_ -= 3 * count_;  // the reclamation's passes and the evaluation below
     exchange_.improve(trial, deadline_s, budget_);
-    const double trial_j = energy_j(trial);
-    if (trial_j < best_j * (1 - 1e-12)) {
-      best_j = trial_j;
-      best = std::move(trial);
-      fruitless = 0;
-    }
+    if (best.offer(trial, energy_j(trial))) fruitless = 0;
   }
 }
 
@@ -112,7 +108,8 @@ std::vector<int> DeadlinePolish::perturbed(std::vector<int> options, std::mt1993
   const int moved = 2 + static_cast<int>(random() % (kMaxPerturbed - 1));
   for (int k = 0; k < moved; ++k) {
     const int op = static_cast<int>(random() % static_cast<std::uint32_t>(count_));
-    options[op] = std::clamp(options[op] + kShifts[random() % 4], 0, option_count(op) - 1);
+    const int last = static_cast<int>(spec_of(op).options().size()) - 1;
+    options[op] = std::clamp(options[op] + kShifts[random() % 4], 0, last);
   }
   return options;
 }

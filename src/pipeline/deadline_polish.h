@@ -13,12 +13,13 @@
 // slack reclaimed, pair exchanges to a local optimum, kept when cheaper, until many in a row keep
 // nothing or the work budget is spent. The optima the kicks miss differ from their plan in
 // several operations at once, often only in the warm-up or cool-down; random moves reach most
-// of them, and the kicks a few the random moves do not (bench/RESULTS.md, "Plans at asked
-// deadlines"). Units: seconds, joules.
+// of them, and the kicks a few the random moves do not (bench/RESULTS.md, "Asked deadlines: an
+// iterated local search after the kicks"). Units: seconds, joules.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <random>
 #include <span>
 #include <vector>
@@ -65,14 +66,22 @@ class DeadlinePolish {
   [[nodiscard]] std::vector<int> best_by(std::vector<std::vector<int>> seeds, double deadline_s);
 
  private:
+  // The cheapest plan found so far at the deadline being searched.
+  struct Incumbent {
+    std::vector<int> options;
+    double energy_j = std::numeric_limits<double>::infinity();
+    // Takes `trial` when it is cheaper by more than rounding (1e-12 relative); whether it did.
+    bool offer(std::vector<int>& trial, double trial_j);
+  };
+
   // Kicks out of `best` (kKickRounds rounds), each repaired and polished, kept when cheaper.
-  void search_kicks(std::vector<int>& best, double& best_j, double deadline_s);
+  void search_kicks(Incumbent& best, double deadline_s);
   // The kicks of `spec` from `options`: its operations all shifted (kKickShifts) or all set to
   // one option some of them use (the optimum often runs a stage's steady state uniformly).
   std::vector<std::vector<int>> kicks(const std::vector<int>& options, int spec) const;
   // The iterated local search from `best`: perturbed, repaired, slack reclaimed, pair exchanges;
   // kept when cheaper; until kPatience in a row keep nothing or the budget is spent.
-  void perturb_and_search(std::vector<int>& best, double& best_j, double deadline_s);
+  void perturb_and_search(Incumbent& best, double deadline_s);
   // `options` with a few random operations moved (kMaxPerturbed); mt19937's raw output, which
   // the standard fixes, so the same input gives the same plan everywhere.
   std::vector<int> perturbed(std::vector<int> options, std::mt19937& random) const;
@@ -83,10 +92,8 @@ class DeadlinePolish {
   // false when it cannot.
   bool repair_to(std::vector<int>& options, double deadline_s);
   double energy_j(std::span<const int> options);
-  int option_count(int op) const { return static_cast<int>(dag_.specs[dag_.operations[op].spec].options().size()); }
-  const ExecutionOption& option(int op, int index) const {
-    return dag_.specs[dag_.operations[op].spec].options()[index];
-  }
+  const CandidateExecutionOptions& spec_of(int op) const { return dag_.specs[dag_.operations[op].spec]; }
+  const ExecutionOption& option(int op, int index) const { return spec_of(op).options()[index]; }
 
   const PipelineDag& dag_;
   const Topology& topology_;
