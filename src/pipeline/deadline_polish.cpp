@@ -1,9 +1,13 @@
 #include "pipeline/deadline_polish.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 
+#include <fmt/format.h>
+
+#include "kareus/common/error.h"
 #include "pipeline/plan_realization.h"
 
 namespace kareus::pipeline::detail {
@@ -160,3 +164,32 @@ double DeadlinePolish::energy_j(std::span<const int> options) {
 }
 
 }  // namespace kareus::pipeline::detail
+
+namespace kareus::pipeline {
+
+std::vector<int> cheapest_plan_by(const PipelineDag& dag, int gpus, std::vector<std::vector<int>> seeds,
+                                  double deadline_s) {
+  if (gpus <= 0) throw InputError(fmt::format("cheapest_plan_by: gpus must be > 0, found {}", gpus));
+  if (!std::isfinite(deadline_s) || deadline_s <= 0) {
+    throw InputError(fmt::format("cheapest_plan_by: the deadline must be finite and > 0 s, found {}", deadline_s));
+  }
+  const detail::Topology topology(dag);
+  std::vector<double> start_s(dag.operations.size());
+  std::vector<std::vector<int>> meeting;
+  for (std::vector<int>& seed : seeds) {
+    if (seed.size() != dag.operations.size()) {
+      throw InputError(
+          fmt::format("cheapest_plan_by: a seed has {} options for {} operations", seed.size(), dag.operations.size()));
+    }
+    for (std::size_t op = 0; op < seed.size(); ++op) {
+      const std::size_t options = dag.specs[dag.operations[op].spec].options().size();
+      if (seed[op] < 0 || static_cast<std::size_t>(seed[op]) >= options) {
+        throw InputError(fmt::format("cheapest_plan_by: operation {} has option {} of {}", op, seed[op], options));
+      }
+    }
+    if (detail::evaluate(dag, topology, seed, gpus, start_s).time_s <= deadline_s) meeting.push_back(std::move(seed));
+  }
+  return detail::DeadlinePolish(dag, topology, gpus).best_by(std::move(meeting), deadline_s);
+}
+
+}  // namespace kareus::pipeline

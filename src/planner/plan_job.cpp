@@ -20,6 +20,7 @@
 #include "kareus/planner/solver_unit.h"
 #include "kareus/search/search.h"
 #include "method_options.h"
+#include "plans_within.h"
 
 namespace kareus::planner {
 
@@ -173,10 +174,10 @@ MethodSolve start_solve(Method name, device::Device& device, const workload::Wor
 }
 
 /// Waits for the method's solve and simulates an evenly spread sample of its frontier (the
-/// fastest and slowest always, and kareus's own plans at `also_at_times_s`).
+/// fastest and slowest always), and its plans within each of `within_times_s` (plans_within.h).
 MethodResult finish_method(MethodSolve& solve, device::Device& device, const workload::Workload& workload,
                            const PlanJobOptions& options, const std::string& workload_json,
-                           const std::vector<double>& also_at_times_s) {
+                           const std::vector<double>& within_times_s) {
   const auto [solved, solver_s] = solve.solved.get();
   MethodResult result;
   result.method = solve.name;
@@ -188,13 +189,24 @@ MethodResult finish_method(MethodSolve& solve, device::Device& device, const wor
   for (int index : solved.frontier) {
     result.predicted_curve.emplace_back(solved.iterations[index].time_s, solved.iterations[index].energy_j * scale);
   }
+  const int gpus = workload.parallel.pp;
+  const RunPlan run = [&](std::span<const int> option_indices) {
+    const pipeline::PlanEvaluation predicted = pipeline::evaluate_plan(*solve.dag, option_indices, gpus);
+    Plan plan = make_plan(*solve.dag, option_indices, solve.method, workload_json);
+    plan.predicted_time_s = predicted.time_s;
+    plan.predicted_energy_j = predicted.energy_j * scale;
+    return evaluate(device, workload, std::move(plan));
+  };
   std::vector<MethodPoint> points;
-  for (int position : sample_frontier(solved, std::max(options.max_plans, 2), also_at_times_s)) {
-    const pipeline::IterationResult& iteration = solved.iterations[solved.frontier[position]];
-    Plan plan = make_plan(*solve.dag, solved.options_of(solved.frontier[position]), solve.method, workload_json);
-    plan.predicted_time_s = iteration.time_s;
-    plan.predicted_energy_j = iteration.energy_j * scale;
-    points.push_back(evaluate(device, workload, std::move(plan)));
+  for (int position : sample_frontier(solved, std::max(options.max_plans, 2), {})) {
+    points.push_back(run(solved.options_of(solved.frontier[position])));
+  }
+  if (!within_times_s.empty()) {
+    options.progress(
+        fmt::format("{}: plans within the baselines' {} achieved times", to_string(solve.name), within_times_s.size()));
+    for (MethodPoint& point : plans_within(*solve.dag, solved, gpus, within_times_s, run)) {
+      points.push_back(std::move(point));
+    }
   }
   result.frontier = pareto_points(std::move(points));
   return result;

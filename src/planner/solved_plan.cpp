@@ -31,19 +31,21 @@ plan::Plan plan_from_options(const pipeline::PipelineDag& dag, std::span<const i
   return plan;
 }
 
+int frontier_position_by(const pipeline::PhillipsDessoukyResult& solved, double time_s) {
+  // The frontier is time ascending: the last point by time_s.
+  const auto after = std::partition_point(solved.frontier.begin(), solved.frontier.end(),
+                                          [&](int index) { return solved.iterations[index].time_s <= time_s; });
+  return static_cast<int>(after - solved.frontier.begin()) - 1;
+}
+
 std::vector<int> sample_frontier(const pipeline::PhillipsDessoukyResult& solved, int max_points,
                                  const std::vector<double>& at_times_s) {
-  const int count = static_cast<int>(solved.frontier.size());
   std::vector<int> chosen;
   for (std::size_t position : evenly_spread_positions(solved.frontier.size(), static_cast<std::size_t>(max_points))) {
     chosen.push_back(static_cast<int>(position));
   }
   for (double time_s : at_times_s) {
-    int best = -1;
-    for (int position = 0; position < count; ++position) {
-      if (solved.iterations[solved.frontier[position]].time_s <= time_s) best = position;
-    }
-    if (best >= 0) chosen.push_back(best);
+    if (const int by = frontier_position_by(solved, time_s); by >= 0) chosen.push_back(by);
   }
   std::sort(chosen.begin(), chosen.end());
   chosen.erase(std::unique(chosen.begin(), chosen.end()), chosen.end());

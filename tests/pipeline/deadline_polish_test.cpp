@@ -2,10 +2,12 @@
 // trade worked out by hand that no single-option move reaches, and the budget's and seeds' edges.
 #include "pipeline/deadline_polish.h"
 
+#include <limits>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "kareus/common/error.h"
 #include "kareus/pipeline/phillips_dessouky.h"
 #include "pipeline/pair_exchange.h"
 
@@ -65,6 +67,25 @@ TEST(DeadlinePolish, KeepsTheCheapestOfItsSeedsPolished) {
   EXPECT_EQ(polish.best_by({{0, 1}, {0, 0}}, 5.0), (std::vector<int>{1, 1}));
   // At the minimum time nothing slower fits: the seed comes back as it was.
   EXPECT_EQ(polish.best_by({{0, 0}}, 3.0), (std::vector<int>{0, 0}));
+}
+
+TEST(CheapestPlanBy, SearchesFromTheSeedsThatMeetTheDeadline) {
+  const PipelineDag dag = chain_of_two();
+  EXPECT_EQ(cheapest_plan_by(dag, 1, {{0, 0}}, 4.0), (std::vector<int>{1, 0}));
+  // All-slowest takes 5 s: by 4 s it is no seed; alone it leaves nothing to search from.
+  EXPECT_TRUE(cheapest_plan_by(dag, 1, {{1, 1}}, 4.0).empty());
+  EXPECT_EQ(cheapest_plan_by(dag, 1, {{1, 1}, {0, 1}}, 4.0), (std::vector<int>{1, 0}));
+  EXPECT_TRUE(cheapest_plan_by(dag, 1, {}, 4.0).empty());
+}
+
+TEST(CheapestPlanBy, BadInputIsAnInputError) {
+  const PipelineDag dag = chain_of_two();
+  EXPECT_THROW((void)cheapest_plan_by(dag, 0, {{0, 0}}, 4.0), InputError);
+  EXPECT_THROW((void)cheapest_plan_by(dag, 1, {{0, 0}}, 0.0), InputError);
+  EXPECT_THROW((void)cheapest_plan_by(dag, 1, {{0, 0}}, std::numeric_limits<double>::infinity()), InputError);
+  EXPECT_THROW((void)cheapest_plan_by(dag, 1, {{0, 0, 0}}, 4.0), InputError);
+  EXPECT_THROW((void)cheapest_plan_by(dag, 1, {{0, 2}}, 4.0), InputError);
+  EXPECT_THROW((void)cheapest_plan_by(dag, 1, {{-1, 0}}, 4.0), InputError);
 }
 
 }  // namespace

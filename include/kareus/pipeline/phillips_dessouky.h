@@ -131,6 +131,14 @@ struct PlanEvaluation {
 /// Precondition: option_indices.size() == dag.operations.size(), each index valid.
 [[nodiscard]] PlanEvaluation evaluate_plan(const PipelineDag& dag, std::span<const int> option_indices, int gpus);
 
+/// The cheapest plan the search at an asked deadline (PhillipsDessoukyOptions::polish_deadlines_s)
+/// finds by `deadline_s` from `seeds` (one option per operation each; a solve's frontier plans,
+/// say), for a caller whose deadline is known only after the solve. Seeds that do not finish by
+/// it are skipped; empty when none does. Throws InputError if gpus <= 0, the deadline is not
+/// finite and > 0, or a seed does not give every operation a valid option.
+[[nodiscard]] std::vector<int> cheapest_plan_by(const PipelineDag& dag, int gpus, std::vector<std::vector<int>> seeds,
+                                                double deadline_s);
+
 struct BoundPoint {
   double time_s = 0;
   double energy_j = 0;

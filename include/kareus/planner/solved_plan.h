@@ -34,6 +34,10 @@ using ApplyKnob = std::function<void(const KnobChoice&, plan::PlannedInstruction
 [[nodiscard]] plan::Plan plan_from_options(const pipeline::PipelineDag& dag, std::span<const int> option_indices,
                                            std::string workload_json, const ApplyKnob& apply);
 
+/// The position in the solver's frontier (time ascending) of its slowest point no slower than
+/// `time_s` (the least energy by that time), or -1 when every point is slower.
+[[nodiscard]] int frontier_position_by(const pipeline::PhillipsDessoukyResult& solved, double time_s);
+
 /// Positions in the solver's frontier (time ascending) of `max_points` points evenly spread
 /// (evenly_spread_positions: with two or more, the fastest and slowest always), plus for each of `at_times_s` the
 /// slowest point no slower than it (the least energy by that time): the times a caller compares at or asked for, so
