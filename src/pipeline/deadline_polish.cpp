@@ -32,8 +32,9 @@ bool DeadlinePolish::Incumbent::offer(std::vector<int>& trial, double trial_j) {
   return true;
 }
 
-std::vector<int> DeadlinePolish::best_by(std::vector<std::vector<int>> seeds, double deadline_s) {
-  budget_ = kMaxWork;
+std::vector<int> DeadlinePolish::best_by(std::vector<std::vector<int>> seeds, double deadline_s,
+                                         std::int64_t max_work) {
+  budget_ = max_work;
   Incumbent best;
   for (std::vector<int>& seed : seeds) {
     polish(seed, deadline_s);
@@ -168,11 +169,12 @@ double DeadlinePolish::energy_j(std::span<const int> options) {
 namespace kareus::pipeline {
 
 std::vector<int> cheapest_plan_by(const PipelineDag& dag, int gpus, std::vector<std::vector<int>> seeds,
-                                  double deadline_s) {
+                                  double deadline_s, std::int64_t max_work) {
   if (gpus <= 0) throw InputError(fmt::format("cheapest_plan_by: gpus must be > 0, found {}", gpus));
   if (!std::isfinite(deadline_s) || deadline_s <= 0) {
     throw InputError(fmt::format("cheapest_plan_by: the deadline must be finite and > 0 s, found {}", deadline_s));
   }
+  if (max_work < 0) throw InputError(fmt::format("cheapest_plan_by: max_work must be >= 0, found {}", max_work));
   const detail::Topology topology(dag);
   std::vector<double> start_s(dag.operations.size());
   std::vector<std::vector<int>> meeting;
@@ -189,7 +191,7 @@ std::vector<int> cheapest_plan_by(const PipelineDag& dag, int gpus, std::vector<
     }
     if (detail::evaluate(dag, topology, seed, gpus, start_s).time_s <= deadline_s) meeting.push_back(std::move(seed));
   }
-  return detail::DeadlinePolish(dag, topology, gpus).best_by(std::move(meeting), deadline_s);
+  return detail::DeadlinePolish(dag, topology, gpus).best_by(std::move(meeting), deadline_s, max_work);
 }
 
 }  // namespace kareus::pipeline

@@ -24,6 +24,7 @@
 #include <span>
 #include <vector>
 
+#include "kareus/pipeline/phillips_dessouky.h"
 #include "kareus/pipeline/pipeline_dag.h"
 #include "pipeline/dag_timing.h"
 #include "pipeline/pair_exchange.h"
@@ -48,11 +49,6 @@ class DeadlinePolish {
   static constexpr int kPatience = 1000;
   /// Rounds of pair exchanges + stage re-choices in one polish at most.
   static constexpr int kPolishRounds = 4;
-  /// Work one deadline may take: operation timings (plans timed x operations) of the exchanges,
-  /// repairs and reclamations plus the states of the re-choices' programs. A 48-operation DAG's
-  /// search mostly ends by its patience below it; a 1,024-operation one's stops at it (about
-  /// 0.2 s).
-  static constexpr std::int64_t kMaxWork = 50'000'000;
   /// Pareto states per chain position in the re-choices: more than the minimum-time step's 16,
   /// since here they run at a few deadlines and a chain of one stage is then re-chosen exactly
   /// on small shapes (16 missed the optimum of a 6-instruction chain by 0.8%).
@@ -61,9 +57,10 @@ class DeadlinePolish {
   /// `dag` and `topology` (of dag) must outlive this object. gpus > 0.
   DeadlinePolish(const PipelineDag& dag, const Topology& topology, int gpus);
 
-  /// The cheapest plan found by `deadline_s` from `seeds` (each finishing by it), or empty when
-  /// `seeds` is.
-  [[nodiscard]] std::vector<int> best_by(std::vector<std::vector<int>> seeds, double deadline_s);
+  /// The cheapest plan found by `deadline_s` from `seeds` (each finishing by it) within
+  /// `max_work` (kDeadlineSearchWork, phillips_dessouky.h), or empty when `seeds` is.
+  [[nodiscard]] std::vector<int> best_by(std::vector<std::vector<int>> seeds, double deadline_s,
+                                         std::int64_t max_work = kDeadlineSearchWork);
 
  private:
   // The cheapest plan found so far at the deadline being searched.

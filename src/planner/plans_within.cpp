@@ -30,7 +30,7 @@ void search_all(const pipeline::PipelineDag& dag, int gpus, std::vector<Ask>& as
   std::atomic<std::size_t> next{0};
   auto work = [&] {
     for (std::size_t k = next++; k < asks.size(); k = next++) {
-      asks[k].found = pipeline::cheapest_plan_by(dag, gpus, {asks[k].seed}, asks[k].deadline_s);
+      asks[k].found = pipeline::cheapest_plan_by(dag, gpus, {asks[k].seed}, asks[k].deadline_s, kSearchWork);
     }
   };
   const std::size_t threads = std::clamp<std::size_t>(std::thread::hardware_concurrency(), 1, asks.size());

@@ -76,6 +76,8 @@ TEST(CheapestPlanBy, SearchesFromTheSeedsThatMeetTheDeadline) {
   EXPECT_TRUE(cheapest_plan_by(dag, 1, {{1, 1}}, 4.0).empty());
   EXPECT_EQ(cheapest_plan_by(dag, 1, {{1, 1}, {0, 1}}, 4.0), (std::vector<int>{1, 0}));
   EXPECT_TRUE(cheapest_plan_by(dag, 1, {}, 4.0).empty());
+  // No work: the seed comes back as it was.
+  EXPECT_EQ(cheapest_plan_by(dag, 1, {{0, 0}}, 4.0, 0), (std::vector<int>{0, 0}));
 }
 
 TEST(CheapestPlanBy, BadInputIsAnInputError) {
@@ -86,6 +88,7 @@ TEST(CheapestPlanBy, BadInputIsAnInputError) {
   EXPECT_THROW((void)cheapest_plan_by(dag, 1, {{0, 0, 0}}, 4.0), InputError);
   EXPECT_THROW((void)cheapest_plan_by(dag, 1, {{0, 2}}, 4.0), InputError);
   EXPECT_THROW((void)cheapest_plan_by(dag, 1, {{-1, 0}}, 4.0), InputError);
+  EXPECT_THROW((void)cheapest_plan_by(dag, 1, {{0, 0}}, 4.0, -1), InputError);
 }
 
 }  // namespace

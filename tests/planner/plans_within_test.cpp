@@ -86,7 +86,7 @@ TEST(PlansWithin, EachTimeGetsThePlanSearchedAtTheDeadlineItsOvershootLeaves) {
     const int seed = frontier_position_by(solved, deadline_s);
     ASSERT_GE(seed, 0);
     const std::vector<int> searched =
-        pipeline::cheapest_plan_by(dag, kGpus, {solved.options_of(solved.frontier[seed])}, deadline_s);
+        pipeline::cheapest_plan_by(dag, kGpus, {solved.options_of(solved.frontier[seed])}, deadline_s, kSearchWork);
     EXPECT_LE(found_j, pipeline::evaluate_plan(dag, searched, kGpus).energy_j * (1 + 1e-9));
   }
   // The frontier's plan by each time runs past it; the search finds cheaper plans within.

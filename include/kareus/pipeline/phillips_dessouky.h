@@ -131,13 +131,20 @@ struct PlanEvaluation {
 /// Precondition: option_indices.size() == dag.operations.size(), each index valid.
 [[nodiscard]] PlanEvaluation evaluate_plan(const PipelineDag& dag, std::span<const int> option_indices, int gpus);
 
+/// Work one asked deadline's search may take by default: operation timings (plans timed x
+/// operations) of its exchanges, repairs and reclamations plus the states of its re-choices'
+/// programs. A 48-operation DAG's search mostly ends before it; a 1,024-operation one's stops at
+/// it (about 0.2 s).
+inline constexpr std::int64_t kDeadlineSearchWork = 50'000'000;
+
 /// The cheapest plan the search at an asked deadline (PhillipsDessoukyOptions::polish_deadlines_s)
 /// finds by `deadline_s` from `seeds` (one option per operation each; a solve's frontier plans,
-/// say), for a caller whose deadline is known only after the solve. Seeds that do not finish by
-/// it are skipped; empty when none does. Throws InputError if gpus <= 0, the deadline is not
-/// finite and > 0, or a seed does not give every operation a valid option.
+/// say) within `max_work`, for a caller whose deadline is known only after the solve. Seeds that
+/// do not finish by it are skipped; empty when none does. Throws InputError if gpus <= 0, the
+/// deadline is not finite and > 0, max_work < 0, or a seed does not give every operation a valid
+/// option.
 [[nodiscard]] std::vector<int> cheapest_plan_by(const PipelineDag& dag, int gpus, std::vector<std::vector<int>> seeds,
-                                                double deadline_s);
+                                                double deadline_s, std::int64_t max_work = kDeadlineSearchWork);
 
 struct BoundPoint {
   double time_s = 0;
