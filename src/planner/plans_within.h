@@ -4,11 +4,12 @@
 // plan simulator, which spends each clock switch's latency at the old clock. The solver does
 // not model that latency, so its plans run 0.1-0.2% slower than it predicts: the frontier's plan
 // by a baseline's time often runs past it, and the comparison falls back to a faster, costlier
-// plan (up to 1.6% more energy on the default job; bench/RESULTS.md, "kareus's plans within the
-// baselines' times"). Here each time gets the frontier's plan by it, and the cheapest plan the
-// search at an asked deadline finds (pipeline::cheapest_plan_by) by a deadline set so that the
-// plan runs within the time: first the time less the frontier plan's overshoot, then less each
-// overshoot seen, a few times at most. The searches run on all cores. Units: seconds.
+// plan (up to 2.6% more energy on the artifact's ten configurations; bench/RESULTS.md,
+// "kareus's plans within the baselines' times"). Here each time gets the frontier's plan by it,
+// and the cheapest plan the search at an asked deadline finds (pipeline::cheapest_plan_by) by a
+// deadline set so that the plan runs within the time: first the time less the frontier plan's
+// overshoot, then less each overshoot seen, a few times at most. The searches run on all cores.
+// Units: seconds.
 #pragma once
 
 #include <cstddef>
