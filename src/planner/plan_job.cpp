@@ -202,8 +202,8 @@ MethodResult finish_method(MethodSolve& solve, device::Device& device, const wor
     points.push_back(run(solved.options_of(solved.frontier[position])));
   }
   if (!within_times_s.empty()) {
-    options.progress(
-        fmt::format("{}: plans within the baselines' {} achieved times", to_string(solve.name), within_times_s.size()));
+    options.progress(fmt::format("{}: plans within {} times (the baselines' achieved, and --within)",
+                                 to_string(solve.name), within_times_s.size()));
     for (MethodPoint& point : plans_within(*solve.dag, solved, gpus, within_times_s, run)) {
       points.push_back(std::move(point));
     }
@@ -300,13 +300,14 @@ PlanJobResult run_plan_job(const PlanDevices& devices, const workload::Workload&
       result.methods.push_back(megatron_result(device, workload, workload_json));
       continue;
     }
-    std::vector<double> baseline_times_s;
+    std::vector<double> within_times_s;
     if (name == Method::kKareus) {
+      within_times_s = options.within_times_s;
       for (const MethodResult& baseline : result.methods) {
-        for (const MethodPoint& point : baseline.frontier) baseline_times_s.push_back(point.time_s);
+        for (const MethodPoint& point : baseline.frontier) within_times_s.push_back(point.time_s);
       }
     }
-    result.methods.push_back(finish_method(*solve++, device, workload, options, workload_json, baseline_times_s));
+    result.methods.push_back(finish_method(*solve++, device, workload, options, workload_json, within_times_s));
     if (name == Method::kKareus && options.overlap_per_instruction) {
       add_baseline_plans(result.methods, options.clocks_mhz, device.gpu().clock_default_mhz);
     }

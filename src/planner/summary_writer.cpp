@@ -19,6 +19,10 @@ nlohmann::ordered_json optional_number(const std::optional<double>& value) {
 
 }  // namespace
 
+std::string plan_file(Method method, std::size_t index) {
+  return fmt::format("plans/{}/plan_{:02}.json", to_string(method), index);
+}
+
 void write_plan_job(const std::filesystem::path& dir, const workload::Workload& workload, const PlanJobResult& result) {
   ensure_writable_directory(dir, "--out");
   const std::filesystem::path summary_path = dir / "summary.json";
@@ -31,7 +35,7 @@ void write_plan_job(const std::filesystem::path& dir, const workload::Workload& 
     nlohmann::ordered_json frontier = nlohmann::ordered_json::array();
     for (std::size_t index = 0; index < method.frontier.size(); ++index) {
       const MethodPoint& point = method.frontier[index];
-      const std::string relative = fmt::format("plans/{}/plan_{:02}.json", name, index);
+      const std::string relative = plan_file(method.method, index);
       plan::write_plan(dir / relative, point.plan);
       frontier.push_back({{"time_s", point.time_s},
                           {"energy_j", point.energy_j},
@@ -42,7 +46,7 @@ void write_plan_job(const std::filesystem::path& dir, const workload::Workload& 
     }
     // Plan files of an earlier run with more points must not sit beside this run's.
     for (std::size_t index = method.frontier.size();; ++index) {
-      if (!std::filesystem::remove(dir / fmt::format("plans/{}/plan_{:02}.json", name, index), ignored)) break;
+      if (!std::filesystem::remove(dir / plan_file(method.method, index), ignored)) break;
     }
     methods[name] = {{"frontier", std::move(frontier)},
                      {"solver_iterations", method.solver_iterations},

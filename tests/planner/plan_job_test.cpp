@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <tuple>
 
 #include <string>
@@ -252,6 +253,19 @@ TEST(PlanJob, BadInputIsAnInputError) {
   const workload::Workload workload = llama(1, 8, 8, 4096);
   PlanJobOptions options = quick_options(gpu);
   EXPECT_THROW((void)parse_method("zeus"), InputError);
+  // --within: kareus's, finite and > 0, at most kMaxWithinTimes.
+  for (const std::vector<double>& times :
+       {std::vector<double>{0}, std::vector<double>{-1}, std::vector<double>{std::numeric_limits<double>::quiet_NaN()},
+        std::vector<double>(kMaxWithinTimes + 1, 5.0)}) {
+    PlanJobOptions within = options;
+    within.within_times_s = times;
+    EXPECT_THROW(check_plan_job(gpu, workload, within), InputError);
+  }
+  PlanJobOptions within = options;
+  within.within_times_s = std::vector<double>(kMaxWithinTimes, 5.0);
+  EXPECT_NO_THROW(check_plan_job(gpu, workload, within));
+  within.methods = {Method::kMegatron, Method::kPerseus};
+  EXPECT_THROW(check_plan_job(gpu, workload, within), InputError);
   options.methods = {Method::kMegatron};
   const PlanJobResult result = run_plan_job(gpu, workload, options);
   const std::filesystem::path blocker = test_common::scratch_path("kareus_plan_blocker");

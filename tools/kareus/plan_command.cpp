@@ -30,6 +30,25 @@ struct PlanOptions {
 
 void print_warning(const std::string& message) { fmt::print(stderr, "kareus plan: warning: {}\n", message); }
 
+/// kareus's least-energy plan within `time_s` (the slowest of its frontier no slower), and its file.
+void print_plan_within(const planner::PlanJobResult& result, const std::string& out, double time_s) {
+  for (const planner::MethodResult& method : result.methods) {
+    if (method.method != planner::Method::kKareus) continue;
+    std::optional<std::size_t> within;
+    for (std::size_t index = 0; index < method.frontier.size(); ++index) {
+      if (method.frontier[index].time_s <= time_s) within = index;
+    }
+    if (!within) {
+      fmt::print("kareus within {:.3f} s: no plan runs that fast (its fastest: {:.3f} s)\n", time_s,
+                 method.frontier.front().time_s);
+      return;
+    }
+    const planner::MethodPoint& point = method.frontier[*within];
+    fmt::print("kareus within {:.3f} s: {}/{} ({:.3f} s, {:.0f} J)\n", time_s, out,
+               planner::plan_file(method.method, *within), point.time_s, point.energy_j);
+  }
+}
+
 std::string percent(const std::optional<double>& value) {
   return value ? fmt::format("{:+.1f}%", *value) : std::string("-");
 }
@@ -75,6 +94,7 @@ void run_plan(const PlanOptions& options) {
                percent(metrics->max_throughput_energy_reduction_pct), percent(metrics->iso_time_energy_reduction_pct),
                percent(metrics->iso_energy_time_reduction_pct));
   }
+  for (const double time_s : job.within_times_s) print_plan_within(result, options.out, time_s);
   fmt::print("wrote {}/summary.json, {}/report.html and the plans\n", options.out, options.out);
 }
 
@@ -113,6 +133,9 @@ void add_plan_command(CLI::App& app) {
       ->capture_default_str();
   command->add_option("--log", options->device.log, "with --backend cuda: JSONL log of every measurement (resumes)");
   command->add_option("--gpu-index", options->device.cuda.gpu_index, "with --backend cuda: CUDA/NVML index of the GPU");
+  command->add_option(
+      "--within", options->job.within_times_s,
+      "also kareus's least-energy plan within this iteration time, s (your job's own, say; repeatable)");
   command->add_option("--out", options->out, "output directory")->required();
   command->callback([options] { run_plan(*options); });
 }

@@ -4,6 +4,7 @@
 // how plans are solved and composed. Units: seconds, MHz.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -42,11 +43,17 @@ struct PlanJobOptions {
   /// emulator and on replayed logs) instead of the composition's representative x count sum.
   /// Off for a live GPU, where it would measure every first/last-layer instance per option.
   bool recost_compositions = true;
+  /// Iteration times (seconds, as achieved) kareus also plans within, as it does within each
+  /// baseline point's time: a job's current iteration time, say. At most kMaxWithinTimes; each
+  /// finite and > 0; needs the kareus method.
+  std::vector<double> within_times_s;
   std::function<void(const std::string&)> progress;  ///< one line per step, for stderr
 };
 
-/// Checks the options against the workload and GPU before any work: methods, clocks, and that
-/// nanobatching methods have --nanobatches 2. Throws InputError naming the flag.
+inline constexpr std::size_t kMaxWithinTimes = 64;
+
+/// Checks the options against the workload and GPU before any work: methods, clocks, --within,
+/// and that nanobatching methods have --nanobatches 2. Throws InputError naming the flag.
 void check_plan_job(const device::GpuSpec& gpu, const workload::Workload& workload, const PlanJobOptions& options);
 
 }  // namespace kareus::planner

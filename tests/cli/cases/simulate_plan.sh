@@ -9,6 +9,9 @@ expect 2 '--gpu b200: unknown GPU' -- simulate --clock 1410 --gpu b200
 expect 2 'unknown method "zeus"' -- plan --methods perseus,zeus --out "$plan_tmp"
 expect 2 '--out /dev/null/x: cannot create directory' -- plan --methods megatron --out /dev/null/x
 expect 2 '--clocks 907: a100-40gb supports' -- plan --clocks 900:1410:7 --out "$plan_tmp"
+expect 2 '--within: only kareus plans within a time, and --methods leaves kareus out' -- plan --methods megatron,perseus --within 5 --out "$plan_tmp"
+expect 2 '--within must be finite and > 0 s, found 0' -- plan --within 0 --out "$plan_tmp"
+expect 2 '--within must be finite and > 0 s, found nan' -- plan --within nan --out "$plan_tmp"
 
 # The numbers of one iteration: a lower locked clock is slower; each stage is busy or idle for
 # the whole iteration; the job's energy is its average power over every GPU and the iteration.
@@ -33,7 +36,23 @@ PY
 
 # The README's run, then `simulate --plan` with no other flag: the plan brings its workload
 # (here the 15,13 split) and GPU, and simulates to the time and energy the summary reports.
-expect 0 'kareus .*[0-9.]+' -- plan --methods megatron,perseus,kareus --layers-per-stage 15,13 --tp-ctas 6:30:12 --max-plans 3 --out "$plan_tmp"
+plan_stdout=$("$KAREUS" plan --methods megatron,perseus,kareus --layers-per-stage 15,13 --tp-ctas 6:30:12 --max-plans 3 \
+  --within 5 --within 4 --out "$plan_tmp" 2>&1)
+# --within T names kareus's least-energy plan among those the summary lists within T, which
+# simulates within T; below kareus's fastest plan it says there is none.
+check "plan --within names the least-energy plan within the time" python3 - "$KAREUS" "$plan_tmp" "$plan_stdout" <<'PY'
+import json, pathlib, re, subprocess, sys
+kareus, out, stdout = sys.argv[1], pathlib.Path(sys.argv[2]), sys.argv[3]
+assert re.search(r"^kareus +[0-9.]+", stdout, re.M), stdout
+frontier = json.loads((out / "summary.json").read_text())["methods"]["kareus"]["frontier"]
+within = min((point for point in frontier if point["time_s"] <= 5), key=lambda point: point["energy_j"])
+line = re.search(r"^kareus within 5\.000 s: (\S+) \(([0-9.]+) s, ([0-9]+) J\)$", stdout, re.M)
+assert line and line.group(1) == f"{out}/{within['plan']}", (stdout, within)
+run = subprocess.run([kareus, "simulate", "--plan", line.group(1), "--json"], capture_output=True, text=True, check=True)
+assert json.loads(run.stdout)["time_s"] <= 5, run.stdout
+fastest = f"{frontier[0]['time_s']:.3f}"
+assert f"kareus within 4.000 s: no plan runs that fast (its fastest: {fastest} s)" in stdout, stdout
+PY
 check "simulate --plan alone reproduces the summary" python3 - "$KAREUS" "$plan_tmp" <<'PY'
 import json, math, pathlib, subprocess, sys
 kareus, out = sys.argv[1], pathlib.Path(sys.argv[2])
