@@ -272,6 +272,7 @@ PlanJobResult run_plan_job(const PlanDevices& devices, const workload::Workload&
   };
   PlanJobResult result;
   result.device_kind = std::string(device.kind());
+  result.within_times_s = options.within_times_s;
   result.sources = devices.sources;
   // First every solve is started (the device work each needs runs here, one method at a
   // time, while the solves already started run on the other cores); then, in --methods

@@ -23,6 +23,14 @@ std::string plan_file(Method method, std::size_t index) {
   return fmt::format("plans/{}/plan_{:02}.json", to_string(method), index);
 }
 
+std::optional<std::size_t> position_within(const MethodResult& method, double time_s) {
+  std::optional<std::size_t> within;
+  for (std::size_t index = 0; index < method.frontier.size(); ++index) {
+    if (method.frontier[index].time_s <= time_s) within = index;
+  }
+  return within;
+}
+
 void write_plan_job(const std::filesystem::path& dir, const workload::Workload& workload, const PlanJobResult& result) {
   ensure_writable_directory(dir, "--out");
   const std::filesystem::path summary_path = dir / "summary.json";
@@ -62,6 +70,15 @@ void write_plan_job(const std::filesystem::path& dir, const workload::Workload& 
         {"iso_time_energy_reduction_pct", optional_number(metrics.iso_time_energy_reduction_pct)},
         {"iso_energy_time_reduction_pct", optional_number(metrics.iso_energy_time_reduction_pct)}};
   }
+  nlohmann::ordered_json within = nlohmann::ordered_json::array();
+  for (const double time_s : result.within_times_s) {
+    std::optional<std::size_t> position;
+    for (const MethodResult& method : result.methods) {
+      if (method.method == Method::kKareus) position = position_within(method, time_s);
+    }
+    within.push_back({{"time_s", time_s},
+                      {"plan", position ? nlohmann::ordered_json(plan_file(Method::kKareus, *position)) : nullptr}});
+  }
   nlohmann::ordered_json searches = nlohmann::ordered_json::array();
   for (const KeySearch& search : result.searches) {
     searches.push_back({{"partition", search.key},
@@ -75,6 +92,7 @@ void write_plan_job(const std::filesystem::path& dir, const workload::Workload& 
   summary["workload"] = nlohmann::ordered_json::parse(workload::workload_to_json(workload));
   summary["methods"] = std::move(methods);
   summary["comparison"] = std::move(comparison);
+  summary["within"] = std::move(within);
   summary["partition_searches"] = std::move(searches);
   summary["measurements"] = {{"device", result.device_kind}, {"sources", result.sources}};
   write_file_atomic(summary_path, summary.dump(2) + "\n");

@@ -30,14 +30,11 @@ struct PlanOptions {
 
 void print_warning(const std::string& message) { fmt::print(stderr, "kareus plan: warning: {}\n", message); }
 
-/// kareus's least-energy plan within `time_s` (the slowest of its frontier no slower), and its file.
+/// kareus's least-energy plan within `time_s` (summary.json's "within"), and its file.
 void print_plan_within(const planner::PlanJobResult& result, const std::string& out, double time_s) {
   for (const planner::MethodResult& method : result.methods) {
     if (method.method != planner::Method::kKareus) continue;
-    std::optional<std::size_t> within;
-    for (std::size_t index = 0; index < method.frontier.size(); ++index) {
-      if (method.frontier[index].time_s <= time_s) within = index;
-    }
+    const std::optional<std::size_t> within = planner::position_within(method, time_s);
     if (!within) {
       fmt::print("kareus within {:.3f} s: no plan runs that fast (its fastest: {:.3f} s)\n", time_s,
                  method.frontier.front().time_s);

@@ -62,6 +62,7 @@ struct PlanJobResult {
   compose::PartitionMeasurements measurements;  ///< what the kareus method measured
   std::string device_kind;                      ///< the execution device's kind()
   std::vector<std::string> sources;             ///< PlanDevices::sources
+  std::vector<double> within_times_s;           ///< PlanJobOptions::within_times_s, as asked
 };
 
 }  // namespace kareus::planner

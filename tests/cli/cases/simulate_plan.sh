@@ -52,6 +52,8 @@ run = subprocess.run([kareus, "simulate", "--plan", line.group(1), "--json"], ca
 assert json.loads(run.stdout)["time_s"] <= 5, run.stdout
 fastest = f"{frontier[0]['time_s']:.3f}"
 assert f"kareus within 4.000 s: no plan runs that fast (its fastest: {fastest} s)" in stdout, stdout
+asked = json.loads((out / "summary.json").read_text())["within"]
+assert asked == [{"time_s": 5.0, "plan": within["plan"]}, {"time_s": 4.0, "plan": None}], asked
 PY
 check "simulate --plan alone reproduces the summary" python3 - "$KAREUS" "$plan_tmp" <<'PY'
 import json, math, pathlib, subprocess, sys
