@@ -54,7 +54,7 @@ std::vector<MethodPoint> plans_within(const pipeline::PipelineDag& dag, const pi
     MethodPoint point = run(solved.options_of(solved.frontier[by]));
     // Its overshoot (achieved over predicted time) sets the first deadline.
     asks.push_back({time_s, time_s * point.predicted_time_s / point.time_s, {}, {}});
-    if (point.time_s <= time_s) points.push_back(std::move(point));
+    points.push_back(std::move(point));
   }
   if (asks.size() > kMaxSearchedTimes) {
     std::vector<Ask> spread;
@@ -70,12 +70,9 @@ std::vector<MethodPoint> plans_within(const pipeline::PipelineDag& dag, const pi
     search_all(dag, gpus, asks);
     std::erase_if(asks, [&](Ask& ask) {
       if (ask.found.empty()) return true;
-      MethodPoint point = run(ask.found);
-      const double achieved_s = point.time_s;
-      if (achieved_s <= ask.time_s) {
-        points.push_back(std::move(point));
-        return true;
-      }
+      points.push_back(run(ask.found));
+      const double achieved_s = points.back().time_s;
+      if (achieved_s <= ask.time_s) return true;
       ask.deadline_s *= ask.time_s / achieved_s * (1 - kMargin);
       return false;
     });

@@ -33,8 +33,9 @@ inline constexpr std::int64_t kSearchWork = pipeline::kDeadlineSearchWork / 5;
 /// A plan (one option per operation of the solved DAG) as it runs: made, predicted and simulated.
 using RunPlan = std::function<MethodPoint(std::span<const int> options)>;
 
-/// The plans of `solved` (a solve of `dag` with `gpus` paying static power) found within each of
-/// `times_s`, as `run` achieves them; only those that run within their time.
+/// The plans of `solved` (a solve of `dag` with `gpus` paying static power) tried for each of
+/// `times_s`, as `run` achieves them: for each time, one that runs within it where found, and
+/// those that ran past theirs too (a plan past one time may be the best within a slower one).
 [[nodiscard]] std::vector<MethodPoint> plans_within(const pipeline::PipelineDag& dag,
                                                     const pipeline::PhillipsDessoukyResult& solved, int gpus,
                                                     std::vector<double> times_s, const RunPlan& run);
