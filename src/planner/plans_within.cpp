@@ -16,13 +16,59 @@ constexpr int kTries = 3;
 // asks, so that a plan overshooting by a hair more than the last one still runs within.
 constexpr double kMargin = 1e-4;
 
-// One time being searched for: its deadline for the solver and the plan found by it.
+// Frontier plans simulated, at most, to find the slowest one that runs within a time.
+constexpr int kProbes = 3;
+
+// One time being searched for: its deadline for the solver, the frontier plan the search starts
+// from (its position; -1: the plan by the deadline), and the plan found.
 struct Ask {
   double time_s = 0;
   double deadline_s = 0;
+  int seed_position = -1;
   std::vector<int> seed;
   std::vector<int> found;
 };
+
+// The frontier plan at `position`, run (and kept in `points`).
+const MethodPoint& run_frontier_plan(const pipeline::PhillipsDessoukyResult& solved, int position, const RunPlan& run,
+                                     std::vector<MethodPoint>& points) {
+  points.push_back(run(solved.options_of(solved.frontier[position])));
+  return points.back();
+}
+
+// The ask for `time_s`. Overshoots differ from plan to plan (more clock switches, more latency),
+// so when the frontier's plan by the time runs past it, a bisection (kProbes plans at most) from
+// the plan by the deadline its overshoot leaves finds the slowest frontier plan known to run
+// within: the search starts there, by the deadline that plan's own overshoot leaves.
+Ask ask_for(const pipeline::PhillipsDessoukyResult& solved, double time_s, const RunPlan& run,
+            std::vector<MethodPoint>& points) {
+  const int by = frontier_position_by(solved, time_s);
+  if (by < 0) return {};
+  const MethodPoint& last = run_frontier_plan(solved, by, run, points);
+  Ask ask{time_s, time_s * last.predicted_time_s / last.time_s, -1, {}, {}};
+  if (last.time_s <= time_s) {
+    ask.seed_position = by;
+    return ask;
+  }
+  int within = frontier_position_by(solved, ask.deadline_s);
+  if (within < 0 || within >= by) return ask;
+  const MethodPoint* fits = &run_frontier_plan(solved, within, run, points);
+  if (fits->time_s > time_s) return ask;
+  double fits_deadline_s = time_s * fits->predicted_time_s / fits->time_s;
+  for (int probe = 1, past = by; probe < kProbes && past - within > 1; ++probe) {
+    const int middle = within + (past - within) / 2;
+    const MethodPoint& tried = run_frontier_plan(solved, middle, run, points);
+    if (tried.time_s > time_s) {
+      past = middle;
+      continue;
+    }
+    within = middle;
+    fits_deadline_s = time_s * tried.predicted_time_s / tried.time_s;
+  }
+  ask.seed_position = within;
+  ask.deadline_s = fits_deadline_s;
+  return ask;
+}
 
 // Each ask's search (pipeline::cheapest_plan_by from its seed), on as many threads as cores.
 void search_all(const pipeline::PipelineDag& dag, int gpus, std::vector<Ask>& asks) {
@@ -49,12 +95,7 @@ std::vector<MethodPoint> plans_within(const pipeline::PipelineDag& dag, const pi
   std::vector<MethodPoint> points;
   std::vector<Ask> asks;
   for (const double time_s : times_s) {
-    const int by = frontier_position_by(solved, time_s);
-    if (by < 0) continue;
-    MethodPoint point = run(solved.options_of(solved.frontier[by]));
-    // Its overshoot (achieved over predicted time) sets the first deadline.
-    asks.push_back({time_s, time_s * point.predicted_time_s / point.time_s, {}, {}});
-    points.push_back(std::move(point));
+    if (Ask ask = ask_for(solved, time_s, run, points); ask.time_s > 0) asks.push_back(std::move(ask));
   }
   if (asks.size() > kMaxSearchedTimes) {
     std::vector<Ask> spread;
@@ -63,9 +104,9 @@ std::vector<MethodPoint> plans_within(const pipeline::PipelineDag& dag, const pi
   }
   for (int attempt = 0; attempt < kTries && !asks.empty(); ++attempt) {
     std::erase_if(asks, [&](Ask& ask) {
-      const int seed = frontier_position_by(solved, ask.deadline_s);
-      if (seed >= 0) ask.seed = solved.options_of(solved.frontier[seed]);
-      return seed < 0;
+      if (ask.seed_position < 0) ask.seed_position = frontier_position_by(solved, ask.deadline_s);
+      if (ask.seed_position >= 0) ask.seed = solved.options_of(solved.frontier[ask.seed_position]);
+      return ask.seed_position < 0;
     });
     search_all(dag, gpus, asks);
     std::erase_if(asks, [&](Ask& ask) {
@@ -74,6 +115,7 @@ std::vector<MethodPoint> plans_within(const pipeline::PipelineDag& dag, const pi
       const double achieved_s = points.back().time_s;
       if (achieved_s <= ask.time_s) return true;
       ask.deadline_s *= ask.time_s / achieved_s * (1 - kMargin);
+      ask.seed_position = -1;  // the plan by the new deadline
       return false;
     });
   }

@@ -8,8 +8,9 @@
 // "kareus's plans within the baselines' times"). Here each time gets the frontier's plan by it,
 // and the cheapest plan the search at an asked deadline finds (pipeline::cheapest_plan_by) by a
 // deadline set so that the plan runs within the time: first the time less the frontier plan's
-// overshoot, then less each overshoot seen, a few times at most. The searches run on all cores.
-// Units: seconds.
+// overshoot (or, where that plan runs past the time, the overshoot of the slowest frontier plan
+// a short bisection finds within it, the search's seed then), then less each overshoot seen, a
+// few times at most. The searches run on all cores. Units: seconds.
 #pragma once
 
 #include <cstddef>

@@ -93,5 +93,43 @@ TEST(PlansWithin, EachTimeGetsThePlanSearchedAtTheDeadlineItsOvershootLeaves) {
   EXPECT_GE(cheaper, 4);
 }
 
+TEST(PlansWithin, KeepsEveryPlanItRanWhenOvershootsDiffer) {
+  // As with clock switches: the more operations whose option differs from the next one's, the
+  // more a plan overshoots (0.2% to 1%). A plan that ran past one time may be the cheapest
+  // within a slower one, so every plan run comes back, and each time still gets one within it.
+  const pipeline::PipelineDag dag = two_stage_dag();
+  pipeline::PhillipsDessoukyOptions solver;
+  solver.gpus = kGpus;
+  const pipeline::PhillipsDessoukyResult solved = pipeline::PhillipsDessouky(dag, solver).run();
+  int runs = 0;
+  const RunPlan run = [&dag, &runs](std::span<const int> options) {
+    ++runs;
+    const pipeline::PlanEvaluation predicted = pipeline::evaluate_plan(dag, options, kGpus);
+    int switches = 0;
+    for (std::size_t op = 0; op + 1 < options.size(); ++op) switches += options[op] != options[op + 1];
+    const double overshoot = 1.002 + 0.008 * switches / static_cast<double>(options.size() - 1);
+    MethodPoint point;
+    point.predicted_time_s = predicted.time_s;
+    point.predicted_energy_j = predicted.energy_j;
+    point.time_s = predicted.time_s * overshoot;
+    point.energy_j = predicted.energy_j;
+    return point;
+  };
+  std::vector<MethodPoint> frontier;
+  for (const int index : solved.frontier) frontier.push_back(run(solved.options_of(index)));
+  const double fastest_s = frontier.front().time_s;
+  const double slowest_s = frontier.back().time_s;
+  std::vector<double> times_s;
+  for (int k = 1; k <= 8; ++k) times_s.push_back(fastest_s + (slowest_s - fastest_s) * k / 8);
+  runs = 0;
+  const std::vector<MethodPoint> points = plans_within(dag, solved, kGpus, times_s, run);
+  EXPECT_EQ(static_cast<int>(points.size()), runs);
+  EXPECT_GT(runs, static_cast<int>(2 * times_s.size()));  // it searched, and some searches again
+  for (const double time_s : times_s) {
+    SCOPED_TRACE(time_s);
+    EXPECT_LE(least_energy_within(points, time_s), least_energy_within(frontier, time_s) * (1 + 1e-12));
+  }
+}
+
 }  // namespace
 }  // namespace kareus::planner
