@@ -29,11 +29,15 @@ struct Ask {
   std::vector<int> found;
 };
 
-// The frontier plan at `position`, run (and kept in `points`).
-const MethodPoint& run_frontier_plan(const pipeline::PhillipsDessoukyResult& solved, int position, const RunPlan& run,
-                                     std::vector<MethodPoint>& points) {
+// Runs the frontier plan at `position` (kept in `points`): its achieved and predicted times.
+struct Run {
+  double achieved_s = 0;
+  double predicted_s = 0;
+};
+Run run_frontier_plan(const pipeline::PhillipsDessoukyResult& solved, int position, const RunPlan& run,
+                      std::vector<MethodPoint>& points) {
   points.push_back(run(solved.options_of(solved.frontier[position])));
-  return points.back();
+  return {points.back().time_s, points.back().predicted_time_s};
 }
 
 // The ask for `time_s`. Overshoots differ from plan to plan (more clock switches, more latency),
@@ -44,29 +48,26 @@ Ask ask_for(const pipeline::PhillipsDessoukyResult& solved, double time_s, const
             std::vector<MethodPoint>& points) {
   const int by = frontier_position_by(solved, time_s);
   if (by < 0) return {};
-  const MethodPoint& last = run_frontier_plan(solved, by, run, points);
-  Ask ask{time_s, time_s * last.predicted_time_s / last.time_s, -1, {}, {}};
-  if (last.time_s <= time_s) {
-    ask.seed_position = by;
-    return ask;
-  }
+  const Run last = run_frontier_plan(solved, by, run, points);
+  Ask ask{time_s, time_s * last.predicted_s / last.achieved_s, by, {}, {}};
+  if (last.achieved_s <= time_s) return ask;
+  ask.seed_position = -1;  // the plan by the deadline, unless one slower is found to fit
   int within = frontier_position_by(solved, ask.deadline_s);
   if (within < 0 || within >= by) return ask;
-  const MethodPoint* fits = &run_frontier_plan(solved, within, run, points);
-  if (fits->time_s > time_s) return ask;
-  double fits_deadline_s = time_s * fits->predicted_time_s / fits->time_s;
+  Run fits = run_frontier_plan(solved, within, run, points);
+  if (fits.achieved_s > time_s) return ask;
   for (int probe = 1, past = by; probe < kProbes && past - within > 1; ++probe) {
     const int middle = within + (past - within) / 2;
-    const MethodPoint& tried = run_frontier_plan(solved, middle, run, points);
-    if (tried.time_s > time_s) {
+    const Run tried = run_frontier_plan(solved, middle, run, points);
+    if (tried.achieved_s > time_s) {
       past = middle;
-      continue;
+    } else {
+      within = middle;
+      fits = tried;
     }
-    within = middle;
-    fits_deadline_s = time_s * tried.predicted_time_s / tried.time_s;
   }
   ask.seed_position = within;
-  ask.deadline_s = fits_deadline_s;
+  ask.deadline_s = time_s * fits.predicted_s / fits.achieved_s;
   return ask;
 }
 
