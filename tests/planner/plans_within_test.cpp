@@ -38,12 +38,19 @@ pipeline::PipelineDag two_stage_dag() {
   return pipeline::build_one_f_one_b_dag(config);
 }
 
-MethodPoint run_slower(const pipeline::PipelineDag& dag, std::span<const int> options) {
+pipeline::PhillipsDessoukyResult solve(const pipeline::PipelineDag& dag) {
+  pipeline::PhillipsDessoukyOptions solver;
+  solver.gpus = kGpus;
+  return pipeline::PhillipsDessouky(dag, solver).run();
+}
+
+// The plan as a stand-in simulator runs it: `overshoot` x the predicted time, the predicted energy.
+MethodPoint run_slower(const pipeline::PipelineDag& dag, std::span<const int> options, double overshoot) {
   const pipeline::PlanEvaluation predicted = pipeline::evaluate_plan(dag, options, kGpus);
   MethodPoint point;
   point.predicted_time_s = predicted.time_s;
   point.predicted_energy_j = predicted.energy_j;
-  point.time_s = predicted.time_s * kOvershoot;
+  point.time_s = predicted.time_s * overshoot;
   point.energy_j = predicted.energy_j;
   return point;
 }
@@ -58,10 +65,8 @@ double least_energy_within(const std::vector<MethodPoint>& points, double time_s
 
 TEST(PlansWithin, EachTimeGetsThePlanSearchedAtTheDeadlineItsOvershootLeaves) {
   const pipeline::PipelineDag dag = two_stage_dag();
-  pipeline::PhillipsDessoukyOptions solver;
-  solver.gpus = kGpus;
-  const pipeline::PhillipsDessoukyResult solved = pipeline::PhillipsDessouky(dag, solver).run();
-  const RunPlan run = [&dag](std::span<const int> options) { return run_slower(dag, options); };
+  const pipeline::PhillipsDessoukyResult solved = solve(dag);
+  const RunPlan run = [&dag](std::span<const int> options) { return run_slower(dag, options, kOvershoot); };
   std::vector<MethodPoint> frontier;
   for (const int index : solved.frontier) frontier.push_back(run(solved.options_of(index)));
   const double fastest_s = frontier.front().time_s;
@@ -98,22 +103,13 @@ TEST(PlansWithin, KeepsEveryPlanItRanWhenOvershootsDiffer) {
   // more a plan overshoots (0.2% to 1%). A plan that ran past one time may be the cheapest
   // within a slower one, so every plan run comes back, and each time still gets one within it.
   const pipeline::PipelineDag dag = two_stage_dag();
-  pipeline::PhillipsDessoukyOptions solver;
-  solver.gpus = kGpus;
-  const pipeline::PhillipsDessoukyResult solved = pipeline::PhillipsDessouky(dag, solver).run();
+  const pipeline::PhillipsDessoukyResult solved = solve(dag);
   int runs = 0;
   const RunPlan run = [&dag, &runs](std::span<const int> options) {
     ++runs;
-    const pipeline::PlanEvaluation predicted = pipeline::evaluate_plan(dag, options, kGpus);
     int switches = 0;
     for (std::size_t op = 0; op + 1 < options.size(); ++op) switches += options[op] != options[op + 1];
-    const double overshoot = 1.002 + 0.008 * switches / static_cast<double>(options.size() - 1);
-    MethodPoint point;
-    point.predicted_time_s = predicted.time_s;
-    point.predicted_energy_j = predicted.energy_j;
-    point.time_s = predicted.time_s * overshoot;
-    point.energy_j = predicted.energy_j;
-    return point;
+    return run_slower(dag, options, 1.002 + 0.008 * switches / static_cast<double>(options.size() - 1));
   };
   std::vector<MethodPoint> frontier;
   for (const int index : solved.frontier) frontier.push_back(run(solved.options_of(index)));
