@@ -249,13 +249,6 @@ void add_baseline_plans(std::vector<MethodResult>& methods, const std::vector<in
   kareus.frontier = pareto_points(std::move(kareus.frontier));
 }
 
-const MethodResult* find_method(const std::vector<MethodResult>& methods, Method name) {
-  for (const MethodResult& method : methods) {
-    if (method.method == name) return &method;
-  }
-  return nullptr;
-}
-
 }  // namespace
 
 PlanJobResult run_plan_job(const PlanDevices& devices, const workload::Workload& workload,

@@ -71,11 +71,9 @@ void write_plan_job(const std::filesystem::path& dir, const workload::Workload& 
         {"iso_energy_time_reduction_pct", optional_number(metrics.iso_energy_time_reduction_pct)}};
   }
   nlohmann::ordered_json within = nlohmann::ordered_json::array();
+  const MethodResult* kareus = find_method(result.methods, Method::kKareus);
   for (const double time_s : result.within_times_s) {
-    std::optional<std::size_t> position;
-    for (const MethodResult& method : result.methods) {
-      if (method.method == Method::kKareus) position = position_within(method, time_s);
-    }
+    const std::optional<std::size_t> position = kareus ? position_within(*kareus, time_s) : std::nullopt;
     within.push_back({{"time_s", time_s},
                       {"plan", position ? nlohmann::ordered_json(plan_file(Method::kKareus, *position)) : nullptr}});
   }

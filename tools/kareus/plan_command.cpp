@@ -32,18 +32,17 @@ void print_warning(const std::string& message) { fmt::print(stderr, "kareus plan
 
 /// kareus's least-energy plan within `time_s` (summary.json's "within"), and its file.
 void print_plan_within(const planner::PlanJobResult& result, const std::string& out, double time_s) {
-  for (const planner::MethodResult& method : result.methods) {
-    if (method.method != planner::Method::kKareus) continue;
-    const std::optional<std::size_t> within = planner::position_within(method, time_s);
-    if (!within) {
-      fmt::print("kareus within {:.3f} s: no plan runs that fast (its fastest: {:.3f} s)\n", time_s,
-                 method.frontier.front().time_s);
-      return;
-    }
-    const planner::MethodPoint& point = method.frontier[*within];
-    fmt::print("kareus within {:.3f} s: {}/{} ({:.3f} s, {:.0f} J)\n", time_s, out,
-               planner::plan_file(method.method, *within), point.time_s, point.energy_j);
+  const planner::MethodResult* kareus = planner::find_method(result.methods, planner::Method::kKareus);
+  if (kareus == nullptr) return;  // --within needs the kareus method (check_plan_job)
+  const std::optional<std::size_t> within = planner::position_within(*kareus, time_s);
+  if (!within) {
+    fmt::print("kareus within {:.3f} s: no plan runs that fast (its fastest: {:.3f} s)\n", time_s,
+               kareus->frontier.front().time_s);
+    return;
   }
+  const planner::MethodPoint& point = kareus->frontier[*within];
+  fmt::print("kareus within {:.3f} s: {}/{} ({:.3f} s, {:.0f} J)\n", time_s, out,
+             planner::plan_file(kareus->method, *within), point.time_s, point.energy_j);
 }
 
 std::string percent(const std::optional<double>& value) {

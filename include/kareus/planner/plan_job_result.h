@@ -65,4 +65,12 @@ struct PlanJobResult {
   std::vector<double> within_times_s;           ///< PlanJobOptions::within_times_s, as asked
 };
 
+/// The result of the method `name` among `methods`, or nullptr when the job did not run it.
+inline const MethodResult* find_method(const std::vector<MethodResult>& methods, Method name) {
+  for (const MethodResult& method : methods) {
+    if (method.method == name) return &method;
+  }
+  return nullptr;
+}
+
 }  // namespace kareus::planner
