@@ -44,21 +44,30 @@ struct GaussianProcess::State {
 
   [[nodiscard]] std::size_t dims() const { return static_cast<std::size_t>(inputs.cols()); }
 
-  // Matern 5/2 between rows of a and b under `parameters`.
-  static Eigen::MatrixXd kernel(const Eigen::MatrixXd& a, const Eigen::MatrixXd& b, const Eigen::VectorXd& parameters) {
-    const Eigen::Index dims = a.cols();
-    const Eigen::RowVectorXd inverse_length = (-parameters.head(dims)).array().exp().transpose();
-    const double signal = std::exp(parameters(dims));
+  // Squared scaled distances between rows of a and b under `parameters`' length scales.
+  static Eigen::MatrixXd squared_distances(const Eigen::MatrixXd& a, const Eigen::MatrixXd& b,
+                                           const Eigen::VectorXd& parameters) {
+    const Eigen::RowVectorXd inverse_length = (-parameters.head(a.cols())).array().exp().transpose();
     const Eigen::MatrixXd scaled_a = a.array().rowwise() * inverse_length.array();
     const Eigen::MatrixXd scaled_b = b.array().rowwise() * inverse_length.array();
     Eigen::MatrixXd squared = (-2.0 * scaled_a * scaled_b.transpose()).eval();
     squared.colwise() += scaled_a.rowwise().squaredNorm();
     squared.rowwise() += scaled_b.rowwise().squaredNorm().transpose();
-    const double root5 = std::sqrt(5.0);
-    return squared.unaryExpr([&](double r2) {
+    return squared;
+  }
+
+  // Matern 5/2 of a squared scaled distance, times the signal variance.
+  static auto matern(double signal) {
+    return [signal](double r2) {
+      const double root5 = std::sqrt(5.0);
       const double r = std::sqrt(std::max(r2, 0.0));
       return signal * (1 + root5 * r + 5.0 / 3.0 * r * r) * std::exp(-root5 * r);
-    });
+    };
+  }
+
+  // Matern 5/2 between rows of a and b under `parameters`.
+  static Eigen::MatrixXd kernel(const Eigen::MatrixXd& a, const Eigen::MatrixXd& b, const Eigen::VectorXd& parameters) {
+    return squared_distances(a, b, parameters).unaryExpr(matern(std::exp(parameters(a.cols()))));
   }
 
   // Factorises the training covariance under `parameters`; returns the log marginal
@@ -66,7 +75,10 @@ struct GaussianProcess::State {
   double factorise(const Eigen::VectorXd& parameters, Eigen::LLT<Eigen::MatrixXd>& llt,
                    Eigen::VectorXd& weights) const {
     const Eigen::Index n = inputs.rows();
-    Eigen::MatrixXd covariance = kernel(inputs, inputs, parameters);
+    // The Cholesky factorisation reads the lower triangle only, so only it is evaluated (the
+    // kernel's exponentials are most of a fit's work); the upper one is left as it comes.
+    Eigen::MatrixXd covariance = squared_distances(inputs, inputs, parameters);
+    covariance.triangularView<Eigen::Lower>() = covariance.unaryExpr(matern(std::exp(parameters(inputs.cols()))));
     covariance.diagonal().array() += std::exp(parameters(parameters.size() - 1)) + kJitter;
     llt.compute(covariance);
     if (llt.info() != Eigen::Success) return -std::numeric_limits<double>::infinity();
