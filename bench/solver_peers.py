@@ -61,7 +61,8 @@ def main():
         # kareus's walks fill the steps between PD's plans, so its frontier has more points.
         per_point = ratio * len(kareus) / len(lowtime)
         print(f"| {seed} | {profile.shape} | {cpu * 1e3:.2f} | {lowtime_cpu_s:.3f} | {ratio:.0f}x | "
-              f"{len(kareus)} / {len(lowtime)} | {per_point:.0f}x | {100 * max(above_lowtime, 0):.3f}% | {100 * max(lowtime_above, 0):.3f}% | "
+              f"{len(kareus)} / {len(lowtime)} | {per_point:.0f}x | {100 * max(above_lowtime, 0):.3f}% | "
+              f"{100 * max(lowtime_above, 0):.3f}% | "
               f"{100 * above_optimum:.3f}% | {100 * lowtime_optimum:.3f}% |", flush=True)
     print(f"\n{count} profiles: speed ratio min {min(ratios):.0f}x, median {statistics.median(ratios):.0f}x; "
           f"kareus at most {100 * worst_lowtime:.3f}% above lowtime, {100 * worst_optimum:.3f}% above the optimum")
