@@ -49,10 +49,10 @@ Ask ask_for(const pipeline::PhillipsDessoukyResult& solved, double time_s, const
   const int by = frontier_position_by(solved, time_s);
   if (by < 0) return {};
   const Run last = run_frontier_plan(solved, by, run, points);
-  Ask ask{time_s, time_s * last.predicted_s / last.achieved_s, by, {}, {}};
-  if (last.achieved_s <= time_s) return ask;
-  ask.seed_position = -1;  // the plan by the deadline, unless one slower is found to fit
-  int within = frontier_position_by(solved, ask.deadline_s);
+  const double deadline_s = time_s * last.predicted_s / last.achieved_s;
+  if (last.achieved_s <= time_s) return {time_s, deadline_s, by, {}, {}};
+  Ask ask{time_s, deadline_s, -1, {}, {}};  // from the plan by the deadline, unless one slower fits
+  int within = frontier_position_by(solved, deadline_s);
   if (within < 0 || within >= by) return ask;
   Run fits = run_frontier_plan(solved, within, run, points);
   if (fits.achieved_s > time_s) return ask;
